@@ -1,0 +1,32 @@
+"""The error types users see. The CLI turns these into one red line and exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TracegraphError(Exception):
+    """A problem the user can fix (bad input, missing file, wrong option)."""
+
+
+class DataError(TracegraphError):
+    """Bad input data. The message names the file and, where there is one, the line."""
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.reason = message
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{line}: " if line is not None else f"{self.path}: "
+        super().__init__(where + message)
+
+
+def require_file(path: str | Path, what: str = "file") -> Path:
+    """Return ``path`` as a Path, or raise DataError if it is not an existing file."""
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{what} not found", p)
+    if not p.is_file():
+        raise DataError(f"{what} is not a regular file", p)
+    return p

@@ -1,0 +1,1 @@
+"""Shared machinery for both wings: precision, memory, checkpoints, progress, seeding."""

@@ -1,0 +1,48 @@
+"""Reproducibility: one seed for Python, NumPy and torch, and RNG state capture for resume."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    """All RNG states as tensors/plain types, so a checkpoint stays weights_only-loadable."""
+    np_state = np.random.get_state()
+    state = {
+        "python": _python_state_to_tensor(random.getstate()),
+        "numpy_keys": torch.from_numpy(np_state[1].astype(np.int64)),
+        "numpy_pos": int(np_state[2]),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(_tensor_to_python_state(state["python"]))
+    keys = state["numpy_keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, int(state["numpy_pos"]), 0, 0.0))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _python_state_to_tensor(st) -> torch.Tensor:
+    version, internal, gauss = st
+    # version 3, 625 ints, gauss None: store ints; gauss is always None with random.getstate()
+    return torch.tensor([version, *internal], dtype=torch.int64)
+
+
+def _tensor_to_python_state(t: torch.Tensor):
+    vals = [int(v) for v in t.tolist()]
+    return (vals[0], tuple(vals[1:]), None)
