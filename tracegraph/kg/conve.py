@@ -1,0 +1,156 @@
+"""ConvE (Dettmers et al., 2018) with a per-entity bias and reciprocal relations.
+
+    e_h, r  --reshape-->  two H×W images, stacked (along height, or width for the earlier
+    codebase's layout)  -> BN0 -> dropout -> Conv2d(1->C, k×k) -> BN1 -> ReLU -> Dropout2d
+    -> flatten -> Linear(->d) -> dropout -> BN2 -> ReLU -> x;   scores = x Eᵀ + b
+
+E is the *same* table used for e_h (tied). The forward has no ``.item()`` and no data-dependent
+Python branching, so ``torch.func.vmap``/``grad`` work on it (the TracIn engine relies on it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from tracegraph.errors import TracegraphError
+
+
+@dataclass
+class ConvEConfig:
+    num_entities: int
+    num_relations: int  # base relations; with reciprocal=True the table holds 2× this many
+    embedding_dim: int = 200
+    embedding_height: int = 10
+    embedding_width: int = 20
+    output_channels: int = 32
+    kernel_size: int = 3
+    input_dropout: float = 0.2
+    feature_map_dropout: float = 0.2
+    output_dropout: float = 0.3
+    reciprocal: bool = True
+    entity_bias: bool = True
+    concat_axis: str = "height"  # "height": 2H×W image (ConvE paper); "width": H×2W (earlier codebase)
+
+    def __post_init__(self):
+        if self.embedding_height * self.embedding_width != self.embedding_dim:
+            raise TracegraphError(
+                f"embedding height×width ({self.embedding_height}×{self.embedding_width}) must equal "
+                f"--embedding-dim {self.embedding_dim}"
+            )
+        if self.concat_axis not in ("height", "width"):
+            raise TracegraphError("concat_axis must be 'height' or 'width'")
+        h, w = self.image_shape
+        if self.kernel_size > min(h, w):
+            raise TracegraphError(f"kernel size {self.kernel_size} larger than the {h}×{w} input image")
+
+    @property
+    def image_shape(self) -> tuple[int, int]:
+        if self.concat_axis == "height":
+            return 2 * self.embedding_height, self.embedding_width
+        return self.embedding_height, 2 * self.embedding_width
+
+    @property
+    def num_relation_rows(self) -> int:
+        return self.num_relations * (2 if self.reciprocal else 1)
+
+    @property
+    def flat_size(self) -> int:
+        h, w = self.image_shape
+        k = self.kernel_size
+        return self.output_channels * (h - k + 1) * (w - k + 1)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ConvEConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+class ConvE(nn.Module):
+    def __init__(self, config: ConvEConfig):
+        super().__init__()
+        self.config = c = config
+        self.entity = nn.Embedding(c.num_entities, c.embedding_dim)
+        self.relation = nn.Embedding(c.num_relation_rows, c.embedding_dim)
+        self.bn0 = nn.BatchNorm2d(1)
+        self.conv = nn.Conv2d(1, c.output_channels, c.kernel_size, bias=True)
+        self.bn1 = nn.BatchNorm2d(c.output_channels)
+        self.fc = nn.Linear(c.flat_size, c.embedding_dim)
+        self.bn2 = nn.BatchNorm1d(c.embedding_dim)
+        self.input_drop = nn.Dropout(c.input_dropout)
+        self.feature_drop = nn.Dropout2d(c.feature_map_dropout)
+        self.output_drop = nn.Dropout(c.output_dropout)
+        if c.entity_bias:
+            self.entity_bias = nn.Parameter(torch.zeros(c.num_entities))
+        else:
+            self.register_parameter("entity_bias", None)
+        self.gradient_checkpointing = False
+        nn.init.xavier_normal_(self.entity.weight)
+        nn.init.xavier_normal_(self.relation.weight)
+
+    # -- pieces (TracIn's factor engine hooks these) ------------------------------------
+
+    def image(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """[B, d] × 2 -> [B, 1, H', W'] input image."""
+        c = self.config
+        a = e_h.reshape(-1, 1, c.embedding_height, c.embedding_width)
+        b = r.reshape(-1, 1, c.embedding_height, c.embedding_width)
+        return torch.cat([a, b], dim=2 if c.concat_axis == "height" else 3)
+
+    def encode(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """Embeddings -> hidden vector x [B, d] (everything before the scoring matmul)."""
+        z = self.bn0(self.image(e_h, r))
+        z = self.input_drop(z)
+        z = self.conv(z)
+        z = self.bn1(z)
+        z = F.relu(z)
+        z = self.feature_drop(z)
+        z = z.flatten(1)
+        z = self.fc(z)
+        z = self.output_drop(z)
+        z = self.bn2(z)
+        return F.relu(z)
+
+    def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        e_h = self.entity(heads)
+        r = self.relation(relations)
+        if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+            # recompute the conv block in backward: its activations (B×C×H×W) dominate memory
+            return checkpoint(self.encode, e_h, r, use_reentrant=False)
+        return self.encode(e_h, r)
+
+    def score_hidden(self, x: torch.Tensor, start: int = 0, end: int | None = None) -> torch.Tensor:
+        """Scores of hidden vectors against entities [start, end): x E[start:end]ᵀ + b."""
+        w = self.entity.weight[start:end]
+        s = x @ w.t().to(x.dtype)
+        if self.entity_bias is not None:
+            s = s + self.entity_bias[start:end].to(s.dtype)
+        return s
+
+    # -- public API ----------------------------------------------------------------------
+
+    def score_all(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        """Logits of every entity as tail of (head, relation): [B, num_entities]."""
+        return self.score_hidden(self.hidden(heads, relations))
+
+    def score_triples(self, heads, relations, tails) -> torch.Tensor:
+        """Logit of each given triple: [B]."""
+        x = self.hidden(heads, relations)
+        s = (x * self.entity(tails).to(x.dtype)).sum(-1)
+        if self.entity_bias is not None:
+            s = s + self.entity_bias[tails].to(s.dtype)
+        return s
+
+    def forward(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        return self.score_all(heads, relations)
+
+    def inverse_relation(self, relations: torch.Tensor) -> torch.Tensor:
+        """Id of r⁻¹ for base relation r (reciprocal models only)."""
+        return relations + self.config.num_relations

@@ -1,0 +1,136 @@
+"""1-N binary cross-entropy with uniform label smoothing, without a batch×entities label matrix.
+
+With smoothing ε over N entities a sample's targets are y = ε/N everywhere plus (1-ε) at its true
+tails. Since BCE(s, y) = softplus(s) - y·s,
+
+    Σ_j BCE(s_j, y_j) = Σ_j softplus(s_j) - (ε/N)·Σ_j s_j - (1-ε)·Σ_{true t} s_t
+
+so only O(B) extra memory is needed. The per-sample loss is that sum divided by N (the mean over
+entities, as ``binary_cross_entropy_with_logits(reduction="mean")`` over a B×N matrix gives after
+averaging over the batch too).
+
+Targets are *sparse*: ``Targets(batch_index, entity_index)`` lists each (sample, true tail) pair.
+1vsAll training has one pair per sample; KvsAll has all known tails of (head, relation).
+
+:func:`fused_bce_1n` never stores the B×N logits either: the Σ softplus / Σ s part is computed in
+entity chunks by a custom autograd Function that recomputes each chunk's scores in backward and
+accumulates dL/dx, dL/dE, dL/db chunk by chunk (peak memory O(B·chunk + N·d)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Targets:
+    """Sparse 1-N targets: sample ``batch_index[k]`` has true entity ``entity_index[k]``."""
+
+    batch_index: torch.Tensor
+    entity_index: torch.Tensor
+
+    @classmethod
+    def one_per_sample(cls, tails: torch.Tensor) -> "Targets":
+        return cls(torch.arange(len(tails), device=tails.device), tails)
+
+    def to(self, device) -> "Targets":
+        return Targets(self.batch_index.to(device), self.entity_index.to(device))
+
+
+def _reduce(per_sample: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "mean":
+        return per_sample.mean()
+    if reduction == "sum":
+        return per_sample.sum()
+    if reduction == "none":
+        return per_sample
+    raise ValueError(f"reduction must be mean, sum or none, not {reduction!r}")
+
+
+def _positive_sum(batch_size: int, targets: Targets, pos_scores: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(batch_size, dtype=pos_scores.dtype, device=pos_scores.device)
+    return out.index_add(0, targets.batch_index, pos_scores)
+
+
+def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0, reduction: str = "mean"):
+    """Loss from full logits [B, N] with sparse targets; no label matrix is built."""
+    B, N = scores.shape
+    scores = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
+    eps = float(label_smoothing)
+    pos = _positive_sum(B, targets, scores[targets.batch_index, targets.entity_index])
+    per = F.softplus(scores).sum(1) - (eps / N) * scores.sum(1) - (1.0 - eps) * pos
+    return _reduce(per / N, reduction)
+
+
+class _ChunkedSoftplusMinusMean(torch.autograd.Function):
+    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j with s = x Eᵀ + b, computed over entity chunks."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, c: float, chunk: int):
+        acc_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        out = torch.zeros(x.shape[0], dtype=acc_dtype, device=x.device)
+        for start in range(0, weight.shape[0], chunk):
+            s = _chunk_scores(x, weight, bias, start, chunk, acc_dtype)
+            out += F.softplus(s).sum(1) - c * s.sum(1)
+        ctx.save_for_backward(x, weight, bias if bias is not None else torch.empty(0))
+        ctx.has_bias, ctx.c, ctx.chunk = bias is not None, c, chunk
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight, bias = ctx.saved_tensors
+        bias = bias if ctx.has_bias else None
+        acc_dtype = grad_out.dtype
+        xa = x.to(acc_dtype)
+        gx = torch.zeros_like(xa)
+        gw = torch.zeros(weight.shape, dtype=acc_dtype, device=weight.device) if ctx.needs_input_grad[1] else None
+        gb = torch.zeros(weight.shape[0], dtype=acc_dtype, device=weight.device) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        for start in range(0, weight.shape[0], ctx.chunk):
+            s = _chunk_scores(x, weight, bias, start, ctx.chunk, acc_dtype)
+            g = grad_out[:, None] * (torch.sigmoid(s) - ctx.c)  # d/ds [softplus(s) - c·s]
+            w = weight[start : start + ctx.chunk].to(acc_dtype)
+            gx += g @ w
+            if gw is not None:
+                gw[start : start + ctx.chunk] = g.t() @ xa
+            if gb is not None:
+                gb[start : start + ctx.chunk] = g.sum(0)
+        gx = gx.to(x.dtype) if ctx.needs_input_grad[0] else None
+        return gx, (gw.to(weight.dtype) if gw is not None else None), (gb.to(bias.dtype) if gb is not None else None), None, None
+
+
+def _chunk_scores(x, weight, bias, start, chunk, acc_dtype):
+    w = weight[start : start + chunk]
+    s = (x.to(acc_dtype) @ w.to(acc_dtype).t())
+    if bias is not None:
+        s = s + bias[start : start + chunk].to(acc_dtype)
+    return s
+
+
+def fused_bce_1n(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: Targets,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+    chunk_size: int = 8192,
+):
+    """Same value and gradients as ``bce_1n(x @ weight.T + bias, …)``, without the B×N logits."""
+    B, N = x.shape[0], weight.shape[0]
+    eps = float(label_smoothing)
+    total = _ChunkedSoftplusMinusMean.apply(x, weight, bias, eps / N, int(chunk_size))
+    # the true tails' scores: only K = #targets rows of E are touched, through ordinary autograd
+    xt = x[targets.batch_index].to(total.dtype)
+    pos_scores = (xt * weight[targets.entity_index].to(total.dtype)).sum(-1)
+    if bias is not None:
+        pos_scores = pos_scores + bias[targets.entity_index].to(total.dtype)
+    per = total - (1.0 - eps) * _positive_sum(B, targets, pos_scores)
+    return _reduce(per / N, reduction)
+
+
+def auto_chunk_size(batch_size: int, budget_bytes: int = 256 * 2**20) -> int:
+    """Entity chunk so one B×chunk fp32 block stays within ``budget_bytes``."""
+    return max(1024, budget_bytes // (4 * max(batch_size, 1)))
