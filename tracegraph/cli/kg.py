@@ -1,0 +1,121 @@
+"""`tracegraph train | evaluate | predict`: ConvE link prediction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import typer
+
+from tracegraph.cli.common import DEVICE_HELP, DeviceOpt, PrecisionOpt
+
+
+def train_cmd(
+    train: Path = typer.Option(..., "--train", help="Training triples (head<TAB>relation<TAB>tail)."),
+    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Run directory: config.json, checkpoints/, models, history."),
+    valid: Optional[Path] = typer.Option(None, "--valid", help="Validation triples: best_model.pt and early stopping use filtered MRR on them."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Test triples, evaluated with the best model at the end."),
+    entity_to_id: Optional[Path] = typer.Option(None, "--entity-to-id", "--node-dict", help="Existing node_dict.txt (label<TAB>index); built from --train when absent."),
+    relation_to_id: Optional[Path] = typer.Option(None, "--relation-to-id", "--rel-dict", help="Existing rel_dict.txt."),
+    epochs: int = typer.Option(100, "--epochs", "--num-epochs", min=1),
+    batch_size: int = typer.Option(128, min=2, help="Samples per step (a sample is one (head, relation) query in kvsall, one triple direction in 1vsall)."),
+    learning_rate: float = typer.Option(0.003, min=0.0, help="Adam learning rate (ConvE paper: 0.003)."),
+    lr_decay: float = typer.Option(1.0, help="Multiply the learning rate by this after every epoch (1.0 = constant)."),
+    label_smoothing: float = typer.Option(0.1, min=0.0, max=1.0),
+    training_mode: str = typer.Option("kvsall", help="kvsall: all known tails of (h, r) are targets (ConvE paper); 1vsall: one triple per sample."),
+    loss_impl: str = typer.Option("auto", help="standard: B×N logits, no label matrix; fused: chunked, never stores the B×N logits; auto: fused when the logits would exceed 512 MiB."),
+    embedding_dim: int = typer.Option(200),
+    embedding_height: int = typer.Option(10),
+    embedding_width: int = typer.Option(20),
+    output_channels: int = typer.Option(32),
+    kernel_size: int = typer.Option(3),
+    input_dropout: float = typer.Option(0.2),
+    feature_map_dropout: float = typer.Option(0.2),
+    output_dropout: float = typer.Option(0.3),
+    reciprocal: bool = typer.Option(True, "--reciprocal/--no-reciprocal", help="Train (t, r⁻¹, h) too, so one model ranks heads and tails."),
+    seed: int = typer.Option(0),
+    device: str = DeviceOpt,
+    precision: str = PrecisionOpt,
+    use_mixed_precision: bool = typer.Option(False, "--use-mixed-precision", help="Alias: the best half precision for the device (bf16 on CPU and recent GPUs, else fp16)."),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute the conv block in backward: less activation memory, more time."),
+    memory_cleanup: bool = typer.Option(False, "--memory-cleanup/--no-memory-cleanup", help="gc + CUDA empty_cache every 8 batches. Off by default: measured on CPU it only costs time (benchmarks/memory_cleanup.py); on CUDA it returns cached blocks to other processes, it does not lower the peak."),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile the model (needs a C++ compiler on CPU)."),
+    num_workers: int = typer.Option(0, min=0, help="DataLoader worker processes preparing batches (kvsall targets)."),
+    checkpoint_every: int = typer.Option(1, min=1, help="Save checkpoints/epoch_NNNN.pt every k epochs (TracIn sums over them)."),
+    eval_every: int = typer.Option(1, min=1, help="Evaluate valid MRR every k epochs."),
+    patience: int = typer.Option(0, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
+):
+    """Train ConvE with 1-N scoring and label-matrix-free BCE."""
+    from tracegraph.kg.train import TrainConfig, train as run_train
+    from tracegraph.runtime.progress import setup_logging
+
+    setup_logging()
+    model = dict(embedding_dim=embedding_dim, embedding_height=embedding_height, embedding_width=embedding_width,
+                 output_channels=output_channels, kernel_size=kernel_size, input_dropout=input_dropout,
+                 feature_map_dropout=feature_map_dropout, output_dropout=output_dropout, reciprocal=reciprocal)
+    if loss_impl not in ("auto", "standard", "fused"):
+        raise typer.BadParameter("must be auto, standard or fused", param_hint="--loss-impl")
+    cfg = TrainConfig(
+        train=str(train), output_dir=str(output_dir), valid=_s(valid), test=_s(test), entity_map=_s(entity_to_id),
+        relation_map=_s(relation_to_id), epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+        lr_decay=lr_decay, label_smoothing=label_smoothing, training_mode=training_mode, loss_impl=loss_impl,
+        seed=seed, device=device, precision=precision, use_mixed_precision=use_mixed_precision,
+        gradient_checkpointing=gradient_checkpointing, memory_cleanup=memory_cleanup, compile=compile,
+        num_workers=num_workers, checkpoint_every=checkpoint_every, eval_every=eval_every, patience=patience,
+        resume=resume, model=model,
+    )
+    summary = run_train(cfg)
+    if "test" in summary:
+        b = summary["test"]["both"]
+        typer.echo(f"test MRR {b['mrr']:.4f}  Hits@1 {b['hits@1']:.4f}  Hits@10 {b['hits@10']:.4f}  -> {output_dir}")
+
+
+def evaluate_cmd(
+    model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
+    test: Path = typer.Option(..., "--test", help="Triples to rank."),
+    filter_files: Optional[List[Path]] = typer.Option(None, "--filter", help="Files of known true triples to filter (default: the run's train/valid/test plus --test)."),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Writes evaluation.json and ranks.csv (default: MODEL_DIR/evaluation)."),
+    top_k: int = typer.Option(10, min=0, help="Top predicted entities listed per triple in ranks.csv."),
+    batch_size: int = typer.Option(256, min=1),
+    entity_chunk: int = typer.Option(65536, min=1, help="Entities scored at a time: bounds memory to batch×chunk."),
+    device: str = DeviceOpt,
+):
+    """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
+    from tracegraph.kg.predict import evaluate_files
+
+    res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device)
+    for side in ("tail", "head", "both"):
+        if side in res["metrics"]:
+            m = res["metrics"][side]
+            typer.echo(f"{side:5s} MRR {m['mrr']:.4f}  MR {m['mr']:.2f}  Hits@1 {m['hits@1']:.4f}  Hits@3 {m['hits@3']:.4f}  Hits@10 {m['hits@10']:.4f}")
+    typer.echo(f"-> {res['output_dir']}")
+
+
+def predict_cmd(
+    model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
+    query: Optional[Tuple[str, str]] = typer.Option(None, "--query", help="HEAD RELATION: rank all tails of this query."),
+    query_file: Optional[Path] = typer.Option(None, "--query-file", help="Lines head<TAB>relation: rank all tails of each."),
+    triples: Optional[Path] = typer.Option(None, "--triples", help="Score every triple of this file."),
+    top_k: int = typer.Option(10, min=1),
+    exclude_train: bool = typer.Option(False, "--exclude-train", help="Leave out tails already known in the run's training file."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write .csv or .json here instead of printing CSV."),
+    device: str = DeviceOpt,
+):
+    """Labels in, labels + scores out."""
+    from tracegraph.kg.predict import predict
+
+    predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device)
+
+
+def _s(p):
+    return str(p) if p is not None else None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_cmd)
+    app.command("evaluate")(evaluate_cmd)
+    app.command("predict")(predict_cmd)
+
+
+__all__ = ["register", "DEVICE_HELP"]
