@@ -23,10 +23,10 @@ class DataError(TracegraphError):
 
 
 def require_file(path: str | Path, what: str = "file") -> Path:
-    """Return ``path`` as a Path, or raise DataError if it is not an existing file."""
+    """Return ``path`` as a Path, or raise DataError if it does not exist or is a directory."""
     p = Path(path)
     if not p.exists():
         raise DataError(f"{what} not found", p)
-    if not p.is_file():
-        raise DataError(f"{what} is not a regular file", p)
+    if p.is_dir():  # pipes and process substitutions (<(...)) are fine
+        raise DataError(f"{what} is a directory, not a file", p)
     return p

@@ -104,19 +104,24 @@ class ConvE(nn.Module):
         b = r.reshape(-1, 1, c.embedding_height, c.embedding_width)
         return torch.cat([a, b], dim=2 if c.concat_axis == "height" else 3)
 
-    def encode(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        """Embeddings -> hidden vector x [B, d] (everything before the scoring matmul)."""
-        z = self.bn0(self.image(e_h, r))
-        z = self.input_drop(z)
-        z = self.conv(z)
-        z = self.bn1(z)
-        z = F.relu(z)
-        z = self.feature_drop(z)
-        z = z.flatten(1)
-        z = self.fc(z)
-        z = self.output_drop(z)
-        z = self.bn2(z)
-        return F.relu(z)
+    def encode(self, e_h: torch.Tensor, r: torch.Tensor, record: dict | None = None) -> torch.Tensor:
+        """Embeddings -> hidden vector x [B, d] (everything before the scoring matmul).
+
+        With ``record`` (a dict), every layer's input/output is stored in it under a fixed name;
+        TracIn's factor engine takes per-example gradients at those points.
+        """
+        z = self.image(e_h, r)
+        z0 = self.input_drop(self.bn0(z))
+        z1 = self.conv(z0)
+        z2 = self.bn1(z1)
+        z3 = self.feature_drop(F.relu(z2))
+        f = z3.flatten(1)
+        z4 = self.fc(f)
+        z5 = self.bn2(self.output_drop(z4))
+        x = F.relu(z5)
+        if record is not None:
+            record.update(image=z, conv_in=z0, conv_out=z1, bn1_out=z2, fc_in=f, fc_out=z4, bn2_out=z5, x=x)
+        return x
 
     def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
         e_h = self.entity(heads)

@@ -1,0 +1,124 @@
+"""TracIn: the exact factor engine against brute-force autograd, on a small model trained on UMLS."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import run_cli
+from tracegraph.kg.model_io import list_epoch_checkpoints, load_model
+from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
+from tracegraph.kg.tracin.explain import CSV_HEADER
+from tracegraph.kg.train import TrainConfig, train
+from tracegraph.kg.triples import encode_triples, read_labeled_triples
+
+TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
+
+
+@pytest.fixture(scope="module")
+def trained(umls_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tracin_run")
+    # lr decay so the three checkpoints carry different learning rates
+    train(TrainConfig(train=str(umls_dir / "train.txt"), output_dir=str(out), epochs=3, batch_size=256,
+                      lr_decay=0.5, checkpoint_every=1, model=dict(TINY)))
+    lm = load_model(out)
+    ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    rng = np.random.default_rng(0)
+    train_ids = ids[rng.choice(len(ids), 120, replace=False)]
+    test_ids = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:4]
+    # a test triple sharing its head with a training triple (tied-embedding cross terms), and one
+    # whose tail is a training triple's head (reciprocal direction's head)
+    test_ids = np.concatenate([test_ids, [[train_ids[0, 0], train_ids[5, 1], train_ids[7, 2]]],
+                               [[train_ids[9, 2], train_ids[9, 1], train_ids[3, 0]]]])
+    assert (test_ids[:, 0][:, None] == train_ids[:, 0][None, :]).any(1).sum() >= 1
+    return out, train_ids, test_ids
+
+
+def influence(out, train_ids, test_ids, ckpts, **kw):
+    opts = InfluenceOptions(label_smoothing=0.1, batch_size=50, test_batch_size=4, **kw)
+    return compute_influence(ckpts, train_ids, test_ids, opts, torch.device("cpu"))
+
+
+def assert_rel_close(a, b, rtol=1e-4):
+    a, b = np.asarray(a), np.asarray(b)
+    scale = np.abs(b).max()
+    assert scale > 0
+    err = np.abs(a - b).max() / scale
+    assert err < rtol, f"relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("loss", ["train-loss", "score"])
+@pytest.mark.parametrize("layers", ["all", "last:2", "last:5", "fc.weight,relation.weight,conv.weight"])
+@pytest.mark.parametrize("n_ckpt", [1, 3])
+def test_exact_equals_autograd(trained, loss, layers, n_ckpt):
+    out, train_ids, test_ids = trained
+    ckpts = list_epoch_checkpoints(out)[-n_ckpt:]
+    assert len(ckpts) == n_ckpt
+    ex = influence(out, train_ids, test_ids, ckpts, method="exact", loss=loss, layers=layers)
+    ref = influence(out, train_ids, test_ids, ckpts, method="autograd", loss=loss, layers=layers)
+    assert_rel_close(ex.scores, ref.scores)
+    assert_rel_close(ex.train_self, ref.train_self)
+    assert_rel_close(ex.test_self, ref.test_self)
+    if n_ckpt == 3:
+        assert len({c.lr for c in ex.checkpoints}) == 3  # η_k really differ and are used
+
+
+def test_vmap_equals_autograd(trained):
+    out, train_ids, test_ids = trained
+    ckpts = list_epoch_checkpoints(out)
+    for loss in ("train-loss", "score"):
+        v = influence(out, train_ids[:40], test_ids, ckpts, method="vmap", loss=loss)
+        ref = influence(out, train_ids[:40], test_ids, ckpts, method="autograd", loss=loss)
+        assert_rel_close(v.scores, ref.scores, 1e-5)
+
+
+def test_memmap_path_equals_in_memory(trained, tmp_path):
+    out, train_ids, test_ids = trained
+    ckpts = list_epoch_checkpoints(out)[-1:]
+    a = influence(out, train_ids, test_ids, ckpts)
+    b = influence(out, train_ids, test_ids, ckpts, memory_budget_bytes=0, scratch_dir=str(tmp_path))
+    assert isinstance(b.scores, np.memmap)
+    assert_rel_close(b.scores, a.scores, 1e-6)
+
+
+@pytest.mark.slow
+def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
+    out, train_ids, test_ids = trained
+    lm = load_model(out)
+    E, R = lm.entities.labels, lm.relations.labels
+    write = lambda p, ids: p.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in ids))
+    train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
+    write(train_f, train_ids)
+    test_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in test_ids[:2]) + "nope\tisa\tsteroid\n")
+    names = tmp_path / "names.txt"
+    names.write_text("".join(f"Name of {lab}\t{i}\n" for i, lab in enumerate(E)))
+    o = tmp_path / "explain"
+    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o,
+                   "--top-k", "5", "--node-name-dict", names, "--batch-size", "33"])
+    assert res.exit_code == 0, res.stderr
+    summary = json.loads((o / "summary.json").read_text())
+    assert summary["explained"] == 2 and summary["failed"] == 1
+    assert "nope" in summary["failures"][0]["reason"]
+    ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), method="autograd")
+    for j in range(2):
+        name = f"triple_{j:03d}_{E[test_ids[j, 0]]}_{E[test_ids[j, 2]]}".replace(":", "_")
+        with open(o / f"{name}_tracin.csv") as f:
+            rows = list(csv.reader(f))
+        assert rows[0] == CSV_HEADER
+        body = rows[1:]
+        assert len(body) == 10  # 5 proponents + 5 opponents
+        order = np.argsort(-ref.scores[j])
+        want = [tuple(E[x] if k != 1 else R[x] for k, x in enumerate(train_ids[i])) for i in np.r_[order[:5], order[-5:]]]
+        got = [(r[6], r[8], r[10]) for r in body]
+        assert got == want
+        assert body[0][7] == f"Name of {body[0][6]}"
+        scores = [float(r[12]) for r in body]
+        assert scores == sorted(scores, reverse=True)
+        np.testing.assert_allclose(scores, ref.scores[j][np.r_[order[:5], order[-5:]]], rtol=1e-4)
+        meta = json.loads((o / f"{name}_tracin.json").read_text())
+        assert meta["method"] == "exact" and len(meta["learning_rates"]) == 3 and len(meta["rows"]) == 10
+    # --skip-existing leaves finished triples alone
+    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing"])
+    assert json.loads((o / "summary.json").read_text())["skipped_existing"] == 2

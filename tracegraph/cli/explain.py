@@ -1,0 +1,84 @@
+"""`tracegraph explain`: TracIn influence of training triples on test triples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracegraph.cli.common import DeviceOpt
+from tracegraph.cli.filter import (
+    EDGES_ONLY, MAX_PATH_LENGTH, MIN_DEGREE, PATH_FILTERING, PRESERVE_TEST_EDGES, STRICT_HOP, STRICT_PATH,
+    filter_options_from_cli,
+)
+
+
+def explain_cmd(
+    model_dir: Path = typer.Option(..., "--model-dir", help="Run directory written by `tracegraph train` (or an imported model)."),
+    train: Path = typer.Option(..., "--train", help="Training triples whose influence is ranked."),
+    test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
+    output_dir: Path = typer.Option(..., "--output-dir", "-o"),
+    checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
+    method: str = typer.Option("exact", help="exact: per-layer factors, all parameters, about one forward pass; autograd: per-example loop (reference); vmap: torch.func per-example gradients."),
+    loss: str = typer.Option("train-loss", help="train-loss: the 1-N training BCE with the run's label smoothing; score: softplus(-s) of the triple's own score."),
+    layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Keep the top-k proponents and top-k opponents per test triple (default: every training triple)."),
+    batch_size: int = typer.Option(512, min=1, help="Training triples per step."),
+    precision: str = typer.Option("fp32", help="fp32 (exact) or bf16 (faster on recent hardware; approximate)."),
+    device: str = DeviceOpt,
+    node_name_dict: Optional[Path] = typer.Option(None, "--node-name-dict", help="name<TAB>index file for the _label columns."),
+    edge_map: Optional[Path] = typer.Option(None, "--edge-map", help="edge_map.json for readable relation labels."),
+    start_index: int = typer.Option(0, min=0, help="First test triple (0-based line among non-blank lines)."),
+    max_triples: Optional[int] = typer.Option(None, min=1, help="Explain at most this many test triples."),
+    skip_existing: bool = typer.Option(False, "--skip-existing", help="Skip test triples whose CSV already exists."),
+    label_smoothing: Optional[float] = typer.Option(None, help="Override the run's label smoothing for --loss train-loss."),
+    n_hops: Optional[int] = typer.Option(None, "--n-hops", min=0, help="Rank only the training triples of the n-hop subgraph around each test triple (default: all training triples). The flags below refine it; see docs/filtering.md."),
+    min_degree: int = MIN_DEGREE,
+    preserve_test_edges: bool = PRESERVE_TEST_EDGES,
+    strict_hop_constraint: bool = STRICT_HOP,
+    path_filtering: bool = PATH_FILTERING,
+    max_total_path_length: int = MAX_PATH_LENGTH,
+    strict_path_filtering: bool = STRICT_PATH,
+    save_edges_only: bool = EDGES_ONLY,
+):
+    """Rank training triples by TracIn influence on each test triple, summed over checkpoints."""
+    from tracegraph.kg.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.runtime.progress import setup_logging
+
+    setup_logging()
+    cfg = ExplainConfig(
+        model_dir=str(model_dir), train=str(train), test_triples=str(test_triples), output_dir=str(output_dir),
+        checkpoints=checkpoints, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
+        precision=precision, device=device, node_name_dict=_s(node_name_dict), edge_map=_s(edge_map),
+        start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
+    )
+    subsets = None
+    if n_hops is not None:
+        opts = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,
+                                       max_total_path_length, strict_path_filtering, save_edges_only)
+        subsets = training_subsets(model_dir, train, opts)
+    summary = run_explain(cfg, subsets)
+    typer.echo(f"explained {summary['explained']} of {summary['requested']} test triples "
+               f"({summary['failed']} failed, {summary['skipped_existing']} skipped) in "
+               f"{summary['elapsed_seconds']:.1f}s -> {output_dir}")
+
+
+def training_subsets(model_dir, train, opts):
+    """(head_id, tail_id) -> rows of the training file kept by the filter, on one cached index."""
+    from tracegraph.kg.model_io import load_model
+    from tracegraph.kg.neighborhood import GraphIndex
+    from tracegraph.kg.triples import encode_triples, read_labeled_triples
+
+    lm = load_model(model_dir)
+    ids = encode_triples(read_labeled_triples(train), lm.entities, lm.relations)
+    index = GraphIndex.load_or_build(train, ids, len(lm.entities))
+    return lambda h, t: index.filter(h, t, opts).triple_rows
+
+
+def _s(p):
+    return str(p) if p is not None else None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain_cmd)

@@ -1,0 +1,431 @@
+"""Filtering the training graph around a test triple (DESIGN §4; full semantics and the
+reasoning behind the path algorithm: docs/filtering.md).
+
+Undirected multigraph of training triples; nodes within ``n_hops`` of the head *and* of the
+tail (plus both); triples with both ends there, kept if they touch head/tail or an endpoint has
+degree >= ``min_degree`` (distinct neighbours, full graph, no self-loops); optionally only those
+on a simple head–tail path of length <= L; optionally one triple per node pair. All of it runs on
+one CSR index (:class:`GraphIndex`), built once per training graph and cached as ``.npz``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from tracegraph.errors import TracegraphError, require_file
+from tracegraph.runtime.checkpoints import atomic_path
+from tracegraph.runtime.progress import log
+
+INDEX_FORMAT_VERSION = 1
+INDEX_SUFFIX = ".tgindex.npz"
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    n_hops: int = 2
+    min_degree: int = 2
+    preserve_test_edges: bool = True
+    strict_hop: bool = False
+    path_filtering: bool = False
+    max_path_length: int = 3
+    strict_path: bool = False
+    edges_only: bool = False
+
+    def __post_init__(self):
+        if self.n_hops < 0:
+            raise TracegraphError(f"--n-hops must be >= 0, got {self.n_hops}")
+        if self.min_degree < 0:
+            raise TracegraphError(f"--min-degree must be >= 0, got {self.min_degree}")
+        if self.uses_paths and self.max_path_length < 1:
+            raise TracegraphError(f"--max-total-path-length must be >= 1, got {self.max_path_length}")
+
+    @property
+    def uses_paths(self) -> bool:
+        # --strict-path-filtering implies path filtering: asking for it alone is unambiguous
+        return self.path_filtering or self.strict_path
+
+
+@dataclass
+class FilterResult:
+    head: int
+    tail: int
+    triple_rows: np.ndarray  # sorted int64 rows of the training triples that are kept
+    hop_nodes: int  # size of the n-hop node set (incl. head and tail)
+    nodes_kept: int  # distinct entities in the kept triples
+    edges_kept: int
+    total_edges: int
+    seconds: float
+
+    @property
+    def kept_fraction(self) -> float:
+        return self.edges_kept / self.total_edges if self.total_edges else 0.0
+
+    @property
+    def reduction_ratio(self) -> float:
+        """Fraction of the training triples removed (0.99 = 99 % fewer triples)."""
+        return 1.0 - self.kept_fraction
+
+    def stats(self) -> dict:
+        """The numbers to report (not the rows, nor head/tail, which the caller labels)."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("triple_rows", "head", "tail")}
+        d.update(kept_fraction=self.kept_fraction, reduction_ratio=self.reduction_ratio)
+        return d
+
+
+# --------------------------------------------------------------------------- CSR helpers
+
+
+def _gather(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Concatenate ``indices[indptr[x]:indptr[x+1]]`` for every x in ``nodes``, without a loop."""
+    starts = indptr[nodes]
+    counts = indptr[nodes + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return indices[:0]
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return indices[shift + np.arange(total)]
+
+
+def _bfs(indptr, indices, source: int, depth: int, n: int, cut: tuple[int, int] | None = None,
+         removed: int | None = None) -> np.ndarray:
+    """Hop distance from ``source`` (-1 beyond ``depth``), by whole frontiers at a time.
+
+    ``cut=(a, b)`` drops the edge a–b (all its parallel triples); ``removed`` drops a node.
+    """
+    dist = np.full(n, -1, dtype=np.int32)
+    dist[source] = 0
+    if removed is not None:
+        dist[removed] = depth + 1  # "visited" so it is never entered; reset below
+    frontier = np.array([source], dtype=np.int64)
+    for d in range(1, depth + 1):
+        if frontier.size == 0:
+            break
+        if cut is None:
+            nb = _gather(indptr, indices, frontier)
+        else:
+            a, b = cut
+            plain = frontier[(frontier != a) & (frontier != b)]
+            parts = [_gather(indptr, indices, plain)]
+            for x, y in ((a, b), (b, a)):
+                if np.any(frontier == x):
+                    nx_ = _gather(indptr, indices, np.array([x]))
+                    parts.append(nx_[nx_ != y])
+            nb = np.concatenate(parts)
+        nb = nb[dist[nb] < 0]
+        if nb.size == 0:
+            break
+        dist[nb] = d  # duplicates in nb are harmless: same value written twice
+        mark = np.zeros(n, dtype=bool)
+        mark[nb] = True
+        frontier = np.flatnonzero(mark)
+    if removed is not None:
+        dist[removed] = -1
+    return dist
+
+
+# --------------------------------------------------------------------------- the index
+
+
+class GraphIndex:
+    """The training graph as CSR arrays, built once and reused for every test triple.
+
+    ``adj_indptr/adj_indices``: simple undirected adjacency (distinct neighbours, no self-loops),
+    used for hop distances and degrees. ``head_ptr/row_by_head``: training-triple rows grouped
+    by head entity, so the triples inside a node set are found without scanning all of them.
+    """
+
+    ARRAYS = ("adj_indptr", "adj_indices", "head_ptr", "row_by_head")
+
+    def __init__(self, heads, tails, num_entities, adj_indptr, adj_indices, head_ptr, row_by_head):
+        self.heads = np.ascontiguousarray(heads)
+        self.tails = np.ascontiguousarray(tails)
+        self.num_entities = int(num_entities)
+        self.adj_indptr, self.adj_indices = adj_indptr, adj_indices
+        self.head_ptr, self.row_by_head = head_ptr, row_by_head
+        self.degree = np.diff(adj_indptr)
+        self.loaded_from: Path | None = None  # set when the arrays came from a cache file
+
+    @property
+    def num_triples(self) -> int:
+        return len(self.heads)
+
+    # ---------------------------------------------------------------- build / cache
+
+    @classmethod
+    def build(cls, ids: np.ndarray, num_entities: int) -> "GraphIndex":
+        heads, tails = _endpoints(ids, num_entities)
+        n = int(num_entities)
+        loop = heads == tails
+        a = np.concatenate([heads[~loop], tails[~loop]]).astype(np.int64)
+        b = np.concatenate([tails[~loop], heads[~loop]]).astype(np.int64)
+        key = a * n + b
+        del a, b
+        key.sort()  # in place: dedupe parallel triples / both directions by one sort
+        if key.size:
+            key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+        adj_indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(key // n, minlength=n), out=adj_indptr[1:])
+        adj_indices = (key % n).astype(_index_dtype(n))
+        del key
+        row_by_head = np.argsort(heads, kind="stable").astype(_index_dtype(len(heads)))
+        head_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(heads, minlength=n), out=head_ptr[1:])
+        return cls(heads, tails, n, adj_indptr, adj_indices, head_ptr, row_by_head)
+
+    @classmethod
+    def load_or_build(cls, train_path: str | Path, ids: np.ndarray, num_entities: int,
+                      use_cache: bool = True) -> "GraphIndex":
+        """Reuse ``<train>.tgindex.npz`` when it was built from the same file bytes and ids.
+
+        The key is sha256(file bytes) + format version + a digest of the id arrays (the same
+        file read with another entity map gives other ids). A stale or unreadable cache is
+        rebuilt; an unwritable directory falls back to the user cache dir, then to no cache.
+        """
+        require_file(train_path, "training file")
+        if not use_cache:
+            return cls.build(ids, num_entities)
+        heads, tails = _endpoints(ids, num_entities)
+        key = _cache_key(train_path, heads, tails, num_entities)
+        candidates = cache_paths(train_path)
+        for path in candidates:
+            idx = cls._try_load(path, key, heads, tails, num_entities)
+            if idx is not None:
+                return idx
+        t0 = time.perf_counter()
+        idx = cls.build(ids, num_entities)
+        log.debug(f"built graph index in {time.perf_counter() - t0:.2f} s")
+        for path in candidates:
+            try:
+                idx.save(path, key)
+                log.debug(f"graph index cached at {path}")
+                break
+            except OSError as e:
+                log.info(f"cannot write graph index cache {path} ({e.strerror or e}); trying elsewhere")
+        else:
+            log.info("graph index not cached (no writable location); it is rebuilt on every run")
+        return idx
+
+    def save(self, path: str | Path, key: str) -> None:
+        arrays = {name: getattr(self, name) for name in self.ARRAYS}
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:  # file object: savez adds no suffix
+            np.savez(f, key=np.array(key), **arrays)
+
+    @classmethod
+    def _try_load(cls, path: Path, key: str, heads, tails, n) -> "GraphIndex | None":
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if str(z["key"]) != key:
+                    log.info(f"graph index cache {path} is stale (training file or ids changed); rebuilding")
+                    return None
+                arrays = {name: z[name] for name in cls.ARRAYS}
+        except Exception as e:  # noqa: BLE001 - a damaged cache is rebuilt, never fatal
+            log.info(f"graph index cache {path} unreadable ({e}); rebuilding")
+            return None
+        idx = cls(heads, tails, n, **arrays)
+        idx.loaded_from = path
+        return idx
+
+    # ---------------------------------------------------------------- filtering
+
+    def filter(self, head: int, tail: int, options: FilterOptions = FilterOptions()) -> FilterResult:
+        t0 = time.perf_counter()
+        n, o = self.num_entities, options
+        for name, x in (("head", head), ("tail", tail)):
+            if not 0 <= int(x) < n:
+                raise TracegraphError(f"{name} id {x} is not an entity of the training graph (0..{n - 1})")
+        h, t = int(head), int(tail)
+        cut = (h, t) if o.strict_hop else None
+        dh = _bfs(self.adj_indptr, self.adj_indices, h, o.n_hops, n, cut)
+        dt = _bfs(self.adj_indptr, self.adj_indices, t, o.n_hops, n, cut)
+        in_set = (dh >= 0) & (dt >= 0)
+        in_set[[h, t]] = True
+        nodes = np.flatnonzero(in_set)
+        rows = self._rows_inside(in_set, nodes)  # the n-hop subgraph
+        u, v = self.heads[rows], self.tails[rows]
+        if o.uses_paths:
+            # Hop distances (full graph, or without the h–t edges, which no other simple h–t path
+            # uses) bound those in any subgraph from below: prune what cannot lie on a short path.
+            near = _may_be_on_path(u, v, dh, dt, o.n_hops, o.max_path_length)
+        if o.strict_path:
+            keep = np.zeros(len(rows), dtype=bool)
+            keep[near] = _path_edges(u[near], v[near], h, t, o.max_path_length)
+        else:
+            touches = (u == h) | (u == t) | (v == h) | (v == t)
+            keep = (self.degree[u] >= o.min_degree) | (self.degree[v] >= o.min_degree)
+            if o.preserve_test_edges:
+                keep |= touches
+            if o.path_filtering:
+                sub = np.flatnonzero(keep & near)
+                keep[:] = False
+                keep[sub] = _path_edges(u[sub], v[sub], h, t, o.max_path_length)
+        rows, u, v = rows[keep], u[keep], v[keep]
+        if o.edges_only and rows.size:
+            pair = np.minimum(u, v).astype(np.int64) * n + np.maximum(u, v)
+            _, first = np.unique(pair, return_index=True)  # rows are sorted: first = lowest row
+            first.sort()
+            rows, u, v = rows[first], u[first], v[first]
+        seen = np.zeros(n, dtype=bool)  # a mask, not np.unique: O(n + m) even for hub-sized sets
+        seen[u] = True
+        seen[v] = True
+        nodes_kept = int(np.count_nonzero(seen))
+        return FilterResult(h, t, rows, int(nodes.size), nodes_kept, int(rows.size),
+                            self.num_triples, time.perf_counter() - t0)
+
+    def _rows_inside(self, in_set: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Sorted rows of the triples with both ends in ``in_set``.
+
+        Small sets: gather the rows of their heads (cost ~ their triples). Sets touching a large
+        share of the graph (hubs within n hops): one scan of all triples, already sorted.
+        """
+        counts = self.head_ptr[nodes + 1] - self.head_ptr[nodes]
+        if counts.sum() > self.num_triples // 8:
+            return np.flatnonzero(in_set[self.heads] & in_set[self.tails])
+        rows = _gather(self.head_ptr, self.row_by_head, nodes).astype(np.int64)
+        return np.sort(rows[in_set[self.tails[rows]]])
+
+
+def _index_dtype(n: int):
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
+def _endpoints(ids: np.ndarray, num_entities: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.asarray(ids)
+    if ids.ndim != 2 or ids.shape[1] != 3:
+        raise TracegraphError(f"triples must be an [M, 3] array of ids, got shape {ids.shape}")
+    if ids.size and (ids[:, [0, 2]].min() < 0 or ids[:, [0, 2]].max() >= num_entities):
+        raise TracegraphError(f"entity ids must lie in 0..{num_entities - 1}")
+    dt = _index_dtype(num_entities)
+    return ids[:, 0].astype(dt), ids[:, 2].astype(dt)
+
+
+def _cache_key(train_path, heads, tails, n) -> str:
+    h = hashlib.sha256()
+    with open(train_path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    ids = hashlib.sha256(np.ascontiguousarray(heads).tobytes())
+    ids.update(np.ascontiguousarray(tails).tobytes())
+    return f"v{INDEX_FORMAT_VERSION}:{h.hexdigest()}:{n}:{ids.hexdigest()[:16]}"
+
+
+def cache_paths(train_path: str | Path) -> list[Path]:
+    """Where the index cache may live, in order: next to the file, then the user cache dir."""
+    p = Path(train_path).resolve()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracegraph" / "index"
+    digest = hashlib.sha256(str(p).encode()).hexdigest()[:16]
+    return [p.with_name(p.name + INDEX_SUFFIX), base / f"{digest}-{p.name}{INDEX_SUFFIX}"]
+
+
+# --------------------------------------------------------------------------- path filtering
+
+
+def _may_be_on_path(u, v, dh, dt, n_hops: int, L: int) -> np.ndarray:
+    """Necessary condition d(h, x) + 1 + d(y, t) <= L for edge x–y in either orientation;
+    a distance beyond the BFS depth (-1) is at least n_hops + 1."""
+    def d(dist, x):
+        dx = dist[x]
+        return np.where(dx < 0, n_hops + 1, dx)
+
+    return np.minimum(d(dh, u) + d(dt, v), d(dh, v) + d(dt, u)) + 1 <= L
+
+
+def _path_edges(u: np.ndarray, v: np.ndarray, h: int, t: int, L: int) -> np.ndarray:
+    """For triples (u[i], v[i]) forming a subgraph: is each on a simple h–t path of length <= L?"""
+    out = np.zeros(len(u), dtype=bool)
+    if h == t or len(u) == 0:
+        return out  # a simple path from h to itself has no edges
+    # relabel to 0..k-1 through a dense map (np.unique would sort millions of ids for hubs)
+    size = int(max(u.max(), v.max(), h, t)) + 1
+    present = np.zeros(size, dtype=bool)
+    present[u] = present[v] = True
+    present[[h, t]] = True
+    local = np.cumsum(present) - 1
+    lu, lv, lh, lt = local[u], local[v], int(local[h]), int(local[t])
+    k = int(local[-1]) + 1
+    ok = lu != lv  # self-loops are never on a simple path
+    lu_ok, lv_ok = lu[ok], lv[ok]
+    a = sp.csr_matrix((np.ones(2 * lu_ok.size, np.int32),
+                       (np.concatenate([lu_ok, lv_ok]), np.concatenate([lv_ok, lu_ok]))), shape=(k, k))
+    a.sum_duplicates()
+    a.data[:] = 1  # simple graph: parallel triples are interchangeable on a path
+    if L <= 4:
+        out[ok] = _path_edges_fast(a, lu[ok], lv[ok], lh, lt, L)
+    else:
+        out[ok] = _path_edges_dfs(a, lu[ok], lv[ok], lh, lt, L)
+    return out
+
+
+def _path_edges_fast(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
+    """Exact for L <= 4. In a simple path h always comes first and t last, so:
+
+    * edge h–t: the path [h, t] itself;
+    * edge h–x (x != t): h, x, …, t where the rest avoids h: dist(x, t) in G − h <= L − 1
+      (a shortest path is simple, so a distance suffices here); t–x symmetric, in G − t;
+    * edge u–v touching neither: h ~ u – v ~ t with side lengths (a, b), 2 <= a + b <= 3
+      for L <= 4: (1,1) u∈N(h), v∈N(t); (1,2) u∈N(h) and v, t have a common neighbour w
+      other than h and u; (2,1) symmetric. Walks would over-count here (w = h or w = u),
+      so those two candidates are subtracted explicitly. Both orientations are tried.
+    """
+    k = a.shape[0]
+    ih, it = (u == h) | (v == h), (u == t) | (v == t)
+    out = ih & it  # the h–t edge, on a path for every L >= 1
+    other = np.where(u == h, v, u)
+    d_t = _bfs(a.indptr, a.indices, t, L - 1, k, removed=h)
+    out |= ih & ~it & (d_t[other] >= 0)
+    other = np.where(u == t, v, u)
+    d_h = _bfs(a.indptr, a.indices, h, L - 1, k, removed=t)
+    out |= it & ~ih & (d_h[other] >= 0)
+    mid = ~ih & ~it
+    if L >= 3 and mid.any():
+        nh = np.zeros(k, bool)
+        nh[a.indices[a.indptr[h] : a.indptr[h + 1]]] = True
+        nt = np.zeros(k, bool)
+        nt[a.indices[a.indptr[t] : a.indptr[t + 1]]] = True
+        cnt_t = a @ nt.astype(np.int32)  # |N(x) ∩ N(t)| for every x
+        cnt_h = a @ nh.astype(np.int32)
+        for x, y in ((u, v), (v, u)):  # x on the head side, y on the tail side
+            on = nh[x] & nt[y]
+            if L >= 4:
+                on |= nh[x] & (cnt_t[y] - (nh[y] & nt[h]) - nt[x] >= 1)
+                on |= nt[y] & (cnt_h[x] - (nt[x] & nh[t]) - nh[y] >= 1)
+            out |= mid & on
+    return out
+
+
+def _path_edges_dfs(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
+    """Any L: enumerate simple h–t paths of length <= L depth-first, pruned by the distance to
+    t (a lower bound on what remains). Exponential in the worst case; used only for L > 4."""
+    k = a.shape[0]
+    d_t = _bfs(a.indptr, a.indices, t, L, k)
+    nbrs = [a.indices[a.indptr[x] : a.indptr[x + 1]].tolist() for x in range(k)]
+    on_path: set[tuple[int, int]] = set()
+    path, used = [h], {h}
+
+    def walk(x: int, depth: int) -> None:
+        for y in nbrs[x]:
+            if y in used:
+                continue
+            if y == t:
+                on_path.update(zip(path, path[1:] + [t]))
+                continue
+            if d_t[y] < 0 or depth + 1 + d_t[y] > L:
+                continue
+            path.append(y)
+            used.add(y)
+            walk(y, depth + 1)
+            path.pop()
+            used.discard(y)
+
+    walk(h, 0)
+    ends = {(min(p), max(p)) for p in on_path}
+    return np.fromiter(((min(x, y), max(x, y)) in ends for x, y in zip(u.tolist(), v.tolist())),
+                       dtype=bool, count=len(u))
