@@ -24,9 +24,10 @@ def explain_cmd(
     loss: str = typer.Option("train-loss", help="train-loss: the 1-N training BCE with the run's label smoothing; score: softplus(-s) of the triple's own score."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Keep the top-k proponents and top-k opponents per test triple (default: every training triple)."),
-    batch_size: int = typer.Option(512, min=1, help="Training triples per step."),
+    batch_size: int = typer.Option(512, min=1, help="Training triples per step (under torchrun every process scores whole batches of its shard)."),
     precision: str = typer.Option("fp32", help="fp32 (exact) or bf16 (faster on recent hardware; approximate)."),
     device: str = DeviceOpt,
+    devices: Optional[str] = typer.Option(None, "--devices", help="One process, several devices, e.g. cuda:0,cuda:1: the test triples are split across them (cpu,cpu runs the same path on CPU). For several nodes, or to split the training triples, use torchrun (docs/scaling.md)."),
     node_name_dict: Optional[Path] = typer.Option(None, "--node-name-dict", help="name<TAB>index file for the _label columns."),
     edge_map: Optional[Path] = typer.Option(None, "--edge-map", help="edge_map.json for readable relation labels."),
     start_index: int = typer.Option(0, min=0, help="First test triple (0-based line among non-blank lines)."),
@@ -42,8 +43,12 @@ def explain_cmd(
     strict_path_filtering: bool = STRICT_PATH,
     save_edges_only: bool = EDGES_ONLY,
 ):
-    """Rank training triples by TracIn influence on each test triple, summed over checkpoints."""
+    """Rank training triples by TracIn influence on each test triple, summed over checkpoints.
+
+    Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph explain …` shards the training
+    triples across processes and writes the same files (docs/scaling.md)."""
     from tracegraph.kg.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
@@ -52,16 +57,18 @@ def explain_cmd(
         checkpoints=checkpoints, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
         precision=precision, device=device, node_name_dict=_s(node_name_dict), edge_map=_s(edge_map),
         start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
+        devices=devices.split(",") if devices else None,
     )
     subsets = None
     if n_hops is not None:
         opts = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,
                                        max_total_path_length, strict_path_filtering, save_edges_only)
         subsets = training_subsets(model_dir, train, opts)
-    summary = run_explain(cfg, subsets)
-    typer.echo(f"explained {summary['explained']} of {summary['requested']} test triples "
-               f"({summary['failed']} failed, {summary['skipped_existing']} skipped) in "
-               f"{summary['elapsed_seconds']:.1f}s -> {output_dir}")
+    summary = recorded(run_explain)(cfg, subsets)
+    if is_main_process():
+        typer.echo(f"explained {summary['explained']} of {summary['requested']} test triples "
+                   f"({summary['failed']} failed, {summary['skipped_existing']} skipped) in "
+                   f"{summary['elapsed_seconds']:.1f}s -> {output_dir}")
 
 
 def training_subsets(model_dir, train, opts):

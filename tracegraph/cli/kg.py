@@ -18,7 +18,7 @@ def train_cmd(
     entity_to_id: Optional[Path] = typer.Option(None, "--entity-to-id", "--node-dict", help="Existing node_dict.txt (label<TAB>index); built from --train when absent."),
     relation_to_id: Optional[Path] = typer.Option(None, "--relation-to-id", "--rel-dict", help="Existing rel_dict.txt."),
     epochs: int = typer.Option(100, "--epochs", "--num-epochs", min=1),
-    batch_size: int = typer.Option(128, min=2, help="Samples per step (a sample is one (head, relation) query in kvsall, one triple direction in 1vsall)."),
+    batch_size: int = typer.Option(128, min=2, help="Samples per optimiser step (a sample is one (head, relation) query in kvsall, one triple direction in 1vsall). Global: under torchrun with N processes each takes about batch_size/N of every step, and the loss curve is the single-process one (docs/scaling.md)."),
     learning_rate: float = typer.Option(0.003, min=0.0, help="Adam learning rate (ConvE paper: 0.003)."),
     lr_decay: float = typer.Option(1.0, help="Multiply the learning rate by this after every epoch (1.0 = constant)."),
     label_smoothing: float = typer.Option(0.1, min=0.0, max=1.0),
@@ -46,8 +46,12 @@ def train_cmd(
     patience: int = typer.Option(0, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
 ):
-    """Train ConvE with 1-N scoring and label-matrix-free BCE."""
+    """Train ConvE with 1-N scoring and label-matrix-free BCE.
+
+    Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph train …` (DistributedDataParallel,
+    --batch-size stays global; see docs/scaling.md)."""
     from tracegraph.kg.train import TrainConfig, train as run_train
+    from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
@@ -65,8 +69,8 @@ def train_cmd(
         num_workers=num_workers, checkpoint_every=checkpoint_every, eval_every=eval_every, patience=patience,
         resume=resume, model=model,
     )
-    summary = run_train(cfg)
-    if "test" in summary:
+    summary = recorded(run_train)(cfg)
+    if "test" in summary and is_main_process():
         b = summary["test"]["both"]
         typer.echo(f"test MRR {b['mrr']:.4f}  Hits@1 {b['hits@1']:.4f}  Hits@10 {b['hits@10']:.4f}  -> {output_dir}")
 

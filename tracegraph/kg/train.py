@@ -3,6 +3,10 @@
 Everything a run did is explained by ``config.json`` beside its checkpoints. A checkpoint holds
 the weights, the optimizer, every RNG state and the sampler's generator, so ``--resume`` ends
 with the same weights as an uninterrupted run (same seed, CPU).
+
+Under ``torchrun`` (docs/scaling.md) the same loop runs on every rank with DistributedDataParallel:
+``batch_size`` stays the *global* batch — each rank takes its share of every single-process batch
+— BatchNorm uses global-batch statistics, validation is sharded over ranks, and only rank 0 writes.
 """
 
 from __future__ import annotations
@@ -20,13 +24,17 @@ import torch
 from tracegraph import __version__
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.evaluate import evaluate
+from tracegraph.kg.evaluate import Ranks, evaluate, metrics
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n
 from tracegraph.kg.model_io import list_epoch_checkpoints
 from tracegraph.kg.triples import IdMap, KnownTails, TripleSet, read_labeled_triples, encode_triples, with_reciprocals
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
+from tracegraph.runtime.distributed import (
+    ShardedBatchSampler, all_gather, all_reduce_sum, barrier, broadcast_module_state, broadcast_object,
+    batch_aligned_shard, convert_sync_batchnorm, init_distributed, rank_seed,
+)
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
-from tracegraph.runtime.precision import resolve_device, resolve_precision
+from tracegraph.runtime.precision import resolve_precision
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
 
@@ -96,9 +104,25 @@ class _Batches(torch.utils.data.Dataset):
         return s[:, 0], s[:, 1], bi, tails
 
 
+class _Objective(torch.nn.Module):
+    """The training loss as one module, so DistributedDataParallel wraps the whole forward."""
+
+    def __init__(self, model: ConvE, fused: bool, chunk: int, label_smoothing: float):
+        super().__init__()
+        self.model, self.fused, self.chunk, self.eps = model, fused, chunk, label_smoothing
+
+    def forward(self, h, r, batch_index, tails):
+        targets = Targets(batch_index, tails)
+        if self.fused:
+            x = self.model.hidden(h, r)
+            return fused_bce_1n(x, self.model.entity.weight, self.model.entity_bias, targets, self.eps, chunk_size=self.chunk)
+        return bce_1n(self.model(h, r), targets, self.eps)
+
+
 def train(cfg: TrainConfig) -> dict:
     out = Path(cfg.output_dir)
-    device = resolve_device(cfg.device)
+    ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
+    device = ctx.device
     precision = resolve_precision(cfg.precision, device, cfg.use_mixed_precision)
     if cfg.training_mode not in ("kvsall", "1vsall"):
         raise TracegraphError("--training-mode must be kvsall or 1vsall")
@@ -119,6 +143,8 @@ def train(cfg: TrainConfig) -> dict:
     sampler = torch.utils.data.BatchSampler(
         torch.utils.data.RandomSampler(range(len(samples)), generator=gen), cfg.batch_size, drop_last=False
     )
+    if ctx.active:  # every rank draws the same global batches and keeps its share of each
+        sampler = ShardedBatchSampler(sampler, ctx.rank, ctx.world_size)
     loader = torch.utils.data.DataLoader(
         _Batches(samples, known), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
         generator=gen, pin_memory=device.type == "cuda", persistent_workers=cfg.num_workers > 0,
@@ -127,25 +153,40 @@ def train(cfg: TrainConfig) -> dict:
     # ---- model and optimiser
     seed_everything(cfg.seed)
     model = ConvE(mcfg).to(device)
+    if ctx.active:  # global-batch statistics, as one process computes them
+        convert_sync_batchnorm(model, device)
     model.gradient_checkpointing = cfg.gradient_checkpointing
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=cfg.lr_decay)
     scaler = precision.grad_scaler()
-    fused = cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and cfg.batch_size * E * 4 > 512 * 2**20)
-    chunk = auto_chunk_size(cfg.batch_size)
-    step_model = model
-    if cfg.compile:
-        step_model = torch.compile(model)
+    local_batch = math.ceil(cfg.batch_size / ctx.world_size)  # the logits one process holds
+    fused = cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and local_batch * E * 4 > 512 * 2**20)
+    chunk = auto_chunk_size(local_batch)
+    objective = _Objective(model, fused, chunk, cfg.label_smoothing)  # the loss of one batch
 
     # ---- outputs, resume
     out.mkdir(parents=True, exist_ok=True)
-    data.train.entities.write(out / "node_dict.txt")
-    data.train.relations.write(out / "rel_dict.txt")
+    if ctx.is_main:
+        data.train.entities.write(out / "node_dict.txt")
+        data.train.relations.write(out / "rel_dict.txt")
     state = {"history": [], "best_mrr": -1.0, "bad_evals": 0, "skipped_steps": 0}
     start_epoch = 1
     if cfg.resume:
         start_epoch, state = _resume(out, model, optimizer, scheduler, gen, mcfg)
-    atomic_write_json(out / "config.json", _run_config(cfg, mcfg, device, precision.name, fused, data, len(samples)))
+    ddp = None
+    step = objective
+    if ctx.active:
+        # buffers need no broadcast: the synced BatchNorm statistics are identical on every rank
+        step = ddp = torch.nn.parallel.DistributedDataParallel(
+            objective, device_ids=[device] if device.type == "cuda" else None, forward_sync_buffers=False)
+    if cfg.compile:
+        step = torch.compile(step)
+    if ctx.is_main:
+        run_config = _run_config(cfg, mcfg, device, precision.name, fused, data, len(samples))
+        if ctx.active:
+            run_config["resolved"].update(world_size=ctx.world_size, backend=ctx.backend,
+                                          batch_size_semantics="global (per process: about batch_size / world_size)")
+        atomic_write_json(out / "config.json", run_config)
     log.info(
         f"ConvE: {E} entities, {R} relations, {len(data.train)} train triples, {len(samples)} samples "
         f"({cfg.training_mode}), device {device}, precision {precision.name}, loss {'fused' if fused else 'standard'}"
@@ -162,23 +203,27 @@ def train(cfg: TrainConfig) -> dict:
             lr = optimizer.param_groups[0]["lr"]
             loss_sum, n_batches = 0.0, 0
             b_task = progress.add_task(f"epoch {epoch}", total=len(sampler), info="")
+            if ctx.active:  # dropout masks: a stream per rank and epoch, so resume stays exact
+                torch.manual_seed(rank_seed(cfg.seed, epoch, ctx.rank))
             for i, (h, r, bi, tails) in enumerate(loader):
-                if len(h) < 2:  # BatchNorm cannot normalise a batch of one
+                n_global = len(h) if ddp is None else min(cfg.batch_size, len(samples) - i * cfg.batch_size)
+                if n_global < max(2, ctx.world_size):  # BatchNorm cannot normalise a batch of one; every rank needs a sample
                     continue
                 h, r = h.to(device), r.to(device)
                 targets = Targets(bi.to(device), tails.to(device))
                 with precision.autocast():
-                    if fused:
-                        x = model.hidden(h, r)
-                        loss = fused_bce_1n(x, model.entity.weight, model.entity_bias, targets, cfg.label_smoothing, chunk_size=chunk)
-                    else:
-                        loss = bce_1n(step_model(h, r), targets, cfg.label_smoothing)
+                    loss = step(h, r, targets.batch_index, targets.entity_index)
+                    if ddp is not None:  # this rank's mean, weighted so DDP's average is the global-batch mean
+                        loss = loss * (len(h) * ctx.world_size / n_global)
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scale_before = scaler.get_scale() if precision.needs_scaler else None
                 scaler.step(optimizer)
                 scaler.update()
-                loss_val = float(loss.detach())
+                if ddp is None:
+                    loss_val = float(loss.detach())
+                else:  # the global-batch loss, the same number on every rank
+                    loss_val = float(all_reduce_sum(loss.detach().float().reshape(1).clone())) / ctx.world_size
                 if precision.needs_scaler and scaler.get_scale() < scale_before:
                     state["skipped_steps"] += 1  # fp16 overflow: GradScaler skipped this step
                 elif not math.isfinite(loss_val):
@@ -201,7 +246,7 @@ def train(cfg: TrainConfig) -> dict:
                 record["skipped_steps_total"] = state["skipped_steps"]
             improved = False
             if len(data.valid) and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
-                res, _ = evaluate(model, data.valid, filter_index, batch_size=cfg.eval_batch_size, device=device)
+                res, _ = _evaluate(ctx, model, data.valid, filter_index, batch_size=cfg.eval_batch_size, device=device)
                 record["valid"] = res["both"]
                 improved = res["both"]["mrr"] > state["best_mrr"]
                 if improved:
@@ -210,13 +255,15 @@ def train(cfg: TrainConfig) -> dict:
                     state["bad_evals"] += 1
             state["history"].append(record)
             payload = _payload(model, mcfg, epoch, lr, record)
-            if improved:
+            if improved and ctx.is_main:
                 save_checkpoint(out / "best_model.pt", payload)
-            if epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs:
+            if (epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs) and ctx.is_main:
                 full = dict(payload, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
                             rng=rng_state(), sampler_rng=gen.get_state(), state=_state_for_ckpt(state))
                 save_checkpoint(out / "checkpoints" / f"epoch_{epoch:04d}.pt", full)
-            atomic_write_json(out / "training_history.json", state["history"])
+            if ctx.is_main:
+                atomic_write_json(out / "training_history.json", state["history"])
+            barrier()  # torchrun: nobody runs ahead of the checkpoint rank 0 is writing
             valid_txt = f" valid MRR {record['valid']['mrr']:.4f}" if "valid" in record else ""
             log.info(f"epoch {epoch}: loss {record['loss']:.5f}{valid_txt} ({record['seconds']:.1f}s, "
                      f"peak {format_bytes(record['peak_memory_bytes'])})")
@@ -228,17 +275,41 @@ def train(cfg: TrainConfig) -> dict:
 
     # ---- finish: final weights, test metrics with the best model
     last = state["history"][-1] if state["history"] else {"epoch": start_epoch - 1, "lr": optimizer.param_groups[0]["lr"]}
-    save_checkpoint(out / "final_model.pt", _payload(model, mcfg, last["epoch"], last["lr"], last))
+    if ctx.is_main:
+        save_checkpoint(out / "final_model.pt", _payload(model, mcfg, last["epoch"], last["lr"], last))
     summary = {"epochs_run": last["epoch"], "stopped_early": stopped_early, "best_valid_mrr": state["best_mrr"],
                "skipped_steps": state["skipped_steps"]}
     if len(data.test):
-        if (out / "best_model.pt").is_file():
-            model.load_state_dict(load_checkpoint(out / "best_model.pt", device)["model"])
-        res, _ = evaluate(model, data.test, filter_index, batch_size=cfg.eval_batch_size, device=device)
+        has_best = broadcast_object((out / "best_model.pt").is_file())  # rank 0's file system decides
+        if has_best:
+            if ctx.is_main:
+                model.load_state_dict(load_checkpoint(out / "best_model.pt", device)["model"])
+            broadcast_module_state(model)  # torchrun: rank 0's weights everywhere, no shared disk needed
+        res, _ = _evaluate(ctx, model, data.test, filter_index, batch_size=cfg.eval_batch_size, device=device)
         summary["test"] = res
-        atomic_write_json(out / "test_results.json", dict(res, model="best_model.pt" if (out / "best_model.pt").is_file() else "final_model.pt"))
+        if ctx.is_main:
+            atomic_write_json(out / "test_results.json", dict(res, model="best_model.pt" if has_best else "final_model.pt"))
         log.info(f"test: MRR {res['both']['mrr']:.4f}, Hits@10 {res['both']['hits@10']:.4f}")
     return summary
+
+
+def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple[dict, list[Ranks]]:
+    """:func:`evaluate`; under torchrun every rank ranks a contiguous shard of whole batches (the
+    batches one process would rank, so the ranks are bitwise the same) and the per-triple ranks are
+    gathered: every rank gets the metrics of the whole set."""
+    if not ctx.active:
+        return evaluate(model, triples, known, **kw)
+    lo, hi = batch_aligned_shard(len(triples), kw.get("batch_size", 256), ctx.rank, ctx.world_size)
+    _, sides = evaluate(model, triples[lo:hi], known, **kw)
+    parts = all_gather([(rk.optimistic, rk.pessimistic, rk.score) for rk in sides])
+    sides = [Ranks(rk.side, *(np.concatenate([p[k][j] for p in parts]) for j in range(3))) for k, rk in enumerate(sides)]
+    result = {}
+    for rk in sides:  # as evaluate() does
+        result[rk.side] = metrics(rk.realistic)
+        result[rk.side]["mrr_optimistic"] = metrics(rk.optimistic).get("mrr")
+        result[rk.side]["mrr_pessimistic"] = metrics(rk.pessimistic).get("mrr")
+    result["both"] = metrics(np.concatenate([rk.realistic for rk in sides]))
+    return result, sides
 
 
 def _payload(model: ConvE, mcfg: ConvEConfig, epoch: int, lr: float, metrics: dict) -> dict:

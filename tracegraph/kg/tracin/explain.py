@@ -4,6 +4,11 @@ Outputs per test triple ``triple_NNN_<head>_<tail>_tracin.csv`` (the researchers
 ``…_tracin.json`` (same rows plus method, loss, layers, checkpoints, learning rates), and one
 ``summary.json``. A test triple that cannot be explained (unknown entity, empty filtered
 training set) is recorded with its reason and the run goes on.
+
+Scaling out (docs/scaling.md): under ``torchrun`` the training triples are sharded across ranks
+(whole batches), every rank scores its shard against all test triples, and rank 0 merges each test
+triple's rows (or only the candidates for its top-k) and writes the same files as one process.
+``devices=["cuda:0", "cuda:1"]`` (no torchrun) shards the *test* triples across devices instead.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from typing import Callable
 
 import numpy as np
 
-from tracegraph.errors import DataError
+from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model_io import list_epoch_checkpoints, load_model, resolve_checkpoint
-from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
+from tracegraph.kg.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, compute_influence
 from tracegraph.kg.triples import encode_triples, read_edge_map, read_labeled_triples, read_name_dict
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, read_json
-from tracegraph.runtime.precision import resolve_device
+from tracegraph.runtime.distributed import (
+    batch_aligned_shard, broadcast_object, gather_to_main, init_distributed, parse_devices, run_on_devices, shard_range,
+)
 from tracegraph.runtime.progress import log, make_progress
 
 CSV_HEADER = [
@@ -52,6 +59,7 @@ class ExplainConfig:
     max_triples: int | None = None
     skip_existing: bool = False
     label_smoothing: float | None = None  # default: the run's
+    devices: list[str] | None = None  # one process, several devices: test triples sharded across them
 
 
 def base_name(index: int, head: str, tail: str) -> str:
@@ -86,7 +94,11 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     """Explain every selected test triple. ``train_subsets(head_id, tail_id)``, when given,
     returns the row indices of the training triples to rank for that test triple (filtering)."""
     t0 = time.perf_counter()
-    device = resolve_device(cfg.device)
+    ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
+    devices = parse_devices(cfg.devices) if cfg.devices else None
+    if devices and ctx.active:
+        raise TracegraphError("--devices is for one process on one node; under torchrun every rank uses its own device")
+    device = devices[0] if devices else ctx.device
     lm = load_model(cfg.model_dir, device)
     mdir = Path(cfg.model_dir) if Path(cfg.model_dir).is_dir() else lm.model_dir
     ents, rels = lm.entities, lm.relations
@@ -115,6 +127,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             failures.append({"index": i, "triple": [h, r, t], "reason": f"not in the model's id maps: {', '.join(missing)}"})
             continue
         todo.append((i, name, (ents.id(h), rels.id(r), ents.id(t))))
+    todo, failures, skipped = broadcast_object((todo, failures, skipped))  # torchrun: rank 0's disk decides
 
     # ---- which training rows each test triple ranks (all, or its filtered subgraph)
     subsets = {}
@@ -135,9 +148,17 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
                                 batch_size=cfg.batch_size, precision=cfg.precision, scratch_dir=str(out))
         out.mkdir(parents=True, exist_ok=True)
         test_ids = np.array([ids for _, _, ids in todo], np.int64)
+        picks = None  # torchrun: rank 0's merged (position in cols, score, self-influence) per test triple
         with make_progress() as progress:
-            result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress)
-        for j, (i, name, (h, r, t)) in enumerate(todo):
+            if ctx.active:
+                cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
+                result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts,
+                                                      device, progress, cfg.top_k)
+            elif devices and len(devices) > 1:
+                result = _influence_over_devices(devices, checkpoints, train_ids[union], test_ids, opts, progress)
+            else:
+                result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress)
+        for j, (i, name, (h, r, t)) in enumerate(todo if ctx.is_main else []):
             cols = np.searchsorted(union, subsets[i])
             meta = {
                 "test_triple": {"index": i, "head": ents.labels[h], "relation": rels.labels[r], "tail": ents.labels[t]},
@@ -147,8 +168,13 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
                 "test_self_influence": float(result.test_self[j]),
                 "training_triples_ranked": int(len(cols)), "top_k": cfg.top_k,
             }
-            rows = _rows(np.asarray(result.scores[j, cols], np.float64), result.train_self[cols], train_ids[union[cols]],
-                         (h, r, t), cfg.top_k, ents.labels, rels.labels, ent_names, rel_names)
+            if picks is None:
+                sc, self_inf, sel = np.asarray(result.scores[j, cols], np.float64), result.train_self[cols], cols
+            else:
+                pos, sc, self_inf = picks[j]
+                sel = cols[pos]
+            rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
+                         ent_names, rel_names)
             _write_csv(out / f"{name}_tracin.csv", rows)
             atomic_write_json(out / f"{name}_tracin.json", dict(meta, rows=[dict(zip(CSV_HEADER, row)) for row in rows]))
             written += [f"{name}_tracin.csv", f"{name}_tracin.json"]
@@ -159,10 +185,58 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
         "checkpoints": [str(c) for c in checkpoints], "training_triples": int(len(train_ids)),
         "union_of_ranked_training_triples": int(len(union)), "device": str(device),
     }
+    if ctx.active:
+        summary["world_size"] = ctx.world_size
+    if devices:
+        summary["devices"] = [str(d) for d in devices]
+    if not ctx.is_main:
+        return summary
     atomic_write_json(out / "summary.json", summary)
     for f in failures:
         log.warning(f"test triple {f['index']} {f['triple']}: {f['reason']}")
     return summary
+
+
+def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k):
+    """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
+    process would score, so its numbers are bitwise the same) against every test triple. Rank 0
+    receives, per test triple, (position in its column list, score, self-influence) of every row —
+    or, with ``top_k``, only each rank's own top-k and bottom-k, which contain the global ones
+    (ties included: the order is the same stable sort restricted to a shard). Others get None."""
+    lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
+    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress)
+    mine = []
+    for j, cols in enumerate(cols_of):
+        pos = np.nonzero((cols >= lo) & (cols < hi))[0]
+        sc = np.asarray(result.scores[j, cols[pos] - lo], np.float64)
+        self_inf = result.train_self[cols[pos] - lo]
+        if top_k is not None and 2 * top_k < len(pos):
+            order = np.argsort(-sc, kind="stable")
+            keep = np.sort(np.concatenate([order[:top_k], order[-top_k:]]))
+            pos, sc, self_inf = pos[keep], sc[keep], self_inf[keep]
+        mine.append((pos, sc, self_inf))
+    parts = gather_to_main(mine)
+    if parts is None:
+        return result, None
+    picks = []
+    for j in range(len(cols_of)):
+        pos, sc, self_inf = (np.concatenate([p[j][k] for p in parts]) for k in range(3))
+        o = np.argsort(pos, kind="stable")  # back to the single-process column order
+        picks.append((pos[o], sc[o], self_inf[o]))
+    return result, picks
+
+
+def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress) -> InfluenceResult:
+    """One process, several devices: the test triples are split across devices, each device scores
+    every training triple against its share (a thread per device), and the rows are stacked."""
+    devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
+    parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: compute_influence(
+        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress))
+    scores = _alloc(len(test_ids), len(train_rows), opts)  # in RAM or on disk, as one process would
+    for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
+        scores[lo:hi] = p.scores
+    return InfluenceResult(scores, parts[0].train_self, np.concatenate([p.test_self for p in parts]),
+                           parts[0].checkpoints, parts[0].layers)
 
 
 def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names):

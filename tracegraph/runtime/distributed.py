@@ -1,0 +1,424 @@
+"""Running on several processes or devices with PyTorch's own machinery: ``torchrun`` +
+``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel, SyncBatchNorm.
+
+Nothing here knows about graphs. The pieces:
+
+* :func:`init_distributed` — detects ``torchrun`` from its environment (``WORLD_SIZE``, ``RANK``,
+  ``LOCAL_RANK``), picks the device (``cuda:LOCAL_RANK`` or CPU) and backend, and initialises the
+  default process group with a *timeout* (``TRACEGRAPH_DIST_TIMEOUT`` seconds, default 300), so a
+  rank that stops answering makes the others fail instead of waiting forever. When a worker exits
+  non-zero, torchrun itself stops the others; :func:`recorded` writes the failing rank's exception
+  where torchrun reports it ("Root Cause (first observed failure)").
+* :class:`ShardedBatchSampler` — every rank draws the *same* seeded global batch order as a
+  single process and keeps its strided share of each global batch, so the union over ranks of
+  step i is exactly the single-process batch i (see docs/scaling.md for why not the stock
+  ``DistributedSampler`` order).
+* :func:`convert_sync_batchnorm` — ``torch.nn.SyncBatchNorm`` (global-batch statistics) on CUDA;
+  on CPU, where PyTorch has no kernels for it (and DDP refuses it), :class:`CPUSyncBatchNorm`
+  computes the same statistics from autograd-aware all-reduces.
+* sharding (:func:`shard_range`, :func:`batch_aligned_shard`), object collectives
+  (:func:`gather_to_main`, :func:`all_gather`, :func:`broadcast_object`) and
+  :func:`run_on_devices` for the single-node, no-torchrun ``--devices cuda:0,cuda:1`` case.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import functools
+import logging
+import math
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from tracegraph.errors import TracegraphError
+
+TIMEOUT_ENV = "TRACEGRAPH_DIST_TIMEOUT"
+DEFAULT_TIMEOUT_S = 300.0
+log = logging.getLogger("tracegraph")
+
+
+# ---------------------------------------------------------------------------------------------
+# process group
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    backend: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True under torchrun with more than one process."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def launched_by_torchrun() -> bool:
+    return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def env_rank() -> int:
+    return int(os.environ.get("RANK", "0")) if launched_by_torchrun() else 0
+
+
+def is_main_process() -> bool:
+    """Rank 0, or not distributed at all (usable before the process group exists)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return env_rank() == 0
+
+
+def timeout_seconds() -> float:
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise TracegraphError(f"{TIMEOUT_ENV}={raw!r}: must be a positive number of seconds")
+    return value
+
+
+def init_distributed(device_spec: str | None = "auto") -> DistContext:
+    """The run's context. Outside torchrun (or with one process) nothing is initialised and the
+    device is ``resolve_device(device_spec)``. Under torchrun: device ``cuda:LOCAL_RANK`` when
+    the spec asks for CUDA (``auto`` on a GPU machine, ``cuda``, ``cuda:N``), else CPU; backend
+    NCCL on CUDA, Gloo on CPU; collectives time out after :func:`timeout_seconds`. Idempotent."""
+    from tracegraph.runtime.precision import resolve_device
+
+    if not launched_by_torchrun():
+        return DistContext(device=resolve_device(device_spec))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    base = resolve_device(device_spec)
+    if base.type == "cuda":
+        if base.index is not None and base.index != local_rank:
+            log.warning(f"--device {device_spec} ignored under torchrun: rank {rank} uses cuda:{local_rank} (LOCAL_RANK)")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if not dist.is_initialized():
+        timeout = timeout_seconds()
+        # NCCL only honours the timeout when it watches its collectives asynchronously
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout),
+                                device_id=device if device.type == "cuda" else None)
+        atexit.register(_destroy)
+        _quiet_other_ranks(rank)
+        if rank == 0:
+            log.info(f"torch.distributed: {world} processes, backend {backend}, collective timeout {timeout:g}s "
+                     f"({TIMEOUT_ENV})")
+    return DistContext(rank, world, local_rank, device, dist.get_backend())
+
+
+def _destroy() -> None:
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - interpreter shutdown after a failure; nothing to save
+            pass
+
+
+class _OtherRank(logging.Filter):
+    """On ranks other than 0: drop INFO and below, prefix the rest with the rank."""
+
+    def __init__(self, rank: int):
+        super().__init__()
+        self.rank = rank
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return False
+        if not getattr(record, "_rank_prefixed", False):
+            record.msg = f"[rank {self.rank}] {record.msg}"
+            record._rank_prefixed = True
+        return True
+
+
+def _quiet_other_ranks(rank: int) -> None:
+    """Logs and progress bars from rank 0 only; other ranks still report warnings and errors."""
+    if rank != 0:
+        os.environ["TRACEGRAPH_PROGRESS"] = "0"
+        log.addFilter(_OtherRank(rank))
+
+
+def _collective_failure(e: BaseException) -> bool:
+    msg = str(e)
+    return isinstance(e, dist.DistError) or any(
+        k in msg for k in ("Connection closed by peer", "Timed out", "timed out", "NCCL", "gloo", "c10d"))
+
+
+def recorded(fn: Callable) -> Callable:
+    """Under torchrun: record the exception of a failing rank (torchrun prints it as the root
+    cause) and, for a collective that failed because a peer vanished or timed out, say so."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not launched_by_torchrun():
+            return fn(*args, **kwargs)
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        try:
+            return record(fn)(*args, **kwargs)
+        except Exception as e:
+            if not _collective_failure(e):
+                raise
+            log.error(f"rank {env_rank()}: a collective failed ({type(e).__name__}: {str(e).splitlines()[0][:300]}). "
+                      f"Another rank probably died or stopped answering (timeout {timeout_seconds():g}s, "
+                      f"{TIMEOUT_ENV}); torchrun reports the first failure.")
+            raise
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------
+# collectives (no-ops on one process)
+
+
+def barrier() -> None:
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum over ranks (in place, also returned)."""
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def all_gather(obj: Any) -> list:
+    """Every rank's ``obj``, in rank order, on every rank (pickled)."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def gather_to_main(obj: Any) -> list | None:
+    """Every rank's ``obj`` in rank order on rank 0; None on the others."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return [obj]
+    out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+@torch.no_grad()
+def broadcast_module_state(module: nn.Module) -> None:
+    """Copy rank 0's parameters and buffers into every rank's module (in place)."""
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        for t in module.state_dict().values():
+            dist.broadcast(t, src=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# sharding
+
+
+def shard_range(n: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Contiguous, balanced [lo, hi) of ``n`` items for ``rank`` (sizes differ by at most one)."""
+    return n * rank // world_size, n * (rank + 1) // world_size
+
+
+def batch_aligned_shard(n: int, batch: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Contiguous [lo, hi) made of whole batches of ``batch`` items, so every rank processes
+    exactly the batches a single process would (bitwise-identical results per item)."""
+    nb = math.ceil(n / batch) if n else 0
+    b0, b1 = shard_range(nb, rank, world_size)
+    return min(b0 * batch, n), min(b1 * batch, n)
+
+
+class ShardedBatchSampler(torch.utils.data.Sampler):
+    """Rank ``rank``'s share of each *global* batch of ``batch_sampler``: items r, r+N, r+2N, ….
+
+    Every rank iterates the same ``batch_sampler`` (same seeded generator, so the same order; it
+    reshuffles every epoch as the generator advances, and the generator is checkpointed), so the
+    ranks' shards are disjoint, their union at step i is the single-process batch i, and all
+    ranks take the same number of steps. Local sizes differ by at most one.
+    """
+
+    def __init__(self, batch_sampler: Sequence, rank: int, world_size: int):
+        self.batch_sampler, self.rank, self.world_size = batch_sampler, rank, world_size
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.batch_sampler:
+            yield list(batch)[self.rank::self.world_size]
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNorm with global batch statistics
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient (the same rule as
+    ``torch.distributed.nn.functional.all_reduce``, which is deprecated)."""
+
+    @staticmethod
+    def forward(ctx, t):
+        t = t.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(g, op=dist.ReduceOp.SUM)
+        return g
+
+
+class CPUSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
+    """What ``torch.nn.SyncBatchNorm`` computes, for CPU (Gloo), where PyTorch has no kernels for
+    it: in training, normalise with the statistics of the *global* batch (all ranks), so N ranks
+    with B/N samples each compute what one process computes on B.
+
+    Forward and backward come from two autograd-aware all-reduces per layer (Σx with the count,
+    then Σ(x-μ)²). The backward of an all-reduce all-reduces the gradient, which gives each rank
+    the gradient of the sum of all ranks' losses through the shared statistics — exactly what
+    SyncBatchNorm does. Eval mode is plain BatchNorm. Same parameters and buffers as BatchNorm,
+    so state dicts load into plain BatchNorm layers.
+    """
+
+    def _check_input_dim(self, input: torch.Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
+            return super().forward(input)
+        self._check_input_dim(input)
+        C = input.shape[1]
+        dims = [0] + list(range(2, input.dim()))
+        shape = [1, C] + [1] * (input.dim() - 2)
+        x = input.float()
+        local_n = torch.tensor([x.numel() // C], dtype=x.dtype, device=x.device)
+        s = _AllReduceSum.apply(torch.cat([x.sum(dims), local_n]))
+        n = s[C].detach()
+        if float(n) < 2:
+            raise ValueError(f"Expected more than 1 value per channel when training, got {int(n)} over all ranks")
+        mean = s[:C] / n
+        xc = x - mean.view(shape)
+        var = _AllReduceSum.apply((xc * xc).sum(dims)) / n  # biased: what BatchNorm normalises with
+        y = xc * torch.rsqrt(var + self.eps).view(shape)
+        if self.affine:
+            y = y * self.weight.view(shape) + self.bias.view(shape)
+        if self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked.add_(1)
+                m = (1.0 / float(self.num_batches_tracked)) if self.momentum is None else self.momentum
+                self.running_mean.mul_(1 - m).add_(mean.detach().to(self.running_mean.dtype), alpha=m)
+                unbiased = var.detach() * (n / (n - 1))
+                self.running_var.mul_(1 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
+        return y.to(input.dtype)
+
+
+def convert_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module:
+    """Replace every BatchNorm layer by one with global-batch statistics, sharing its parameters
+    and buffers (an optimiser built on the old parameters stays valid): PyTorch's
+    ``nn.SyncBatchNorm`` on CUDA, :class:`CPUSyncBatchNorm` on CPU. Returns the module."""
+    if device.type != "cpu":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
+    out = module
+    if isinstance(module, nn.modules.batchnorm._BatchNorm) and not isinstance(module, CPUSyncBatchNorm):
+        out = CPUSyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                               module.track_running_stats)
+        if module.affine:
+            out.weight, out.bias = module.weight, module.bias
+        out.running_mean, out.running_var = module.running_mean, module.running_var
+        out.num_batches_tracked = module.num_batches_tracked
+        out.training = module.training
+    for name, child in module.named_children():
+        out.add_module(name, convert_sync_batchnorm(child, device))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# single node, several devices, no torchrun
+
+
+def parse_devices(spec: str | Sequence[str] | None) -> list[torch.device]:
+    """``"cuda:0,cuda:1"`` (or a list) -> devices, each checked to exist. ``cpu`` may repeat
+    (``cpu,cpu``: the same code path on a machine without GPUs)."""
+    from tracegraph.runtime.precision import resolve_device
+
+    if spec is None:
+        return []
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    if not names:
+        raise TracegraphError("--devices: give at least one device, e.g. cuda:0,cuda:1")
+    devices = [resolve_device(n) for n in names]
+    for d in devices:
+        if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+            raise TracegraphError(f"--devices: {d} does not exist ({torch.cuda.device_count()} CUDA devices)")
+    cuda = [d for d in devices if d.type == "cuda"]
+    if len(set(cuda)) != len(cuda):
+        raise TracegraphError("--devices: a CUDA device is listed twice")
+    return devices
+
+
+def run_on_devices(devices: Sequence[torch.device], n: int, fn: Callable[[torch.device, int, int], Any]) -> list:
+    """Split ``range(n)`` into contiguous balanced shards, one per device, and run
+    ``fn(device, lo, hi)`` for each in its own thread (CUDA kernels release the GIL).
+    Returns the results in device order; the first exception is re-raised."""
+    results: list = [None] * len(devices)
+    errors: list = [None] * len(devices)
+
+    def work(i: int, device: torch.device) -> None:
+        lo, hi = shard_range(n, i, len(devices))
+        try:
+            if device.type == "cuda":
+                torch.cuda.set_device(device)
+            results[i] = fn(device, lo, hi)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors[i] = e
+
+    if len(devices) == 1:
+        work(0, devices[0])
+    else:
+        threads = [threading.Thread(target=work, args=(i, d), name=f"tracegraph-{d}") for i, d in enumerate(devices)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+def rank_seed(*keys: int) -> int:
+    """A seed derived from integers (e.g. seed, epoch, rank): independent streams per rank that do
+    not depend on what ran before, so a resumed run draws the same numbers."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(k) % 2**32 for k in keys]).generate_state(1)[0])
