@@ -1,0 +1,172 @@
+"""`tracegraph trees …`: GT-SSL pretraining, fine-tuning and linear probing on geometric trees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+trees_app = typer.Typer(help="Self-supervised pretraining (GT-SSL) of an SGMP encoder on geometric trees.",
+                        no_args_is_help=True)
+
+# options shared by every command, declared once
+SWC = typer.Option(None, "--swc-dir", help="Folder of *.swc neurons (subtrees are sampled); default: synthetic trees.")
+NUM_TREES = typer.Option(200, "--num-trees", help="SWC: subtrees in total. Synthetic: trees per class.")
+MAX_NODES = typer.Option(300, "--max-nodes", help="Nodes per tree (subtree size / growth limit).")
+KEEP_EVERY = typer.Option(4, "--keep-every", help="SWC thinning: keep every k-th point along unbranched segments.")
+DATA_SEED = typer.Option(0, "--data-seed", help="Seed of tree sampling/generation.")
+CACHE = typer.Option(None, "--cache-dir", help="Cache 3rd-order paths here (.npz keyed by content hash).")
+HIDDEN = typer.Option(64, "--hidden-channels")
+INTER = typer.Option(3, "--num-interactions")
+RBF = typer.Option(20, "--num-rbf")
+CUTOFF = typer.Option(None, "--cutoff", help="Longest resolved edge length (data units); default: from the data.")
+READOUT = typer.Option("mean", "--readout", help="mean | sum")
+EPOCHS = typer.Option(10, "--epochs")
+BATCH = typer.Option(32, "--batch-size")
+LR = typer.Option(1e-3, "--lr")
+PRECISION = typer.Option("fp32", "--precision", help="fp32 | bf16 | fp16 (fp16: CUDA only).")
+DEVICE = typer.Option("auto", "--device")
+ACCUM = typer.Option(1, "--gradient-accumulation-steps")
+GCKPT = typer.Option(False, "--gradient-checkpointing/--no-gradient-checkpointing", help="Recompute each interaction block in backward.")
+CLEANUP = typer.Option(False, "--memory-cleanup/--no-memory-cleanup", help="gc + empty the CUDA cache after every batch.")
+SEED = typer.Option(0, "--seed")
+OUT = typer.Option(..., "--output-dir", "-o")
+RESUME = typer.Option(False, "--resume", help="Continue from OUTPUT_DIR/last.pt.")
+THREADS = typer.Option(0, "--num-threads", help="CPU intra-op threads (0: torch's default). On a busy shared "
+                       "machine 1 can be several times faster than 2.")
+
+
+def _threads(n: int) -> None:
+    if n > 0:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def _config(swc_dir, num_trees, max_nodes, keep_every, data_seed, cache_dir, hidden, inter, rbf, cutoff, readout,
+            epochs, batch, lr, precision, device, accum, gckpt, cleanup, seed, freeze=False, order_weight=0.2,
+            growth_weight=1.0):
+    from tracegraph.trees.train import DataConfig, TrainConfig
+
+    if readout not in ("mean", "sum"):
+        from tracegraph.errors import TracegraphError
+
+        raise TracegraphError(f"--readout must be mean or sum, not {readout!r}")
+    return TrainConfig(
+        data=DataConfig(str(swc_dir) if swc_dir else None, num_trees, max_nodes, keep_every, data_seed,
+                        str(cache_dir) if cache_dir else None),
+        encoder=dict(hidden_channels=hidden, num_interactions=inter, num_rbf=rbf, cutoff=cutoff, readout=readout),
+        epochs=epochs, batch_size=batch, lr=lr, precision=precision, device=device,
+        gradient_accumulation_steps=accum, gradient_checkpointing=gckpt, memory_cleanup=cleanup, seed=seed,
+        freeze_encoder=freeze, order_weight=order_weight, growth_weight=growth_weight)
+
+
+def _summary(history: list[dict], out: Path) -> None:
+    if history:
+        last = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in history[-1].items()}
+        typer.echo(json.dumps({"output_dir": str(out), **last}))
+
+
+@trees_app.command("pretrain")
+def pretrain_cmd(swc_dir: Optional[Path] = SWC, num_trees: int = NUM_TREES, max_nodes: int = MAX_NODES,
+                 keep_every: int = KEEP_EVERY, data_seed: int = DATA_SEED, cache_dir: Optional[Path] = CACHE,
+                 hidden_channels: int = HIDDEN, num_interactions: int = INTER, num_rbf: int = RBF,
+                 cutoff: Optional[float] = CUTOFF, readout: str = READOUT, epochs: int = EPOCHS,
+                 batch_size: int = BATCH, lr: float = LR, precision: str = PRECISION, device: str = DEVICE,
+                 gradient_accumulation_steps: int = ACCUM, gradient_checkpointing: bool = GCKPT,
+                 memory_cleanup: bool = CLEANUP, seed: int = SEED, output_dir: Path = OUT, resume: bool = RESUME,
+                 order_weight: float = typer.Option(0.2, "--order-weight", help="Weight of the partial-order loss."),
+                 growth_weight: float = typer.Option(1.0, "--growth-weight", help="Weight of the subtree-growth loss."),
+                 num_threads: int = THREADS):
+    """GT-SSL pretraining (partial order + subtree growth). Writes config.json, history.json, last.pt, encoder.pt."""
+    from tracegraph.runtime.progress import setup_logging
+    from tracegraph.trees.train import pretrain
+
+    setup_logging()
+    _threads(num_threads)
+    cfg = _config(swc_dir, num_trees, max_nodes, keep_every, data_seed, cache_dir, hidden_channels, num_interactions,
+                  num_rbf, cutoff, readout, epochs, batch_size, lr, precision, device, gradient_accumulation_steps,
+                  gradient_checkpointing, memory_cleanup, seed, order_weight=order_weight, growth_weight=growth_weight)
+    _summary(pretrain(cfg, output_dir, resume=resume), output_dir)
+
+
+@trees_app.command("finetune")
+def finetune_cmd(encoder: Optional[Path] = typer.Option(None, "--encoder", help="encoder.pt from pretrain; omit for a fresh encoder."),
+                 freeze_encoder: bool = typer.Option(False, "--freeze-encoder", help="Train the new head only."),
+                 num_trees: int = typer.Option(100, "--num-trees", help="Labelled synthetic trees per class."),
+                 max_nodes: int = MAX_NODES, data_seed: int = DATA_SEED, cache_dir: Optional[Path] = CACHE,
+                 hidden_channels: int = HIDDEN, num_interactions: int = INTER, num_rbf: int = RBF,
+                 cutoff: Optional[float] = CUTOFF, readout: str = READOUT, epochs: int = EPOCHS,
+                 batch_size: int = BATCH, lr: float = LR, precision: str = PRECISION, device: str = DEVICE,
+                 gradient_accumulation_steps: int = ACCUM, gradient_checkpointing: bool = GCKPT,
+                 memory_cleanup: bool = CLEANUP, seed: int = SEED, output_dir: Path = OUT, resume: bool = RESUME,
+                 num_threads: int = THREADS):
+    """Classify synthetic tree classes with a new head on the (pretrained) encoder; reports test accuracy per epoch."""
+    from tracegraph.runtime.progress import setup_logging
+    from tracegraph.trees.train import finetune
+
+    setup_logging()
+    _threads(num_threads)
+    cfg = _config(None, num_trees, max_nodes, 1, data_seed, cache_dir, hidden_channels, num_interactions, num_rbf,
+                  cutoff, readout, epochs, batch_size, lr, precision, device, gradient_accumulation_steps,
+                  gradient_checkpointing, memory_cleanup, seed, freeze=freeze_encoder)
+    _summary(finetune(cfg, encoder, output_dir, resume=resume), output_dir)
+
+
+@trees_app.command("probe")
+def probe_cmd(encoder: Optional[Path] = typer.Option(None, "--encoder", help="encoder.pt from pretrain."),
+              compare_random: bool = typer.Option(True, "--compare-random/--no-compare-random",
+                                                  help="Also probe the same architecture randomly initialised."),
+              seeds: List[int] = typer.Option([0, 1, 2], "--seed", help="Repeat per seed (labelled data + random init)."),
+              num_trees: int = typer.Option(150, "--num-trees", help="Labelled synthetic trees per class (30 % held out)."),
+              max_nodes: int = typer.Option(150, "--max-nodes"),
+              study: bool = typer.Option(False, "--study", help="Pretrain a fresh encoder per seed too (the full study)."),
+              pretrain_trees: int = typer.Option(100, "--pretrain-trees", help="--study: unlabelled trees per class."),
+              epochs: int = typer.Option(6, "--epochs", help="--study: pretraining epochs."),
+              output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Writes probe.json (and --study runs)."),
+              num_threads: int = THREADS):
+    """Linear probe of frozen graph embeddings on held-out synthetic tree classes; prints mean ± std."""
+    import numpy as np
+
+    from tracegraph.errors import TracegraphError
+    from tracegraph.runtime.checkpoints import atomic_write_json
+    from tracegraph.runtime.progress import setup_logging
+    from tracegraph.runtime.seeding import seed_everything
+    from tracegraph.trees.probe import labelled_split, probe, probe_study
+    from tracegraph.trees.train import DataConfig, load_encoder, make_encoder
+
+    setup_logging()
+    _threads(num_threads)
+    if study:
+        if output_dir is None:
+            raise TracegraphError("--study needs --output-dir for its pretraining runs")
+        res = probe_study(seeds, output_dir, pretrain_trees, num_trees, max_nodes, epochs)
+    else:
+        if encoder is None:
+            raise TracegraphError("give --encoder PATH (or --study)")
+        rows = []
+        for s in seeds:
+            train, test = labelled_split(DataConfig(None, num_trees, max_nodes, seed=2000 + s))
+            enc = load_encoder(encoder)
+            row = {"seed": s, "pretrained": probe(enc, train, test)}
+            if compare_random:
+                seed_everything(s)
+                row["random"] = probe(make_encoder(enc.cfg.to_dict()), train, test)
+            rows.append(row)
+        res = {"seeds": rows}
+        for k in ("pretrained", "random"):
+            vals = np.array([r[k] for r in rows if k in r])
+            if len(vals):
+                res[f"{k}_mean"], res[f"{k}_std"] = float(vals.mean()), float(vals.std())
+    for k in ("pretrained", "random"):
+        if f"{k}_mean" in res:
+            typer.echo(f"{k:>10}: {100 * res[f'{k}_mean']:.1f} ± {100 * res[f'{k}_std']:.1f} % ({len(seeds)} seeds)", err=True)
+    if output_dir is not None:
+        atomic_write_json(Path(output_dir) / "probe.json", res)
+    typer.echo(json.dumps(res))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(trees_app, name="trees")
