@@ -67,7 +67,8 @@ def worker_tracegraph(a, fused: bool, compile: bool = False) -> dict:
     import torch
 
     from tracegraph.kg.conve import ConvE, ConvEConfig
-    from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n
+    from tracegraph.kg.loss import auto_chunk_size
+    from tracegraph.kg.train import TrainingObjective, make_optimizer
     from tracegraph.kg.triples import KnownTails, with_reciprocals
 
     torch.manual_seed(0)
@@ -79,9 +80,10 @@ def worker_tracegraph(a, fused: bool, compile: bool = False) -> dict:
     samples = np.stack(known.pairs(), axis=1)
     model = ConvE(mcfg)
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=0.003)
-    chunk = auto_chunk_size(a.batch_size)
-    step_model = torch.compile(model) if compile else model  # as train --compile does
+    opt = make_optimizer(model, 0.003, torch.device("cpu"))
+    # the trainer's own loss module; compiled as train --compile does
+    objective = TrainingObjective(model, fused, auto_chunk_size(a.batch_size), 0.1)
+    step = torch.compile(objective) if compile else objective
     rng = np.random.default_rng(1)
     order = rng.permutation(len(samples))
     times, cpu = [], []
@@ -89,14 +91,10 @@ def worker_tracegraph(a, fused: bool, compile: bool = False) -> dict:
         s = samples[order[(i * a.batch_size) % len(samples):][: a.batch_size]]
         bi, tails = known.batch(s[:, 0], s[:, 1])  # data preparation is outside the timed step
         h, r = torch.from_numpy(s[:, 0]), torch.from_numpy(s[:, 1])
-        targets = Targets(torch.as_tensor(bi), torch.as_tensor(tails))
+        bi, tails = torch.as_tensor(bi), torch.as_tensor(tails)
         t0, c0 = time.perf_counter(), time.process_time()
         # the step of tracegraph.kg.train.train(), fp32
-        if fused:
-            x = model.hidden(h, r)
-            loss = fused_bce_1n(x, model.entity.weight, model.entity_bias, targets, 0.1, chunk_size=chunk)
-        else:
-            loss = bce_1n(step_model(h, r), targets, 0.1)
+        loss = step(h, r, bi, tails)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

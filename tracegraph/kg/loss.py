@@ -12,9 +12,9 @@ averaging over the batch too).
 Targets are *sparse*: ``Targets(batch_index, entity_index)`` lists each (sample, true tail) pair.
 1vsAll training has one pair per sample; KvsAll has all known tails of (head, relation).
 
-:func:`fused_bce_1n` never stores the B×N logits either: the Σ softplus / Σ s part is computed in
-entity chunks by a custom autograd Function that recomputes each chunk's scores in backward and
-accumulates dL/dx, dL/dE, dL/db chunk by chunk (peak memory O(B·chunk + N·d)).
+:func:`fused_bce_1n` never stores the B×N logits either: a custom autograd Function computes the
+whole loss over entity chunks, recomputes each chunk's scores in backward and accumulates dL/dx,
+dL/dE, dL/db chunk by chunk into single buffers (peak memory O(B·chunk + N·d)).
 """
 
 from __future__ import annotations
@@ -65,47 +65,63 @@ def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0,
     return _reduce(per / N, reduction)
 
 
-class _ChunkedSoftplusMinusMean(torch.autograd.Function):
-    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j with s = x Eᵀ + b, computed over entity chunks."""
+class _FusedBCE1N(torch.autograd.Function):
+    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j - p·Σ_true s_t with s = x Eᵀ + b, over entity
+    chunks. The true tails' term lives here too, so backward writes one dense dL/dE buffer
+    (an autograd gather of E[t] would add a second N×d gradient)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, c: float, chunk: int):
-        acc_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        out = torch.zeros(x.shape[0], dtype=acc_dtype, device=x.device)
+    def forward(ctx, x, weight, bias, batch_index, entity_index, c: float, p: float, chunk: int):
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        out = torch.zeros(x.shape[0], dtype=acc, device=x.device)
         for start in range(0, weight.shape[0], chunk):
-            s = _chunk_scores(x, weight, bias, start, chunk, acc_dtype)
-            out += F.softplus(s).sum(1) - c * s.sum(1)
-        ctx.save_for_backward(x, weight, bias if bias is not None else torch.empty(0))
-        ctx.has_bias, ctx.c, ctx.chunk = bias is not None, c, chunk
+            s = _chunk_scores(x, weight, bias, start, chunk, acc)
+            out += F.softplus(s).sum(1)
+            out -= c * s.sum(1)
+        pos = (x[batch_index].to(acc) * weight[entity_index].to(acc)).sum(-1)
+        if bias is not None:
+            pos += bias[entity_index].to(acc)
+        out.index_add_(0, batch_index, pos, alpha=-p)
+        ctx.save_for_backward(x, weight, bias if bias is not None else torch.empty(0), batch_index, entity_index)
+        ctx.has_bias, ctx.c, ctx.p, ctx.chunk = bias is not None, c, p, chunk
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        x, weight, bias = ctx.saved_tensors
+        x, weight, bias, bi, ei = ctx.saved_tensors
         bias = bias if ctx.has_bias else None
-        acc_dtype = grad_out.dtype
-        xa = x.to(acc_dtype)
+        acc = grad_out.dtype
+        xa = x.to(acc)
+        need_w = ctx.needs_input_grad[1]
+        need_b = ctx.has_bias and ctx.needs_input_grad[2]
         gx = torch.zeros_like(xa)
-        gw = torch.zeros(weight.shape, dtype=acc_dtype, device=weight.device) if ctx.needs_input_grad[1] else None
-        gb = torch.zeros(weight.shape[0], dtype=acc_dtype, device=weight.device) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        gw = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
+        gb = torch.zeros(weight.shape[0], dtype=acc, device=weight.device) if need_b else None
         for start in range(0, weight.shape[0], ctx.chunk):
-            s = _chunk_scores(x, weight, bias, start, ctx.chunk, acc_dtype)
-            g = grad_out[:, None] * (torch.sigmoid(s) - ctx.c)  # d/ds [softplus(s) - c·s]
-            w = weight[start : start + ctx.chunk].to(acc_dtype)
-            gx += g @ w
+            g = _chunk_scores(x, weight, bias, start, ctx.chunk, acc)
+            g.sigmoid_().sub_(ctx.c).mul_(grad_out[:, None])  # d/ds [softplus(s) - c·s], in place
+            w = weight[start : start + ctx.chunk].to(acc)
+            gx.addmm_(g, w)
             if gw is not None:
-                gw[start : start + ctx.chunk] = g.t() @ xa
+                torch.mm(g.t(), xa, out=gw[start : start + ctx.chunk])
             if gb is not None:
-                gb[start : start + ctx.chunk] = g.sum(0)
+                torch.sum(g, 0, out=gb[start : start + ctx.chunk])
+        coef = -ctx.p * grad_out[bi]  # the true tails' term: d/ds_t = -p
+        gx.index_add_(0, bi, coef[:, None] * weight[ei].to(acc))
+        if gw is not None:
+            gw.index_add_(0, ei, coef[:, None] * xa[bi])
+        if gb is not None:
+            gb.index_add_(0, ei, coef)
         gx = gx.to(x.dtype) if ctx.needs_input_grad[0] else None
-        return gx, (gw.to(weight.dtype) if gw is not None else None), (gb.to(bias.dtype) if gb is not None else None), None, None
+        return (gx, gw.to(weight.dtype) if gw is not None else None,
+                gb.to(bias.dtype) if gb is not None else None, None, None, None, None, None)
 
 
 def _chunk_scores(x, weight, bias, start, chunk, acc_dtype):
     w = weight[start : start + chunk]
-    s = (x.to(acc_dtype) @ w.to(acc_dtype).t())
+    s = x.to(acc_dtype) @ w.to(acc_dtype).t()
     if bias is not None:
-        s = s + bias[start : start + chunk].to(acc_dtype)
+        s += bias[start : start + chunk].to(acc_dtype)
     return s
 
 
@@ -119,18 +135,12 @@ def fused_bce_1n(
     chunk_size: int = 8192,
 ):
     """Same value and gradients as ``bce_1n(x @ weight.T + bias, …)``, without the B×N logits."""
-    B, N = x.shape[0], weight.shape[0]
+    N = weight.shape[0]
     eps = float(label_smoothing)
-    total = _ChunkedSoftplusMinusMean.apply(x, weight, bias, eps / N, int(chunk_size))
-    # the true tails' scores: only K = #targets rows of E are touched, through ordinary autograd
-    xt = x[targets.batch_index].to(total.dtype)
-    pos_scores = (xt * weight[targets.entity_index].to(total.dtype)).sum(-1)
-    if bias is not None:
-        pos_scores = pos_scores + bias[targets.entity_index].to(total.dtype)
-    per = total - (1.0 - eps) * _positive_sum(B, targets, pos_scores)
+    per = _FusedBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, eps / N, 1.0 - eps, int(chunk_size))
     return _reduce(per / N, reduction)
 
 
-def auto_chunk_size(batch_size: int, budget_bytes: int = 256 * 2**20) -> int:
+def auto_chunk_size(batch_size: int, budget_bytes: int = 64 * 2**20) -> int:
     """Entity chunk so one B×chunk fp32 block stays within ``budget_bytes``."""
     return max(1024, budget_bytes // (4 * max(batch_size, 1)))
