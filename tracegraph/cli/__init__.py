@@ -18,9 +18,11 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except TracegraphError as e:
+            from rich.markup import escape
+
             from tracegraph.runtime.progress import console
 
-            console.print(f"[bold red]error:[/] {e}", highlight=False, markup=True)
+            console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)  # one line, never wrapped
             raise typer.Exit(2) from None
 
 
