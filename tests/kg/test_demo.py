@@ -1,0 +1,62 @@
+"""`tracegraph demo --quick` end to end: the README's first command, on the reduced graph."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+@pytest.mark.slow
+def test_demo_quick_end_to_end(tmp_path):
+    out = tmp_path / "demo"
+    r = run_cli(["demo", "--quick", "-o", out])
+    assert r.exit_code == 0, r.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for section in ("Training", "ground-truth recovery", "removal test", "best-predicted test edges", "Top 10 proponents",
+                    "Top 5 opponents", "mechanism", "data:image/png;base64,"):
+        assert section in page, section
+    assert "http://" not in page and "https://" not in page  # self-contained
+    fid = json.loads((out / "fidelity.json").read_text())
+    assert set(fid) >= {"recovery", "recovery_other_loss", "removal"}
+    rec = fid["recovery"]
+    assert set(rec["summary"]) == {"tracin", "random", "degree", "path"}
+    assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
+    assert rec["graded"] > 0 and rec["per_triple"]
+    assert rec["influence"]["loss"] == "score" and fid["recovery_other_loss"]["influence"]["loss"] == "train-loss"
+    rem = fid["removal"]
+    assert "options" in rem and "graded" in rem
+    if rem["graded"]:
+        assert {"proponents", "random", "ratio_delta_rr", "per_triple"} <= set(rem)
+    summary = json.loads((out / "demo_summary.json").read_text())
+    assert set(summary["stage_seconds"]) == {"generate", "train", "evaluate", "filter", "explain", "grade",
+                                             "removal test", "report"}
+    assert list((out / "explanations").glob("triple_*_tracin.csv"))
+
+
+def test_report_escapes_text_and_embeds_images(tmp_path):
+    import numpy as np
+
+    from tracegraph.kg.report import write_report
+
+    ents = ["CHEBI:1", "MONDO:2", "NCBIGene:3", "HP:4"]
+    rels = ["biolink:treats", "biolink:affects", "biolink:gene_associated_with_condition"]
+    names = {"CHEBI:1": "<script>alert(1)</script>", "MONDO:2": "a & b", "NCBIGene:3": "G\"3", "HP:4": "p"}
+    cand = np.array([[0, 1, 2], [2, 2, 1], [3, 0, 1], [0, 0, 3]])
+    summ = {m: {k: {"mean": 0.5, "std": 0.1} for k in ("mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10")}
+            for m in ("tracin", "random", "degree", "path")}
+    rec = {"summary": summ, "graded": 1, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
+           "influence": {"loss": "score", "checkpoints": [{}]},
+           "definition": {"candidates": "c", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
+    metrics = {s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")}
+    pred = {"index": 0, "triple": np.array([0, 0, 1]), "rank": 1.0, "score": 0.3, "candidates": cand,
+            "influence": np.array([3.0, 2.0, -1.0, 0.5]), "relevant": {(0, 1, 2), (2, 2, 1)}}
+    out = write_report(tmp_path / "r.html", history=[{"epoch": 1, "loss": 0.5, "valid": {"mrr": 0.1}}, {"epoch": 2, "loss": 0.4}],
+                       metrics=metrics, counts={"test": 1}, predictions=[pred],
+                       fidelity={"recovery": rec, "removal": {"graded": 0, "options": {}, "note": "<none>"}},
+                       names=names, entities=ents, relations=rels, settings={"x": "<y>"}, stage_seconds={"train": 1.0})
+    page = out.read_text(encoding="utf-8")
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "a &amp; b" in page and "&lt;none&gt;" in page and "&lt;y&gt;" in page
+    assert page.count("data:image/png;base64,") == 2  # training curves + one subgraph
+    assert page.count('class="mech"') == 2  # both mechanism edges highlighted among the proponents

@@ -1,0 +1,527 @@
+"""Explanation quality: does TracIn find the edges a prediction really rests on?
+
+Two checks, both written to ``fidelity.json`` (``tracegraph fidelity``, and the demo):
+
+**Ground-truth recovery.** For a test triple with known mechanism edges (``mechanisms.tsv`` of
+the synthetic graph, or your own curated paths), the *candidates* are the training triples of
+its filtered subgraph (docs/filtering.md), ranked by TracIn influence, highest first. Relevant =
+the mechanism edges of that test triple, matched exactly as stored (head, relation, tail).
+Per triple: RR = 1 / rank of the first relevant edge, AP = average precision over the relevant
+edges among the candidates, Hits@k = 1 if a relevant edge is in the top k, Recall@10 = share of
+the relevant candidates in the top 10. The same figures for baselines on the *same* candidates:
+
+* ``random``: a random order (mean over ``n_random`` permutations, fixed seed);
+* ``degree``: sum of the endpoints' degrees in the whole training graph, high first;
+* ``path``: length of the shortest head–tail walk through the edge inside the candidate
+  subgraph, short first, then degree.
+
+Ties (rare for TracIn, common for the baselines) are broken at random and averaged over the
+same permutations, so every figure is an expected value, never the luck of the file order.
+
+**Removal test.** For correctly predicted test triples (filtered tail rank <= ``max_rank``
+under the run's final model), remove the top-k proponents from the training set, retrain with
+the run's own TrainConfig (same seed, epochs, everything), and measure the drop of the triple's
+reciprocal rank and score; against removing k random training triples that touch the head or
+the tail, retrained with the same budget. Both arms share all randomness except the data:
+the retrained models differ from the original also because the batch order changes with the
+training set, which is exactly the noise the random arm measures.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from tracegraph.errors import DataError, TracegraphError, require_file
+
+HITS_K = (1, 3, 10)
+METRICS = ("mrr", "map", *(f"hits@{k}" for k in HITS_K), "recall@10")
+BASELINES = ("random", "degree", "path")
+MECHANISM_COLUMNS = ("test_head", "test_relation", "test_tail", "edge_head", "edge_relation", "edge_tail")
+
+Triple = tuple[str, str, str]
+
+
+# --------------------------------------------------------------------------- ranking metrics
+
+
+def ranking_metrics(relevant_in_order: Sequence[bool]) -> dict:
+    """RR, AP, Hits@k and Recall@10 of one ranked list (``True`` where the item is relevant).
+
+    A list without relevant items scores 0 everywhere (the caller decides whether to grade it).
+    """
+    rel = np.asarray(relevant_in_order, dtype=bool)
+    pos = np.flatnonzero(rel) + 1  # 1-based ranks of the relevant items
+    out = {"rr": 0.0, "ap": 0.0, **{f"hits@{k}": 0.0 for k in HITS_K}, "recall@10": 0.0}
+    if pos.size == 0:
+        return out
+    out["rr"] = float(1.0 / pos[0])
+    out["ap"] = float(np.mean(np.arange(1, pos.size + 1) / pos))
+    for k in HITS_K:
+        out[f"hits@{k}"] = float(pos[0] <= k)
+    out["recall@10"] = float(np.mean(pos <= 10))
+    return out
+
+
+def ranked_order(keys: Sequence[np.ndarray], tiebreak: np.ndarray) -> np.ndarray:
+    """Indices sorted by ``keys`` (each descending, the first most significant), ties by ``tiebreak``."""
+    # np.lexsort sorts ascending by its *last* key first
+    return np.lexsort([tiebreak, *[-np.asarray(k, dtype=np.float64) for k in reversed(keys)]])
+
+
+def expected_metrics(keys: Sequence[np.ndarray], relevant: np.ndarray, perms: np.ndarray) -> dict:
+    """Mean of :func:`ranking_metrics` over random tie-breaks (one per row of ``perms``)."""
+    runs = [ranking_metrics(relevant[ranked_order(keys, p)]) for p in perms]
+    return {m: float(np.mean([r[m] for r in runs])) for m in runs[0]}
+
+
+def random_rr_expectation(n: int, n_relevant: int = 1) -> float:
+    """Exact E[1 / rank of the first relevant] for a uniformly random order of n items."""
+    from math import comb
+
+    total = comb(n, n_relevant)
+    return sum((1.0 / k) * comb(n - k, n_relevant - 1) / total for k in range(1, n - n_relevant + 2))
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def degrees(train_ids: np.ndarray, num_entities: int) -> np.ndarray:
+    """Training triples touching each entity (self-loops once)."""
+    h, t = train_ids[:, 0], train_ids[:, 2]
+    return np.bincount(h, minlength=num_entities) + np.bincount(t[t != h], minlength=num_entities)
+
+
+def path_lengths(edges: np.ndarray, head: int, tail: int) -> np.ndarray:
+    """For each candidate edge (u, v): the length of the shortest head–tail walk through it in
+    the undirected candidate graph, min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none."""
+    nbrs: dict[int, set[int]] = defaultdict(set)
+    for u, v in edges:
+        if u != v:
+            nbrs[int(u)].add(int(v))
+            nbrs[int(v)].add(int(u))
+
+    def bfs(src: int) -> dict[int, int]:
+        dist, frontier = {src: 0}, [src]
+        while frontier:
+            nxt = []
+            for x in frontier:
+                for y in nbrs[x]:
+                    if y not in dist:
+                        dist[y] = dist[x] + 1
+                        nxt.append(y)
+            frontier = nxt
+        return dist
+
+    dh, dt = bfs(int(head)), bfs(int(tail))
+    inf = float("inf")
+    d = lambda dist, x: dist.get(int(x), inf)
+    return np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, v in edges], dtype=np.float64)
+
+
+def method_keys(tracin_scores: np.ndarray, cand: np.ndarray, head: int, tail: int, degree: np.ndarray) -> dict:
+    """Sort keys (descending) of every method for one test triple's candidates ``cand`` [n, 3]."""
+    deg = (degree[cand[:, 0]] + degree[cand[:, 2]]).astype(np.float64)
+    plen = path_lengths(cand[:, [0, 2]], head, tail)
+    return {
+        "tracin": [np.asarray(tracin_scores, np.float64)],
+        "random": [np.zeros(len(cand))],
+        "degree": [deg],
+        "path": [-np.where(np.isfinite(plen), plen, 1e9), deg],
+    }
+
+
+# --------------------------------------------------------------------------- mechanisms
+
+
+def read_mechanisms(path: str | Path) -> dict[Triple, set[Triple]]:
+    """mechanisms.tsv (header with at least MECHANISM_COLUMNS) -> test triple -> its edges."""
+    p = require_file(path, "mechanisms file")
+    out: dict[Triple, set[Triple]] = defaultdict(set)
+    with open(p, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f, delimiter="\t")
+        missing = [c for c in MECHANISM_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"mechanisms file needs the columns {', '.join(MECHANISM_COLUMNS)} "
+                            f"(tab-separated, with a header); missing {', '.join(missing)}", p)
+        for line, row in enumerate(reader, start=2):
+            if not any((v or "").strip() for v in row.values()):
+                continue
+            if any(not (row[c] or "").strip() for c in MECHANISM_COLUMNS):
+                raise DataError("empty field", p, line)
+            out[(row["test_head"], row["test_relation"], row["test_tail"])].add(
+                (row["edge_head"], row["edge_relation"], row["edge_tail"]))
+    return dict(out)
+
+
+# --------------------------------------------------------------------------- influence on candidates
+
+
+def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.ndarray,
+                            subsets: list[np.ndarray], opts, device, progress=None):
+    """TracIn of each test triple's candidate rows only; one engine pass over their union.
+
+    Returns (scores per test triple aligned with its subset, the InfluenceResult)."""
+    from tracegraph.kg.tracin.engine import compute_influence
+
+    union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
+    if union.size == 0:
+        raise TracegraphError("no candidate training triples for any test triple")
+    res = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress)
+    per = [np.asarray(res.scores[j, np.searchsorted(union, rows)], np.float64) for j, rows in enumerate(subsets)]
+    return per, res
+
+
+# --------------------------------------------------------------------------- ground-truth recovery
+
+
+def _summary(per_triple: list[dict], methods) -> dict:
+    out = {}
+    for m in methods:
+        out[m] = {}
+        for key, name in zip(("rr", "ap", *(f"hits@{k}" for k in HITS_K), "recall@10"), METRICS):
+            vals = np.array([p["methods"][m][key] for p in per_triple], np.float64)
+            out[m][name] = {"mean": float(vals.mean()) if vals.size else None,
+                            "std": float(vals.std()) if vals.size else None}
+    return out
+
+
+def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], scores: list[np.ndarray],
+                          train_ids: np.ndarray, relevant: list[set[tuple[int, int, int]]], num_entities: int,
+                          *, n_random: int = 20, seed: int = 0, labels: Callable | None = None) -> dict:
+    """Rank each test triple's candidates by TracIn and by the baselines; grade against ``relevant``.
+
+    ``relevant[j]`` holds the id triples of test triple j's mechanism edges; triples without any
+    among their candidates are listed under ``not_graded`` and left out of the means."""
+    degree = degrees(train_ids, num_entities)
+    rng = np.random.default_rng(seed)
+    per, skipped = [], []
+    for j, (h, r, t) in enumerate(np.asarray(test_ids)):
+        cand = train_ids[subsets[j]]
+        rel = np.array([tuple(map(int, c)) in relevant[j] for c in cand], dtype=bool)
+        entry = {"index": j, "triple": labels(h, r, t) if labels else [int(h), int(r), int(t)],
+                 "candidates": int(len(cand)), "mechanism_edges": len(relevant[j]),
+                 "mechanism_edges_in_candidates": int(rel.sum())}
+        if not relevant[j] or not rel.any():
+            skipped.append(dict(entry, reason="no mechanism edge among the candidates" if relevant[j]
+                                else "no mechanism edges known"))
+            continue
+        perms = np.stack([rng.permutation(len(cand)) for _ in range(n_random)])
+        keys = method_keys(scores[j], cand, int(h), int(t), degree)
+        entry["methods"] = {m: expected_metrics(k, rel, perms) for m, k in keys.items()}
+        entry["random_rr_exact"] = random_rr_expectation(len(cand), int(rel.sum()))
+        per.append(entry)
+    methods = ("tracin", *BASELINES)
+    n_cands = sum(p["candidates"] for p in per)
+    return {
+        "definition": {
+            "candidates": "training triples of the test triple's filtered subgraph",
+            "relevant": "its mechanism edges, matched exactly as stored (head, relation, tail)",
+            "mrr": "mean over test triples of 1 / rank of the first mechanism edge",
+            "map": "mean average precision over the mechanism edges among the candidates",
+            "hits@k": "share of test triples with a mechanism edge in the top k",
+            "recall@10": "mean share of the (candidate) mechanism edges in the top 10",
+            "ties": f"broken at random; every figure is the mean over {n_random} permutations (seed {seed})",
+            "baselines": {"random": "random order", "degree": "sum of endpoint degrees in train, high first",
+                          "path": "shortest head-tail walk through the edge in the candidate graph, short first, "
+                                  "then degree"},
+        },
+        "graded": len(per), "not_graded": skipped,
+        "mechanism_edge_coverage": (sum(p["mechanism_edges_in_candidates"] for p in per + skipped)
+                                    / max(sum(p["mechanism_edges"] for p in per + skipped), 1)),
+        "mean_candidates": n_cands / len(per) if per else 0.0,
+        "summary": _summary(per, methods),
+        "per_triple": per,
+    }
+
+
+# --------------------------------------------------------------------------- removal test
+
+
+@dataclass
+class RemovalOptions:
+    k: int = 10  # proponents removed (and random neighbour triples in the other arm)
+    n_triples: int = 5  # correctly predicted test triples graded (best rank first)
+    max_rank: float = 1.0  # "correctly predicted": filtered tail rank <= this
+    random_draws: int = 1  # random arms per test triple (each a full retrain)
+    seed: int = 0
+    keep_models: bool = False  # keep the retrained runs' .pt files
+
+
+@dataclass
+class RemovalCase:
+    index: int  # position in the test list
+    triple: tuple[int, int, int]
+    proponent_rows: np.ndarray  # candidate training rows, most influential first
+    relevant: set = field(default_factory=set)  # its mechanism edges as id triples (may be empty)
+    base_rank: float = 0.0
+    base_score: float = 0.0
+    arms: list[dict] = field(default_factory=list)
+
+
+def neighbour_rows(train_ids: np.ndarray, head: int, tail: int) -> np.ndarray:
+    """Rows of the training triples with the head or the tail as an endpoint."""
+    e = (head, tail)
+    return np.flatnonzero(np.isin(train_ids[:, 0], e) | np.isin(train_ids[:, 2], e))
+
+
+def random_neighbour_rows(train_ids: np.ndarray, head: int, tail: int, k: int, seed: int, index: int,
+                          draw: int) -> np.ndarray:
+    pool = neighbour_rows(train_ids, head, tail)
+    rng = np.random.default_rng([seed, index, draw])
+    return np.sort(rng.choice(pool, size=min(k, len(pool)), replace=False))
+
+
+def write_without(train_path: str | Path, rows: np.ndarray, out_path: Path) -> int:
+    """Copy the training file leaving out the given 0-based triple rows (the rows of
+    :func:`read_labeled_triples`, i.e. of the encoded ids); returns the triples written."""
+    from tracegraph.kg.split import write_triples
+    from tracegraph.kg.triples import read_labeled_triples
+
+    lt = read_labeled_triples(train_path)
+    drop = np.zeros(len(lt), dtype=bool)
+    drop[np.asarray(rows, np.int64)] = True
+    kept = [(lt.heads[i], lt.relations[i], lt.tails[i]) for i in np.flatnonzero(~drop)]
+    write_triples(out_path, kept)
+    return len(kept)
+
+
+def tail_ranks(model, triples: np.ndarray, known) -> tuple[np.ndarray, np.ndarray]:
+    """Filtered realistic tail ranks and raw scores of ``triples`` [n, 3]."""
+    from tracegraph.kg.evaluate import rank_queries
+
+    t = np.asarray(triples, np.int64).reshape(-1, 3)
+    rk = rank_queries(model, t[:, 0], t[:, 1], t[:, 2], known, side="tail")
+    return rk.realistic, rk.score.astype(np.float64)
+
+
+def select_correct(ranks: np.ndarray, scores: np.ndarray, max_rank: float, n: int) -> list[int]:
+    """Up to n test positions with rank <= max_rank, best rank first, then highest score."""
+    ok = np.flatnonzero(np.asarray(ranks) <= max_rank)
+    order = np.lexsort((-np.asarray(scores)[ok], np.asarray(ranks)[ok]))
+    return [int(i) for i in ok[order][:n]]
+
+
+def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndarray, cases: list[RemovalCase],
+                 known, out_dir: str | Path, opts: RemovalOptions, *, labels: Callable | None = None,
+                 on_retrain: Callable[[str], None] | None = None) -> dict:
+    """Retrain without the top-k proponents / k random neighbour triples of each case; see module doc."""
+    from tracegraph.kg.model_io import load_model
+    from tracegraph.kg.train import TrainConfig, train
+
+    run_dir, out = Path(run_dir), Path(out_dir)
+    cfg_path = require_file(run_dir / "config.json", "run config (config.json of the trained run)")
+    base_cfg = TrainConfig(**json.loads(cfg_path.read_text())["train"])
+    base_cfg = replace(base_cfg, resume=False,
+                       entity_map=base_cfg.entity_map or str(run_dir / "node_dict.txt"),
+                       relation_map=base_cfg.relation_map or str(run_dir / "rel_dict.txt"))
+    base = load_model(run_dir / "final_model.pt")
+    t0 = time.perf_counter()
+    for case in cases:
+        (r0,), (s0,) = tail_ranks(base.model, np.array([case.triple]), known)
+        case.base_rank, case.base_score = float(r0), float(s0)
+        h, _, t = case.triple
+        arms = [("proponents", 0, np.sort(case.proponent_rows[: opts.k]))]
+        arms += [("random", d, random_neighbour_rows(train_ids, h, t, opts.k, opts.seed, case.index, d))
+                 for d in range(opts.random_draws)]
+        for arm, draw, rows in arms:
+            d = out / f"triple_{case.index:03d}" / (arm if arm == "proponents" else f"random_{draw}")
+            n_kept = write_without(train_path, rows, d / "train.txt")
+            if on_retrain:
+                on_retrain(f"triple {case.index} {arm}")
+            train(replace(base_cfg, train=str(d / "train.txt"), output_dir=str(d / "run")))
+            lm = load_model(d / "run" / "final_model.pt")
+            (r1,), (s1,) = tail_ranks(lm.model, np.array([case.triple]), known)
+            removed = train_ids[rows]
+            case.arms.append({
+                "arm": arm, "draw": draw, "removed_rows": rows.tolist(),
+                "removed": [labels(*x) if labels else x.tolist() for x in removed],
+                "removed_mechanism_edges": int(sum(tuple(map(int, x)) in case.relevant for x in removed)), "training_triples": n_kept,
+                "rank": float(r1), "score": float(s1),
+                "delta_rr": 1.0 / case.base_rank - 1.0 / float(r1), "delta_score": case.base_score - float(s1),
+            })
+            if not opts.keep_models:
+                shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
+                for p in (d / "run").glob("*.pt"):
+                    p.unlink()
+    return _removal_summary(cases, opts, time.perf_counter() - t0, labels, base_cfg)
+
+
+def _removal_summary(cases, opts, seconds, labels, base_cfg) -> dict:
+    def mean(arm, key):
+        vals = [a[key] for c in cases for a in c.arms if a["arm"] == arm]
+        return (float(np.mean(vals)), float(np.std(vals))) if vals else (None, None)
+
+    out = {"options": asdict(opts), "retrain_config": {k: v for k, v in asdict(base_cfg).items()
+                                                       if k not in ("train", "output_dir")},
+           "retrains": sum(len(c.arms) for c in cases), "seconds": seconds, "graded": len(cases)}
+    for arm in ("proponents", "random"):
+        for key in ("delta_rr", "delta_score"):
+            m, s = mean(arm, key)
+            out.setdefault(arm, {})[key] = {"mean": m, "std": s}
+    for key in ("delta_rr", "delta_score"):
+        # proponents' mean drop / random's; None when the random arm did not hurt on average
+        num, den = out["proponents"][key]["mean"], out["random"][key]["mean"]
+        out[f"ratio_{key}"] = num / den if num is not None and den is not None and den > 0 else None
+    out["per_triple"] = [{"index": c.index, "triple": labels(*c.triple) if labels else list(c.triple),
+                          "base_rank": c.base_rank, "base_score": c.base_score, "arms": c.arms} for c in cases]
+    return out
+
+
+# --------------------------------------------------------------------------- the driver (CLI and demo)
+
+
+@dataclass
+class FidelityConfig:
+    model_dir: str
+    train: str
+    test: str
+    mechanisms: str
+    output_dir: str
+    filter_files: list[str] | None = None  # known true triples for filtered ranks (default: the run's files)
+    checkpoints: list[str] | None = None  # as `tracegraph explain --checkpoints` (default: all)
+    loss: str = "train-loss"
+    layers: str = "all"
+    label_smoothing: float | None = None  # default: the run's
+    n_hops: int = 2
+    min_degree: int = 2
+    n_random: int = 20
+    seed: int = 0
+    removal: bool = True
+    removal_options: RemovalOptions = field(default_factory=RemovalOptions)
+    device: str = "auto"
+
+
+@dataclass
+class FidelityContext:
+    """Everything the checks share: the model, ids, candidates, influence, ranks."""
+
+    cfg: FidelityConfig
+    lm: object
+    train_ids: np.ndarray
+    test_ids: np.ndarray
+    subsets: list[np.ndarray]
+    relevant: list[set]
+    known: object
+    filter_seconds: float = 0.0
+    scores: list[np.ndarray] = field(default_factory=list)
+    influence: object = None
+    ranks: np.ndarray | None = None
+    model_scores: np.ndarray | None = None
+
+    def labels(self, h, r, t) -> list[str]:
+        e, rl = self.lm.entities.labels, self.lm.relations.labels
+        return [e[int(h)], rl[int(r)], e[int(t)]]
+
+
+def prepare(cfg: FidelityConfig) -> FidelityContext:
+    """Load the run, encode train/test/mechanisms, filter the training graph around each test triple."""
+    from tracegraph.kg.model_io import load_model
+    from tracegraph.kg.neighborhood import FilterOptions, GraphIndex
+    from tracegraph.kg.predict import filter_index, run_files
+    from tracegraph.kg.triples import encode_triples, read_labeled_triples
+
+    lm = load_model(Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file()
+                    else cfg.model_dir)
+    train_ids = encode_triples(read_labeled_triples(cfg.train), lm.entities, lm.relations)
+    test_ids = encode_triples(read_labeled_triples(cfg.test), lm.entities, lm.relations)
+    mech = read_mechanisms(cfg.mechanisms)
+    ent, rel = lm.entities, lm.relations
+    relevant = []
+    for h, r, t in test_ids:
+        edges = mech.get((ent.labels[h], rel.labels[r], ent.labels[t]), set())
+        relevant.append({(ent.id(a), rel.id(b), ent.id(c)) for a, b, c in edges
+                         if a in ent and c in ent and b in rel})
+    if not any(relevant):
+        raise DataError("none of the test triples has mechanism edges in the mechanisms file "
+                        "(columns test_head/test_relation/test_tail must match the test file)", cfg.mechanisms)
+    files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
+    known = filter_index(lm, [*files, cfg.test])
+    t0 = time.perf_counter()
+    index = GraphIndex.build(train_ids, len(ent))
+    fopts = FilterOptions(n_hops=cfg.n_hops, min_degree=cfg.min_degree)
+    subsets = [index.filter(int(h), int(t), fopts).triple_rows for h, _, t in test_ids]
+    return FidelityContext(cfg, lm, train_ids, test_ids, subsets, relevant, known, time.perf_counter() - t0)
+
+
+def compute_tracin(ctx: FidelityContext, progress=None) -> None:
+    """Exact TracIn of every test triple's candidates, over the run's checkpoints."""
+    from tracegraph.kg.tracin.engine import InfluenceOptions
+    from tracegraph.kg.tracin.explain import resolve_checkpoint_list
+    from tracegraph.runtime.checkpoints import read_json
+    from tracegraph.runtime.precision import resolve_device
+
+    cfg, mdir = ctx.cfg, Path(ctx.cfg.model_dir)
+    eps = cfg.label_smoothing
+    if eps is None:
+        run_cfg = read_json(mdir / "config.json") if (mdir / "config.json").is_file() else {}
+        eps = float(run_cfg.get("train", {}).get("label_smoothing", 0.0))
+    opts = InfluenceOptions(method="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
+    ckpts = resolve_checkpoint_list(mdir, cfg.checkpoints)
+    ctx.scores, ctx.influence = influence_on_candidates(ckpts, ctx.train_ids, ctx.test_ids, ctx.subsets, opts,
+                                                        resolve_device(cfg.device), progress)
+    ctx.influence_options = dict(method="exact", loss=cfg.loss, layers=ctx.influence.layers, label_smoothing=eps,
+                                 checkpoints=[asdict(c) for c in ctx.influence.checkpoints])
+
+
+def rank_test(ctx: FidelityContext) -> None:
+    ctx.ranks, ctx.model_scores = tail_ranks(ctx.lm.model, ctx.test_ids, ctx.known)
+
+
+def recovery(ctx: FidelityContext) -> dict:
+    out = ground_truth_recovery(ctx.test_ids, ctx.subsets, ctx.scores, ctx.train_ids, ctx.relevant,
+                                len(ctx.lm.entities), n_random=ctx.cfg.n_random, seed=ctx.cfg.seed,
+                                labels=ctx.labels)
+    out["influence"] = ctx.influence_options
+    out["filter"] = {"n_hops": ctx.cfg.n_hops, "min_degree": ctx.cfg.min_degree, "seconds": ctx.filter_seconds}
+    return out
+
+
+def removal(ctx: FidelityContext, on_retrain=None) -> dict:
+    o = ctx.cfg.removal_options
+    if ctx.ranks is None:
+        rank_test(ctx)
+    chosen = select_correct(ctx.ranks, ctx.model_scores, o.max_rank, o.n_triples)
+    cases = []
+    for j in chosen:
+        order = np.argsort(-ctx.scores[j], kind="stable")
+        cases.append(RemovalCase(j, tuple(int(x) for x in ctx.test_ids[j]), ctx.subsets[j][order], relevant=ctx.relevant[j]))
+    if not cases:
+        return {"options": asdict(o), "graded": 0, "retrains": 0,
+                "note": f"no test triple has a filtered tail rank <= {o.max_rank} under the final model"}
+    return removal_test(ctx.cfg.model_dir, ctx.cfg.train, ctx.train_ids, cases, ctx.known,
+                        Path(ctx.cfg.output_dir) / "removal", o, labels=ctx.labels, on_retrain=on_retrain)
+
+
+def run_fidelity(cfg: FidelityConfig) -> dict:
+    """Both checks; writes ``<output_dir>/fidelity.json`` and returns its content."""
+    from tracegraph.runtime.checkpoints import atomic_write_json
+    from tracegraph.runtime.progress import make_progress
+
+    t0 = time.perf_counter()
+    ctx = prepare(cfg)
+    with make_progress() as progress:  # closed before the retrains, which show their own
+        compute_tracin(ctx, progress)
+    rank_test(ctx)
+    result = {"model_dir": str(cfg.model_dir), "train": str(cfg.train), "test": str(cfg.test),
+              "mechanisms": str(cfg.mechanisms), "recovery": recovery(ctx)}
+    if cfg.removal:
+        result["removal"] = removal(ctx)
+    result["seconds"] = time.perf_counter() - t0
+    atomic_write_json(Path(cfg.output_dir) / "fidelity.json", result)
+    return result
+
+
+__all__ = ["ranking_metrics", "ranked_order", "expected_metrics", "random_rr_expectation", "degrees",
+           "path_lengths", "method_keys", "read_mechanisms", "influence_on_candidates", "ground_truth_recovery",
+           "RemovalOptions", "RemovalCase", "removal_test", "neighbour_rows", "random_neighbour_rows",
+           "write_without", "tail_ranks", "select_correct", "FidelityConfig", "FidelityContext", "prepare",
+           "compute_tracin", "rank_test", "recovery", "removal", "run_fidelity"]
