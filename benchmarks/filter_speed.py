@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.kg.neighborhood import FilterOptions, GraphIndex
+from tracegraph.runtime.memory import peak_rss_bytes
 
 
 def power_law_triples(n_edges: int, n_nodes: int, alpha: float, n_rel: int, seed: int) -> np.ndarray:
@@ -45,14 +45,10 @@ def power_law_triples(n_edges: int, n_nodes: int, alpha: float, n_rel: int, seed
     return np.stack([ends[:n_edges], rel, ends[n_edges:]], axis=1).astype(np.int64)
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
 def emit(setting: str, value: float, target: float, unit: str = "s", **extra) -> None:
     print(json.dumps({"benchmark": "filter_speed", "setting": setting, "value": round(value, 4), "unit": unit,
                       "target": target, "ratio_to_target": round(value / target, 4),
-                      "peak_rss_mb": round(peak_rss_mb(), 1), **extra}), flush=True)
+                      "peak_rss_mb": round(peak_rss_bytes() / 2**20, 1), **extra}), flush=True)
 
 
 def main() -> None:

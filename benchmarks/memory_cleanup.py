@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from tracegraph.runtime.memory import peak_rss_bytes
 
 HERE = os.path.abspath(__file__)
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "umls"
@@ -50,7 +50,7 @@ def worker(a) -> dict:
         t0 = time.perf_counter()
         cleanup(dev)
         ts.append(time.perf_counter() - t0)
-    return {"epoch_seconds": [h["seconds"] for h in hist], "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    return {"epoch_seconds": [h["seconds"] for h in hist], "peak_rss": peak_rss_bytes(),
             "device": a.device, "torch_threads": torch.get_num_threads(), "cleanup_call_s": statistics.median(ts),
             "batches_per_epoch": n_batches, "cleanup_calls_per_epoch": -(-n_batches // 8)}
 

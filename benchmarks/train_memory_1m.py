@@ -27,23 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
 import time
+from tracegraph.runtime.memory import current_rss_bytes, peak_rss_bytes
 
 HERE = os.path.abspath(__file__)
 GB = 1e9
-
-
-def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def current_rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def worker(a) -> dict:
@@ -65,7 +56,7 @@ def worker(a) -> dict:
     # kvsall-like targets: 1..4 true tails per sample
     k = rng.integers(1, 5, B)
     targets = Targets(torch.from_numpy(np.repeat(np.arange(B), k)), torch.from_numpy(rng.integers(0, N, int(k.sum()))))
-    rss_model = current_rss()
+    rss_model = current_rss_bytes()
     t0 = time.perf_counter()
     if a.worker == "fused":
         x = model.hidden(h, r)
@@ -82,10 +73,10 @@ def worker(a) -> dict:
         raise SystemExit(f"unknown worker {a.worker}")
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    peak_fb = peak_rss()
+    peak_fb = peak_rss_bytes()
     opt.step()
     float(loss.detach())
-    return {"rss_model": rss_model, "peak_forward_backward": peak_fb, "peak_step": peak_rss(),
+    return {"rss_model": rss_model, "peak_forward_backward": peak_fb, "peak_step": peak_rss_bytes(),
             "seconds": time.perf_counter() - t0, "loss": float(loss.detach())}
 
 

@@ -31,19 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+from tracegraph.runtime.memory import peak_rss_bytes
 
 HERE = os.path.abspath(__file__)
-
-
-def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
 def make_graph(n_ent: int, n_rel: int, n_triples: int, seed: int = 0) -> np.ndarray:
