@@ -43,13 +43,14 @@ def worker(a) -> dict:
     import torch.nn.functional as F
 
     from tracegraph.kg.conve import ConvE, ConvEConfig
-    from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n
+    from tracegraph.kg.loss import Targets, auto_chunk_size
+    from tracegraph.kg.train import TrainingObjective, make_optimizer
 
     torch.manual_seed(0)
     N, B = a.entities, a.batch_size
     model = ConvE(ConvEConfig(num_entities=N, num_relations=a.relations))
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=0.003)
+    opt = make_optimizer(model, 0.003, torch.device("cpu"))  # the trainer's own optimizer
     rng = np.random.default_rng(0)
     h = torch.from_numpy(rng.integers(0, N, B))
     r = torch.from_numpy(rng.integers(0, 2 * a.relations, B))
@@ -58,11 +59,9 @@ def worker(a) -> dict:
     targets = Targets(torch.from_numpy(np.repeat(np.arange(B), k)), torch.from_numpy(rng.integers(0, N, int(k.sum()))))
     rss_model = current_rss_bytes()
     t0 = time.perf_counter()
-    if a.worker == "fused":
-        x = model.hidden(h, r)
-        loss = fused_bce_1n(x, model.entity.weight, model.entity_bias, targets, 0.1, chunk_size=auto_chunk_size(B))
-    elif a.worker == "standard":
-        loss = bce_1n(model(h, r), targets, 0.1)
+    if a.worker in ("fused", "standard"):  # the trainer's own loss module, as `train` runs it
+        objective = TrainingObjective(model, a.worker == "fused", auto_chunk_size(B), 0.1)
+        loss = objective(h, r, targets.batch_index, targets.entity_index)
     elif a.worker == "dense_labels":  # the earlier codebase: a dense smoothed label matrix
         scores = model(h, r)
         labels = torch.zeros(B, N)

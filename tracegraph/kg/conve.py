@@ -124,8 +124,10 @@ class ConvE(nn.Module):
         return x
 
     def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
-        e_h = self.entity(heads)
-        r = self.relation(relations)
+        return self.encode_embeddings(self.entity(heads), self.relation(relations))
+
+    def encode_embeddings(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """``encode``, recomputed in backward when gradient checkpointing is on."""
         if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
             # recompute the conv block in backward: its activations (B×C×H×W) dominate memory
             return checkpoint(self.encode, e_h, r, use_reentrant=False)

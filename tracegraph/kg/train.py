@@ -25,7 +25,7 @@ from tracegraph import __version__
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.evaluate import Ranks, evaluate, metrics
-from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n
+from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model_io import list_epoch_checkpoints
 from tracegraph.kg.triples import IdMap, KnownTails, TripleSet, read_labeled_triples, encode_triples, with_reciprocals
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
@@ -114,8 +114,10 @@ class TrainingObjective(torch.nn.Module):
     def forward(self, h, r, batch_index, tails):
         targets = Targets(batch_index, tails)
         if self.fused:
-            x = self.model.hidden(h, r)
-            return fused_bce_1n(x, self.model.entity.weight, self.model.entity_bias, targets, self.eps, chunk_size=self.chunk)
+            m, sink = self.model, {}
+            # head embeddings via tied_lookup: their gradient joins the loss's one dE buffer
+            x = m.encode_embeddings(tied_lookup(m.entity.weight, h, sink), m.relation(r))
+            return fused_bce_1n(x, m.entity.weight, m.entity_bias, targets, self.eps, chunk_size=self.chunk, sink=sink)
         return bce_1n(self.model(h, r), targets, self.eps)
 
 
