@@ -122,3 +122,37 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     # --skip-existing leaves finished triples alone
     res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing"])
     assert json.loads((o / "summary.json").read_text())["skipped_existing"] == 2
+
+
+@pytest.mark.slow
+def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp_path):
+    from tracegraph.kg.neighborhood import FilterOptions, GraphIndex
+
+    out, train_ids, test_ids = trained
+    lm = load_model(out)
+    E, R = lm.entities.labels, lm.relations.labels
+    train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
+    train_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in train_ids))
+    test_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in test_ids[:3]))
+    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", tmp_path / "f",
+                   "--n-hops", "1", "--min-degree", "3", "--loss", "score"])
+    assert res.exit_code == 0, res.stderr
+    ref = influence(out, train_ids, test_ids[:3], list_epoch_checkpoints(out), method="exact", loss="score")
+    index = GraphIndex.build(train_ids, len(E))
+    explained = 0
+    for j, (h, r, t) in enumerate(test_ids[:3]):
+        rows = index.filter(h, t, FilterOptions(n_hops=1, min_degree=3)).triple_rows
+        name = f"triple_{j:03d}_{E[h]}_{E[t]}".replace(":", "_")
+        if len(rows) == 0:  # nothing to rank: recorded as a failure, no file written
+            summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+            assert any(f["index"] == j and "empty" in f["reason"] for f in summary["failures"])
+            assert not (tmp_path / "f" / f"{name}_tracin.csv").exists()
+            continue
+        explained += 1
+        with open(tmp_path / "f" / f"{name}_tracin.csv") as f:
+            body = list(csv.reader(f))[1:]
+        got = sorted((r_[6], r_[8], r_[10], round(float(r_[12]), 6)) for r_ in body)
+        want = sorted((E[train_ids[i, 0]], R[train_ids[i, 1]], E[train_ids[i, 2]], round(float(ref.scores[j, i]), 6))
+                      for i in rows)
+        assert len(rows) < len(train_ids) and got == want
+    assert explained >= 1

@@ -73,13 +73,13 @@ def explain_cmd(
 
 def training_subsets(model_dir, train, opts):
     """(head_id, tail_id) -> rows of the training file kept by the filter, on one cached index."""
-    from tracegraph.kg.model_io import load_model
+    from tracegraph.kg.model_io import read_id_maps
     from tracegraph.kg.neighborhood import GraphIndex
     from tracegraph.kg.triples import encode_triples, read_labeled_triples
 
-    lm = load_model(model_dir)
-    ids = encode_triples(read_labeled_triples(train), lm.entities, lm.relations)
-    index = GraphIndex.load_or_build(train, ids, len(lm.entities))
+    entities, relations = read_id_maps(model_dir)  # the maps only: run_explain loads the weights
+    ids = encode_triples(read_labeled_triples(train), entities, relations)
+    index = GraphIndex.load_or_build(train, ids, len(entities))
     return lambda h, t: index.filter(h, t, opts).triple_rows
 
 

@@ -71,14 +71,19 @@ def build_model(payload: dict, path: Path) -> ConvE:
     return model
 
 
+def read_id_maps(path: str | Path) -> tuple[IdMap, IdMap]:
+    """The entity and relation maps of a model directory or checkpoint, without loading weights."""
+    mdir = model_dir_of(resolve_checkpoint(path))
+    return IdMap.read(mdir / "node_dict.txt", "entity map"), IdMap.read(mdir / "rel_dict.txt", "relation map")
+
+
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
     """A checkpoint file or a model directory -> ConvE in eval mode plus its id maps."""
     ckpt = resolve_checkpoint(path)
     payload = load_checkpoint(ckpt, map_location=device)
     model = build_model(payload, ckpt).to(device).eval()
     mdir = model_dir_of(ckpt)
-    entities = IdMap.read(mdir / "node_dict.txt", "entity map")
-    relations = IdMap.read(mdir / "rel_dict.txt", "relation map")
+    entities, relations = read_id_maps(ckpt)
     if len(entities) != model.config.num_entities or len(relations) != model.config.num_relations:
         raise DataError(
             f"id maps ({len(entities)} entities, {len(relations)} relations) do not match the model "
