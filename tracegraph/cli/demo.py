@@ -16,7 +16,7 @@ def demo_cmd(
     seed: int = typer.Option(0, help="Seed of the graph, the training and the random baselines."),
     n_explain: int = typer.Option(5, "--n-explain", min=1, help="Best-predicted test edges explained in the report (and graded by removal)."),
     device: str = typer.Option("cpu", "--device", help="cpu (default: the demo is sized for 2 CPU cores), cuda, or auto."),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads. 1 (default): the demo's tensors are small, and on a busy machine 2+ threads can be 10x slower (docs/demo.md)."),
+    threads: int = typer.Option(1, "--num-threads", "--threads", min=1, help="torch CPU threads. 1 (default): the demo's tensors are small, and on a busy machine 2+ threads can be 10x slower (docs/demo.md)."),
 ):
     """Generate a graph, train ConvE, explain its best predictions with exact TracIn, grade the explanations, write report.html."""
     from tracegraph.kg.demo import DemoConfig, run_demo

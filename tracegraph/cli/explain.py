@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import DeviceOpt
+from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
 from tracegraph.cli.filter import (
     EDGES_ONLY, MAX_PATH_LENGTH, MIN_DEGREE, PATH_FILTERING, PRESERVE_TEST_EDGES, STRICT_HOP, STRICT_PATH,
     filter_options_from_cli,
@@ -42,6 +42,7 @@ def explain_cmd(
     max_total_path_length: int = MAX_PATH_LENGTH,
     strict_path_filtering: bool = STRICT_PATH,
     save_edges_only: bool = EDGES_ONLY,
+    num_threads: int = ThreadsOpt,
 ):
     """Rank training triples by TracIn influence on each test triple, summed over checkpoints.
 
@@ -52,6 +53,7 @@ def explain_cmd(
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
+    set_threads(num_threads)
     cfg = ExplainConfig(
         model_dir=str(model_dir), train=str(train), test_triples=str(test_triples), output_dir=str(output_dir),
         checkpoints=checkpoints, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,

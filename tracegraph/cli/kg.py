@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from tracegraph.cli.common import DEVICE_HELP, DeviceOpt, PrecisionOpt
+from tracegraph.cli.common import DEVICE_HELP, DeviceOpt, PrecisionOpt, ThreadsOpt, set_threads
 
 
 def train_cmd(
@@ -45,6 +45,7 @@ def train_cmd(
     eval_every: int = typer.Option(1, min=1, help="Evaluate valid MRR every k epochs."),
     patience: int = typer.Option(0, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
+    num_threads: int = ThreadsOpt,
 ):
     """Train ConvE with 1-N scoring and label-matrix-free BCE.
 
@@ -55,6 +56,7 @@ def train_cmd(
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
+    set_threads(num_threads)
     model = dict(embedding_dim=embedding_dim, embedding_height=embedding_height, embedding_width=embedding_width,
                  output_channels=output_channels, kernel_size=kernel_size, input_dropout=input_dropout,
                  feature_map_dropout=feature_map_dropout, output_dropout=output_dropout, reciprocal=reciprocal)

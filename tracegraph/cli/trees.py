@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from tracegraph.cli.common import ThreadsOpt, set_threads
+
 trees_app = typer.Typer(help="Self-supervised pretraining (GT-SSL) of an SGMP encoder on geometric trees.",
                         no_args_is_help=True)
 
@@ -34,15 +36,7 @@ CLEANUP = typer.Option(False, "--memory-cleanup/--no-memory-cleanup", help="gc +
 SEED = typer.Option(0, "--seed")
 OUT = typer.Option(..., "--output-dir", "-o")
 RESUME = typer.Option(False, "--resume", help="Continue from OUTPUT_DIR/last.pt.")
-THREADS = typer.Option(0, "--num-threads", help="CPU intra-op threads (0: torch's default). On a busy shared "
-                       "machine 1 can be several times faster than 2.")
-
-
-def _threads(n: int) -> None:
-    if n > 0:
-        import torch
-
-        torch.set_num_threads(n)
+THREADS = ThreadsOpt
 
 
 def _config(swc_dir, num_trees, max_nodes, keep_every, data_seed, cache_dir, hidden, inter, rbf, cutoff, readout,
@@ -85,7 +79,7 @@ def pretrain_cmd(swc_dir: Optional[Path] = SWC, num_trees: int = NUM_TREES, max_
     from tracegraph.trees.train import pretrain
 
     setup_logging()
-    _threads(num_threads)
+    set_threads(num_threads)
     cfg = _config(swc_dir, num_trees, max_nodes, keep_every, data_seed, cache_dir, hidden_channels, num_interactions,
                   num_rbf, cutoff, readout, epochs, batch_size, lr, precision, device, gradient_accumulation_steps,
                   gradient_checkpointing, memory_cleanup, seed, order_weight=order_weight, growth_weight=growth_weight)
@@ -108,7 +102,7 @@ def finetune_cmd(encoder: Optional[Path] = typer.Option(None, "--encoder", help=
     from tracegraph.trees.train import finetune
 
     setup_logging()
-    _threads(num_threads)
+    set_threads(num_threads)
     cfg = _config(None, num_trees, max_nodes, 1, data_seed, cache_dir, hidden_channels, num_interactions, num_rbf,
                   cutoff, readout, epochs, batch_size, lr, precision, device, gradient_accumulation_steps,
                   gradient_checkpointing, memory_cleanup, seed, freeze=freeze_encoder)
@@ -138,7 +132,7 @@ def probe_cmd(encoder: Optional[Path] = typer.Option(None, "--encoder", help="en
     from tracegraph.trees.train import DataConfig, load_encoder, make_encoder
 
     setup_logging()
-    _threads(num_threads)
+    set_threads(num_threads)
     if study:
         if output_dir is None:
             raise TracegraphError("--study needs --output-dir for its pretraining runs")
