@@ -33,7 +33,8 @@ from tracegraph.runtime.checkpoints import save_checkpoint
 
 
 def emit(**kw):
-    kw.update(machine=f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    kw.update(machine=f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}{gpu}",
               load_avg_1m=round(os.getloadavg()[0], 2))
     print(json.dumps(kw), flush=True)
 
@@ -45,14 +46,17 @@ def main():
     ap.add_argument("--entities", type=int, default=10000)
     ap.add_argument("--sample", type=int, default=24, help="training triples timed for the autograd loop")
     ap.add_argument("--batch-size", type=int, default=1024)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (timings synchronise CUDA)")
     args = ap.parse_args()
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     if args.quick:
         args.train, args.entities, args.sample = 2000, 1000, 4
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     E, R, M = args.entities, 50, args.train
     cfg = ConvEConfig(num_entities=E, num_relations=R)
-    model = ConvE(cfg).eval()
+    model = ConvE(cfg).to(dev).eval()
     train = np.stack([rng.integers(0, E, M), rng.integers(0, R, M), rng.integers(0, E, M)], 1)
     tests = np.stack([rng.integers(0, E, 256), rng.integers(0, R, 256), rng.integers(0, E, 256)], 1)
     tmp = Path(tempfile.mkdtemp())
@@ -61,19 +65,23 @@ def main():
     common = dict(problem=f"ConvE d=200, {E} entities, {R} relations (+inverse), {M} training triples")
 
     # plain forward: both directions, all-entity scores, no grad
+    sync()
     t0 = time.perf_counter()
     with torch.no_grad():
         for s in range(0, M, args.batch_size):
-            b = torch.as_tensor(train[s:s + args.batch_size])
+            b = torch.as_tensor(train[s:s + args.batch_size], device=dev)
             model.score_all(torch.cat([b[:, 0], b[:, 2]]), torch.cat([b[:, 1], b[:, 1] + R]))
+    sync()
     t_fwd = time.perf_counter() - t0
     emit(setting="plain_forward", seconds=round(t_fwd, 3), **common)
 
     per_test_exact = {}
     for T in (1, 256):
         opts = InfluenceOptions(method="exact", loss="train-loss", batch_size=args.batch_size // 2, test_batch_size=256)
+        sync()
         t0 = time.perf_counter()
-        compute_influence([ckpt], train, tests[:T], opts, torch.device("cpu"))
+        compute_influence([ckpt], train, tests[:T], opts, dev)
+        sync()
         t = time.perf_counter() - t0
         per_test_exact[T] = t / T
         emit(setting=f"exact_T{T}", seconds=round(t, 3), seconds_per_test_triple=round(t / T, 4),
@@ -81,20 +89,22 @@ def main():
 
     # autograd loop, timed on a sample and extrapolated to M training triples
     layers = select_layers(model, "all")
-    tt = torch.as_tensor(tests)
+    tt = torch.as_tensor(tests, device=dev)
     t0 = time.perf_counter()
     g_test = autograd_gradients(model, tt, "train-loss", 0.1, layers)  # [256, P]
     t_test_grads = time.perf_counter() - t0
-    sample = torch.as_tensor(train[: args.sample])
+    sample = torch.as_tensor(train[: args.sample], device=dev)
     t0 = time.perf_counter()
     for i in range(len(sample)):
         g = autograd_gradients(model, sample[i:i + 1], "train-loss", 0.1, layers)
         _ = g @ g_test[:1].t()
+    sync()
     per_train_t1 = (time.perf_counter() - t0) / len(sample)
     t0 = time.perf_counter()
     for i in range(len(sample)):
         g = autograd_gradients(model, sample[i:i + 1], "train-loss", 0.1, layers)
         _ = g @ g_test.t()
+    sync()
     per_train_t256 = (time.perf_counter() - t0) / len(sample)
     for T, per_train in ((1, per_train_t1), (256, per_train_t256)):
         total = per_train * M + t_test_grads * T / 256
