@@ -14,7 +14,6 @@ ones. To reuse them in another command, give its function these parameters (name
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -54,8 +53,9 @@ def filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_
 
 def output_name(k: int, head: str, tail: str, width: int = 3) -> str:
     """``triple_NNN_<head>_<tail>_train.txt``; ':', '/', '\\' and whitespace become '_'."""
-    safe = lambda s: re.sub(r"[:/\\\s]", "_", s)  # noqa: E731
-    return f"triple_{k:0{width}d}_{safe(head)}_{safe(tail)}_train.txt"
+    from tracegraph.kg.triples import triple_file_stem
+
+    return f"{triple_file_stem(k, head, tail, width)}_train.txt"
 
 
 def filter_cmd(

@@ -135,11 +135,15 @@ def evaluate(
     if model.config.reciprocal:
         inv = triples[:, 1] + model.config.num_relations
         sides.append(rank_queries(model, triples[:, 2], inv, triples[:, 0], known, side="head", **kw))
+    return summarize(sides), sides
+
+
+def summarize(sides: list[Ranks]) -> dict:
+    """Metrics per side (realistic ranks, plus optimistic/pessimistic MRR) and for both sides."""
     result = {}
     for rk in sides:
         result[rk.side] = metrics(rk.realistic)
         result[rk.side]["mrr_optimistic"] = metrics(rk.optimistic).get("mrr")
         result[rk.side]["mrr_pessimistic"] = metrics(rk.pessimistic).get("mrr")
-    both = np.concatenate([rk.realistic for rk in sides])
-    result["both"] = metrics(both)
-    return result, sides
+    result["both"] = metrics(np.concatenate([rk.realistic for rk in sides]))
+    return result

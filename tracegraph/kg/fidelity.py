@@ -326,14 +326,11 @@ def compute_tracin(ctx: FidelityContext, progress=None) -> None:
     """Exact TracIn of every test triple's candidates, over the run's checkpoints."""
     from tracegraph.kg.tracin.engine import InfluenceOptions
     from tracegraph.kg.tracin.explain import resolve_checkpoint_list
-    from tracegraph.runtime.checkpoints import read_json
+    from tracegraph.kg.model_io import run_label_smoothing
     from tracegraph.runtime.precision import resolve_device
 
     cfg, mdir = ctx.cfg, Path(ctx.cfg.model_dir)
-    eps = cfg.label_smoothing
-    if eps is None:
-        run_cfg = read_json(mdir / "config.json") if (mdir / "config.json").is_file() else {}
-        eps = float(run_cfg.get("train", {}).get("label_smoothing", 0.0))
+    eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
     opts = InfluenceOptions(method="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
     ckpts = resolve_checkpoint_list(mdir, cfg.checkpoints)
     ctx.scores, ctx.influence = influence_on_candidates(ckpts, ctx.train_ids, ctx.test_ids, ctx.subsets, opts,

@@ -17,7 +17,7 @@ import torch
 from tracegraph.errors import DataError
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.triples import IdMap
-from tracegraph.runtime.checkpoints import load_checkpoint
+from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 
 _EPOCH_RE = re.compile(r"epoch_(\d+)\.pt$")
 
@@ -75,6 +75,13 @@ def read_id_maps(path: str | Path) -> tuple[IdMap, IdMap]:
     """The entity and relation maps of a model directory or checkpoint, without loading weights."""
     mdir = model_dir_of(resolve_checkpoint(path))
     return IdMap.read(mdir / "node_dict.txt", "entity map"), IdMap.read(mdir / "rel_dict.txt", "relation map")
+
+
+def run_label_smoothing(model_dir: str | Path) -> float:
+    """The label smoothing a run trained with (its config.json), 0 when unrecorded."""
+    cfg_path = Path(model_dir) / "config.json"
+    run_cfg = read_json(cfg_path) if cfg_path.is_file() else {}
+    return float(run_cfg.get("train", {}).get("label_smoothing", 0.0))
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:

@@ -24,7 +24,7 @@ import torch
 from tracegraph import __version__
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.evaluate import Ranks, evaluate, metrics
+from tracegraph.kg.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model_io import list_epoch_checkpoints
 from tracegraph.kg.triples import IdMap, KnownTails, TripleSet, read_labeled_triples, encode_triples, with_reciprocals
@@ -310,13 +310,7 @@ def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple
     _, sides = evaluate(model, triples[lo:hi], known, **kw)
     parts = all_gather([(rk.optimistic, rk.pessimistic, rk.score) for rk in sides])
     sides = [Ranks(rk.side, *(np.concatenate([p[k][j] for p in parts]) for j in range(3))) for k, rk in enumerate(sides)]
-    result = {}
-    for rk in sides:  # as evaluate() does
-        result[rk.side] = metrics(rk.realistic)
-        result[rk.side]["mrr_optimistic"] = metrics(rk.optimistic).get("mrr")
-        result[rk.side]["mrr_pessimistic"] = metrics(rk.pessimistic).get("mrr")
-    result["both"] = metrics(np.concatenate([rk.realistic for rk in sides]))
-    return result, sides
+    return summarize(sides), sides
 
 
 def _payload(model: ConvE, mcfg: ConvEConfig, epoch: int, lr: float, metrics: dict) -> dict:

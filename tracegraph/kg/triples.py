@@ -14,6 +14,7 @@ Blank lines are ignored; a trailing ``\\r`` (Windows line ends) is removed.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -202,6 +203,13 @@ def write_edge_map(path: str | Path, edge_map: dict[str, str]) -> None:
 
 
 # --------------------------------------------------------------------------- triples
+
+
+def triple_file_stem(index: int, head: str, tail: str, width: int = 3) -> str:
+    """``triple_NNN_<head>_<tail>``, the stem of every per-test-triple output file (filter,
+    explain); ':', '/', '\\' and whitespace become '_'."""
+    safe = lambda s: re.sub(r"[:/\\\s]", "_", s)  # noqa: E731
+    return f"triple_{index:0{width}d}_{safe(head)}_{safe(tail)}"
 
 
 @dataclass

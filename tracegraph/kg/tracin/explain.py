@@ -14,7 +14,6 @@ triple's rows (or only the candidates for its top-k) and writes the same files a
 from __future__ import annotations
 
 import csv
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,10 +22,12 @@ from typing import Callable
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model_io import list_epoch_checkpoints, load_model, resolve_checkpoint
+from tracegraph.kg.model_io import list_epoch_checkpoints, load_model, resolve_checkpoint, run_label_smoothing
 from tracegraph.kg.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, compute_influence
-from tracegraph.kg.triples import encode_triples, read_edge_map, read_labeled_triples, read_name_dict
-from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, read_json
+from tracegraph.kg.triples import (
+    encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
+)
+from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
 from tracegraph.runtime.distributed import (
     batch_aligned_shard, broadcast_object, gather_to_main, init_distributed, parse_devices, run_on_devices, shard_range,
 )
@@ -62,9 +63,7 @@ class ExplainConfig:
     devices: list[str] | None = None  # one process, several devices: test triples sharded across them
 
 
-def base_name(index: int, head: str, tail: str) -> str:
-    clean = lambda s: re.sub(r"[:/\s\\]", "_", s)
-    return f"triple_{index:03d}_{clean(head)}_{clean(tail)}"
+base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
 
 
 def resolve_checkpoint_list(model_dir: Path, spec: list[str] | None) -> list[Path]:
@@ -100,14 +99,11 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
         raise TracegraphError("--devices is for one process on one node; under torchrun every rank uses its own device")
     device = devices[0] if devices else ctx.device
     lm = load_model(cfg.model_dir, device)
-    mdir = Path(cfg.model_dir) if Path(cfg.model_dir).is_dir() else lm.model_dir
+    mdir = lm.model_dir
     ents, rels = lm.entities, lm.relations
     train_ids = encode_triples(read_labeled_triples(cfg.train), ents, rels)
     checkpoints = resolve_checkpoint_list(mdir, cfg.checkpoints)
-    eps = cfg.label_smoothing
-    if eps is None:
-        run_cfg = read_json(mdir / "config.json") if (mdir / "config.json").is_file() else {}
-        eps = float(run_cfg.get("train", {}).get("label_smoothing", 0.0))
+    eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
     ent_names = _names(cfg.node_name_dict, ents.labels)
     rel_names = _rel_names(cfg.edge_map, rels.labels)
 
