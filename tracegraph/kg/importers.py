@@ -58,8 +58,10 @@ import torch
 from tracegraph import __version__
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.conve import ConvE, ConvEConfig
+from tracegraph.kg.model_io import model_payload
+from tracegraph.kg.split import write_triples
 from tracegraph.kg.triples import IdMap
-from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, read_json, save_checkpoint
+from tracegraph.runtime.checkpoints import atomic_write_json, read_json, save_checkpoint
 
 PICKLE_HINT = (
     "it is a pickled Python object (e.g. a whole model saved with torch.save(model)); loading it runs "
@@ -433,12 +435,10 @@ def write_model_dir(output_dir, mcfg: ConvEConfig, state: dict, entities: IdMap,
     if label_smoothing is None:
         notes.append("label smoothing unknown in the source: 0.0 recorded (explain --label-smoothing overrides)")
     if train_ids is not None and len(train_ids):
-        with atomic_path(out / "train.txt") as tmp:
-            e, r = entities.labels, relations.labels
-            tmp.write_text("".join(f"{e[h]}\t{r[k]}\t{e[t]}\n" for h, k, t in train_ids.tolist()), encoding="utf-8")
+        e, r = entities.labels, relations.labels
+        write_triples(out / "train.txt", ((e[h], r[k], e[t]) for h, k, t in train_ids.tolist()))
         train_cfg["train"] = str((out / "train.txt").resolve())
-    payload = {"model": model.state_dict(), "model_config": mcfg.to_dict(), "epoch": int(epoch) if epoch else 1,
-               "lr": float(lr), "metrics": {"imported": True}}
+    payload = model_payload(model, epoch or 1, lr, {"imported": True})
     save_checkpoint(out / "final_model.pt", payload)
     save_checkpoint(out / "best_model.pt", payload)
     summary = {"model": mcfg.to_dict(), "train": train_cfg, "source": dict(source, notes=notes),

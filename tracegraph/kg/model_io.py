@@ -8,6 +8,7 @@ A model directory (what ``tracegraph train --output-dir`` writes) holds ``config
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,12 @@ def build_model(payload: dict, path: Path) -> ConvE:
     except RuntimeError as e:
         raise DataError(f"weights do not match the model config: {e}", path) from None
     return model
+
+
+def model_payload(model: ConvE, epoch: int, lr: float, metrics: dict) -> dict:
+    """What every checkpoint carries (plain types only, so it loads with weights_only)."""
+    return {"model": model.state_dict(), "model_config": model.config.to_dict(), "epoch": int(epoch),
+            "lr": float(lr), "metrics": json.loads(json.dumps(metrics))}
 
 
 def read_id_maps(path: str | Path) -> tuple[IdMap, IdMap]:

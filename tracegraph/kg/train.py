@@ -26,7 +26,7 @@ from tracegraph.errors import TracegraphError
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
-from tracegraph.kg.model_io import list_epoch_checkpoints
+from tracegraph.kg.model_io import list_epoch_checkpoints, model_payload
 from tracegraph.kg.triples import IdMap, KnownTails, TripleSet, read_labeled_triples, encode_triples, with_reciprocals
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
 from tracegraph.runtime.distributed import (
@@ -261,7 +261,7 @@ def train(cfg: TrainConfig) -> dict:
                 else:
                     state["bad_evals"] += 1
             state["history"].append(record)
-            payload = _payload(model, mcfg, epoch, lr, record)
+            payload = model_payload(model, epoch, lr, record)
             if improved and ctx.is_main:
                 save_checkpoint(out / "best_model.pt", payload)
             if (epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs) and ctx.is_main:
@@ -283,7 +283,7 @@ def train(cfg: TrainConfig) -> dict:
     # ---- finish: final weights, test metrics with the best model
     last = state["history"][-1] if state["history"] else {"epoch": start_epoch - 1, "lr": optimizer.param_groups[0]["lr"]}
     if ctx.is_main:
-        save_checkpoint(out / "final_model.pt", _payload(model, mcfg, last["epoch"], last["lr"], last))
+        save_checkpoint(out / "final_model.pt", model_payload(model, last["epoch"], last["lr"], last))
     summary = {"epochs_run": last["epoch"], "stopped_early": stopped_early, "best_valid_mrr": state["best_mrr"],
                "skipped_steps": state["skipped_steps"]}
     if len(data.test):
@@ -311,11 +311,6 @@ def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple
     parts = all_gather([(rk.optimistic, rk.pessimistic, rk.score) for rk in sides])
     sides = [Ranks(rk.side, *(np.concatenate([p[k][j] for p in parts]) for j in range(3))) for k, rk in enumerate(sides)]
     return summarize(sides), sides
-
-
-def _payload(model: ConvE, mcfg: ConvEConfig, epoch: int, lr: float, metrics: dict) -> dict:
-    return {"model": model.state_dict(), "model_config": mcfg.to_dict(), "epoch": epoch, "lr": float(lr),
-            "metrics": json.loads(json.dumps(metrics))}
 
 
 def _state_for_ckpt(state: dict) -> dict:
