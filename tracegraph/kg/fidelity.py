@@ -316,7 +316,7 @@ def prepare(cfg: FidelityConfig) -> FidelityContext:
     files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
     known = filter_index(lm, [*files, cfg.test])
     t0 = time.perf_counter()
-    index = GraphIndex.build(train_ids, len(ent))
+    index = GraphIndex.load_or_build(cfg.train, train_ids, len(ent))  # the cache explain --n-hops uses
     fopts = FilterOptions(n_hops=cfg.n_hops, min_degree=cfg.min_degree)
     subsets = [index.filter(int(h), int(t), fopts).triple_rows for h, _, t in test_ids]
     return FidelityContext(cfg, lm, train_ids, test_ids, subsets, relevant, known, time.perf_counter() - t0)

@@ -4,7 +4,6 @@ configuration, and compare the drop with removing k random triples around the sa
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -14,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from tracegraph.errors import require_file
+from tracegraph.runtime.checkpoints import read_json
 
 
 @dataclass
@@ -89,7 +89,7 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
 
     run_dir, out = Path(run_dir), Path(out_dir)
     cfg_path = require_file(run_dir / "config.json", "run config (config.json of the trained run)")
-    base_cfg = TrainConfig(**json.loads(cfg_path.read_text())["train"])
+    base_cfg = TrainConfig(**read_json(cfg_path)["train"])
     base_cfg = replace(base_cfg, resume=False,
                        entity_map=base_cfg.entity_map or str(run_dir / "node_dict.txt"),
                        relation_map=base_cfg.relation_map or str(run_dir / "rel_dict.txt"))
