@@ -7,7 +7,6 @@ per-block gradient checkpointing, optional cleanup, a checkpoint + history after
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ import torch
 from torch import nn
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
+from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, read_json, save_checkpoint
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
 from tracegraph.runtime.precision import resolve_device, resolve_precision
 from tracegraph.runtime.progress import log, make_progress
@@ -133,7 +132,7 @@ class _Runner:
         set_rng_state(ck["rng"])
         self.start_epoch = int(ck["epoch"]) + 1
         hist = self.out / "history.json"
-        self.history = json.loads(hist.read_text())[: self.start_epoch] if hist.exists() else []
+        self.history = read_json(hist)[: self.start_epoch] if hist.exists() else []
 
     def fit(self, train, step_losses, evaluate=None):
         cfg = self.cfg
