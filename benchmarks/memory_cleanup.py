@@ -8,7 +8,7 @@ dropped as warm-up, with the per-round medians) and peak RSS (median over rounds
 ratios, and — because epoch times on a shared machine are noisy — the direct cost: one
 ``cleanup()`` call timed in the trained process × calls per epoch.
 
-    python benchmarks/memory_cleanup.py [--quick] [--data /work/shared/data/umls] [--device cpu]
+    python benchmarks/memory_cleanup.py [--quick] [--data tracegraph/kg/datasets/umls] [--device cpu]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from tracegraph.runtime.memory import peak_rss_bytes
 
 HERE = os.path.abspath(__file__)
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "umls"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tracegraph" / "kg" / "datasets" / "umls"
 
 
 def worker(a) -> dict:

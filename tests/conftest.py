@@ -5,24 +5,23 @@ import pytest
 
 os.environ.setdefault("TRACEGRAPH_PROGRESS", "0")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-if not SHARED.exists():  # CI clones main with shared/ beside it; allow an override
-    SHARED = Path(os.environ.get("TRACEGRAPH_SHARED_DATA", SHARED))
-UMLS = SHARED / "umls"
-NEURONS = SHARED / "neurons"
+# Bundled with the package, so a fresh clone with nothing beside it runs the whole suite.
+PACKAGE = Path(__file__).resolve().parents[1] / "tracegraph"
+UMLS = PACKAGE / "kg" / "datasets" / "umls"
+NEURONS = PACKAGE / "trees" / "datasets" / "neurons"
 
 
 @pytest.fixture(scope="session")
 def umls_dir() -> Path:
     if not (UMLS / "train.txt").exists():
-        pytest.fail(f"UMLS test data not found at {UMLS}; set TRACEGRAPH_SHARED_DATA")
+        pytest.fail(f"bundled UMLS data missing at {UMLS}: is the checkout complete?")
     return UMLS
 
 
 @pytest.fixture(scope="session")
 def neurons_dir() -> Path:
     if not NEURONS.exists():
-        pytest.fail(f"neuron test data not found at {NEURONS}; set TRACEGRAPH_SHARED_DATA")
+        pytest.fail(f"bundled neuron data missing at {NEURONS}: is the checkout complete?")
     return NEURONS
 
 

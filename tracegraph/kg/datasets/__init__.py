@@ -1,0 +1,1 @@
+"""Bundled UMLS triples (train/valid/test), as PyKEEN redistributes them."""

@@ -1,0 +1,1 @@
+"""Five real neuron morphologies (SWC), as the navis package redistributes them."""
