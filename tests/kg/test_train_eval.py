@@ -158,12 +158,3 @@ def test_early_stopping_on_valid_mrr(umls_dir, tmp_path):
     s = train(small_cfg(umls_dir, tmp_path / "es", epochs=10, learning_rate=0.0, patience=2, test=None))
     assert s["stopped_early"] and s["epochs_run"] == 3
     assert (tmp_path / "es" / "best_model.pt").exists() and (tmp_path / "es" / "final_model.pt").exists()
-
-
-def test_dataloader_workers_do_not_change_the_run(umls_dir, tmp_path):
-    w = {}
-    for n in (0, 1):
-        train(small_cfg(umls_dir, tmp_path / f"w{n}", epochs=1, num_workers=n, valid=None, test=None))
-        w[n] = torch.load(tmp_path / f"w{n}" / "final_model.pt", weights_only=True)["model"]
-    for k in w[0]:
-        assert torch.equal(w[0][k], w[1][k]), k

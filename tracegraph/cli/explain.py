@@ -24,7 +24,7 @@ def explain_cmd(
     loss: str = typer.Option("train-loss", help="train-loss: the 1-N training BCE with the run's label smoothing; score: softplus(-s) of the triple's own score."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Keep the top-k proponents and top-k opponents per test triple (default: every training triple)."),
-    batch_size: int = typer.Option(512, min=1, help="Training triples per step (under torchrun every process scores whole batches of its shard)."),
+    batch_size: int = typer.Option(0, min=0, help="Training triples per step; 0 = auto: 512 on CPU, up to 4096 on a GPU (under torchrun every process scores whole batches of its shard)."),
     precision: str = typer.Option("fp32", help="fp32 (exact) or bf16 (faster on recent hardware; approximate)."),
     device: str = DeviceOpt,
     devices: Optional[str] = typer.Option(None, "--devices", help="One process, several devices, e.g. cuda:0,cuda:1: the test triples are split across them (cpu,cpu runs the same path on CPU). For several nodes, or to split the training triples, use torchrun (docs/scaling.md)."),

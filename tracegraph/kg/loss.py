@@ -10,7 +10,9 @@ entities, as ``binary_cross_entropy_with_logits(reduction="mean")`` over a B×N 
 averaging over the batch too).
 
 Targets are *sparse*: ``Targets(batch_index, entity_index)`` lists each (sample, true tail) pair.
-1vsAll training has one pair per sample; KvsAll has all known tails of (head, relation).
+1vsAll training has one pair per sample; KvsAll has all known tails of (head, relation). An
+optional 0/1 ``weight`` per pair lets a CUDA graph replay batches padded to a fixed number of
+pairs (padding has weight 0 and contributes nothing, to the value or to any gradient).
 
 :func:`fused_bce_1n` never stores the B×N logits either: a custom autograd Function computes the
 whole loss over entity chunks, recomputes each chunk's scores in backward and accumulates dL/dx,
@@ -27,17 +29,20 @@ import torch.nn.functional as F
 
 @dataclass
 class Targets:
-    """Sparse 1-N targets: sample ``batch_index[k]`` has true entity ``entity_index[k]``."""
+    """Sparse 1-N targets: sample ``batch_index[k]`` has true entity ``entity_index[k]``
+    (counted ``weight[k]`` times, 1 when ``weight`` is None)."""
 
     batch_index: torch.Tensor
     entity_index: torch.Tensor
+    weight: torch.Tensor | None = None
 
     @classmethod
     def one_per_sample(cls, tails: torch.Tensor) -> "Targets":
         return cls(torch.arange(len(tails), device=tails.device), tails)
 
     def to(self, device) -> "Targets":
-        return Targets(self.batch_index.to(device), self.entity_index.to(device))
+        w = self.weight.to(device) if self.weight is not None else None
+        return Targets(self.batch_index.to(device), self.entity_index.to(device), w)
 
 
 def _reduce(per_sample: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -60,7 +65,11 @@ def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0,
     B, N = scores.shape
     scores = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     eps = float(label_smoothing)
-    pos = _positive_sum(B, targets, scores[targets.batch_index, targets.entity_index])
+    # a flat gather: its backward is a scatter-add (advanced indexing's would sort the indices on CUDA)
+    pos_scores = scores.reshape(-1).gather(0, targets.batch_index * N + targets.entity_index)
+    if targets.weight is not None:
+        pos_scores = pos_scores * targets.weight.to(pos_scores.dtype)
+    pos = _positive_sum(B, targets, pos_scores)
     per = F.softplus(scores).sum(1) - (eps / N) * scores.sum(1) - (1.0 - eps) * pos
     return _reduce(per / N, reduction)
 
@@ -71,7 +80,8 @@ class _FusedBCE1N(torch.autograd.Function):
     (an autograd gather of E[t] would add a second N×d gradient)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, batch_index, entity_index, c: float, p: float, chunk: int, sink: dict | None):
+    def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float, chunk: int,
+                sink: dict | None):
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         out = torch.zeros(x.shape[0], dtype=acc, device=x.device)
         for start in range(0, weight.shape[0], chunk):
@@ -81,14 +91,15 @@ class _FusedBCE1N(torch.autograd.Function):
         pos = (x[batch_index].to(acc) * weight[entity_index].to(acc)).sum(-1)
         if bias is not None:
             pos += bias[entity_index].to(acc)
-        out.index_add_(0, batch_index, pos, alpha=-p)
-        ctx.save_for_backward(x, weight, bias if bias is not None else torch.empty(0), batch_index, entity_index)
+        tw = target_weight.to(acc) if target_weight is not None else torch.ones_like(pos)
+        out.index_add_(0, batch_index, pos * tw, alpha=-p)
+        ctx.save_for_backward(x, weight, bias if bias is not None else torch.empty(0), batch_index, entity_index, tw)
         ctx.has_bias, ctx.c, ctx.p, ctx.chunk, ctx.sink = bias is not None, c, p, chunk, sink
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        x, weight, bias, bi, ei = ctx.saved_tensors
+        x, weight, bias, bi, ei, tw = ctx.saved_tensors
         bias = bias if ctx.has_bias else None
         acc = grad_out.dtype
         xa = x.to(acc)
@@ -106,7 +117,7 @@ class _FusedBCE1N(torch.autograd.Function):
                 torch.mm(g.t(), xa, out=gw[start : start + ctx.chunk])
             if gb is not None:
                 torch.sum(g, 0, out=gb[start : start + ctx.chunk])
-        coef = -ctx.p * grad_out[bi]  # the true tails' term: d/ds_t = -p
+        coef = -ctx.p * grad_out[bi] * tw  # the true tails' term: d/ds_t = -p (times its weight)
         gx.index_add_(0, bi, coef[:, None] * weight[ei].to(acc))
         if gw is not None:
             gw.index_add_(0, ei, coef[:, None] * xa[bi])
@@ -116,7 +127,7 @@ class _FusedBCE1N(torch.autograd.Function):
         gw = gw.to(weight.dtype) if gw is not None else None
         if ctx.sink is not None and gw is not None:
             ctx.sink["grad"] = gw  # tied_lookup's backward adds the head-lookup gradient into it
-        return (gx, gw, gb.to(bias.dtype) if gb is not None else None, None, None, None, None, None, None)
+        return (gx, gw, gb.to(bias.dtype) if gb is not None else None, None, None, None, None, None, None, None)
 
 
 def _chunk_scores(x, weight, bias, start, chunk, acc_dtype):
@@ -143,8 +154,8 @@ def fused_bce_1n(
     same ``weight`` (ConvE's head embeddings), so both gradients land in one N×d buffer."""
     N = weight.shape[0]
     eps = float(label_smoothing)
-    per = _FusedBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, eps / N, 1.0 - eps,
-                            int(chunk_size), sink)
+    per = _FusedBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, targets.weight, eps / N,
+                            1.0 - eps, int(chunk_size), sink)
     return _reduce(per / N, reduction)
 
 

@@ -23,6 +23,7 @@ import torch
 
 from tracegraph import __version__
 from tracegraph.errors import TracegraphError
+from tracegraph.kg.batching import SampleStore
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
@@ -34,8 +35,9 @@ from tracegraph.runtime.distributed import (
     batch_aligned_shard, convert_sync_batchnorm, init_distributed, rank_seed,
 )
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
-from tracegraph.runtime.precision import resolve_precision
-from tracegraph.runtime.progress import log, make_progress
+from tracegraph.runtime.cuda_graph import GraphedStep
+from tracegraph.runtime.precision import math_mode, resolve_precision
+from tracegraph.runtime.progress import DeviceMeter, log, make_progress, progress_enabled
 from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
 
 
@@ -66,6 +68,9 @@ class TrainConfig:
     eval_every: int = 1
     patience: int = 0  # evaluations without valid-MRR improvement before stopping; 0 = never
     eval_batch_size: int = 256
+    tf32: bool = True  # CUDA: TF32 matmuls while training (exactness claims turn it off themselves)
+    deterministic: bool = False  # CUDA: deterministic kernels, bit-exact reruns (slower)
+    cuda_graphs: bool = True  # CUDA: replay each full-size batch's step as one captured graph
     resume: bool = False
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
 
@@ -87,23 +92,6 @@ def load_data(cfg: TrainConfig) -> Data:
     return Data(train, split(cfg.valid), split(cfg.test))
 
 
-class _Batches(torch.utils.data.Dataset):
-    """Training samples; ``dataset[list_of_indices]`` returns one whole batch."""
-
-    def __init__(self, samples: np.ndarray, known: KnownTails | None):
-        self.samples, self.known = samples, known  # samples: [n, 3] (1vsAll) or [n, 2] (KvsAll)
-
-    def __len__(self):
-        return len(self.samples)
-
-    def __getitem__(self, idx):
-        s = self.samples[np.asarray(idx)]
-        if self.known is None:
-            return s[:, 0], s[:, 1], np.arange(len(s)), s[:, 2]
-        bi, tails = self.known.batch(s[:, 0], s[:, 1])
-        return s[:, 0], s[:, 1], bi, tails
-
-
 class TrainingObjective(torch.nn.Module):
     """The training loss as one module, so DistributedDataParallel wraps the whole forward."""
 
@@ -111,8 +99,8 @@ class TrainingObjective(torch.nn.Module):
         super().__init__()
         self.model, self.fused, self.chunk, self.eps = model, fused, chunk, label_smoothing
 
-    def forward(self, h, r, batch_index, tails):
-        targets = Targets(batch_index, tails)
+    def forward(self, h, r, batch_index, tails, weight=None):
+        targets = Targets(batch_index, tails, weight)
         if self.fused:
             m, sink = self.model, {}
             # head embeddings via tied_lookup: their gradient joins the loss's one dE buffer
@@ -121,12 +109,18 @@ class TrainingObjective(torch.nn.Module):
         return bce_1n(self.model(h, r), targets, self.eps)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device) -> torch.optim.Optimizer:
-    # the fused kernel does the whole update in one pass (measured 8x faster than the default on CPU)
-    return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
+def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, capturable: bool = False) -> torch.optim.Optimizer:
+    # the fused kernel does the whole update in one pass (measured 8x faster than the default on CPU);
+    # capturable keeps the step count on the device, so the update can live inside a CUDA graph
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"), capturable=capturable)
 
 
 def train(cfg: TrainConfig) -> dict:
+    with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
+        return _train(cfg)
+
+
+def _train(cfg: TrainConfig) -> dict:
     out = Path(cfg.output_dir)
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     device = ctx.device
@@ -146,16 +140,16 @@ def train(cfg: TrainConfig) -> dict:
         samples = np.stack(known.pairs(), axis=1)
     else:
         known, samples = None, train_ids
+    # batches are built on the device (kg/batching.py); the seeded sampler only draws their order
+    store = SampleStore(samples, known, device)
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = torch.utils.data.BatchSampler(
         torch.utils.data.RandomSampler(range(len(samples)), generator=gen), cfg.batch_size, drop_last=False
     )
     if ctx.active:  # every rank draws the same global batches and keeps its share of each
         sampler = ShardedBatchSampler(sampler, ctx.rank, ctx.world_size)
-    loader = torch.utils.data.DataLoader(
-        _Batches(samples, known), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
-        generator=gen, pin_memory=device.type == "cuda", persistent_workers=cfg.num_workers > 0,
-    )
+    if cfg.num_workers:
+        log.info("--num-workers: batches are built on the training device, so no loader workers are needed")
 
     # ---- model and optimiser
     seed_everything(cfg.seed)
@@ -163,7 +157,11 @@ def train(cfg: TrainConfig) -> dict:
     if ctx.active:  # global-batch statistics, as one process computes them
         convert_sync_batchnorm(model, device)
     model.gradient_checkpointing = cfg.gradient_checkpointing
-    optimizer = make_optimizer(model, cfg.learning_rate, device)
+    # CUDA graphs need static shapes and no host syncs: not with GradScaler (fp16), DDP's
+    # communication hooks, or checkpointing's RNG replay
+    use_graphs = (cfg.cuda_graphs and device.type == "cuda" and not ctx.active and not precision.needs_scaler
+                  and not cfg.gradient_checkpointing)
+    optimizer = make_optimizer(model, cfg.learning_rate, device, capturable=use_graphs)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=cfg.lr_decay)
     scaler = precision.grad_scaler()
     local_batch = math.ceil(cfg.batch_size / ctx.world_size)  # the logits one process holds
@@ -200,6 +198,26 @@ def train(cfg: TrainConfig) -> dict:
     )
 
     # ---- train
+    meter = DeviceMeter(device)
+
+    def run_step(index: torch.Tensor, n_targets: int, padded: bool, loss_scale: float = 1.0) -> torch.Tensor:
+        """One optimisation step on the samples at ``index``; no host sync (fp16's GradScaler aside)."""
+        optimizer.zero_grad(set_to_none=True)
+        h, r = store.heads_relations(index)
+        t = store.targets(index, n_targets, padded)
+        with precision.autocast():
+            loss = step(h, r, t.batch_index, t.entity_index, t.weight)
+            if loss_scale != 1.0:  # torchrun: this rank's mean, weighted so DDP's average is the global-batch mean
+                loss = loss * loss_scale
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    graphed, capacity = None, [0]
+    if use_graphs:  # full-size batches replay one graph, their targets padded to a capacity (below)
+        graphed = GraphedStep(lambda index: meter.add(run_step(index, capacity[0], padded=True)))
+
     stopped_early = False
     with make_progress() as progress:
         ep_task = progress.add_task("epochs", total=cfg.epochs, completed=start_epoch - 1, info="")
@@ -208,46 +226,44 @@ def train(cfg: TrainConfig) -> dict:
             reset_peak(device)
             model.train()
             lr = optimizer.param_groups[0]["lr"]
-            loss_sum, n_batches = 0.0, 0
-            b_task = progress.add_task(f"epoch {epoch}", total=len(sampler), info="")
+            meter.reset()
+            batches = store.epoch(list(sampler))
+            if graphed is not None:  # the epoch's largest batch, to a power of two: grows rarely, each growth re-captures
+                need = max((store.target_count(b) for b in batches if len(b) == cfg.batch_size), default=1)
+                capacity[0] = max(capacity[0], 1 << (need - 1).bit_length())
+            b_task = progress.add_task(f"epoch {epoch}", total=len(batches), info="")
             if ctx.active:  # dropout masks: a stream per rank and epoch, so resume stays exact
                 torch.manual_seed(rank_seed(cfg.seed, epoch, ctx.rank))
-            for i, (h, r, bi, tails) in enumerate(loader):
-                n_global = len(h) if ddp is None else min(cfg.batch_size, len(samples) - i * cfg.batch_size)
+            for batch in batches:
+                i = batch.number
+                n_global = len(batch) if ddp is None else min(cfg.batch_size, len(samples) - i * cfg.batch_size)
                 if n_global < max(2, ctx.world_size):  # BatchNorm cannot normalise a batch of one; every rank needs a sample
                     continue
-                h, r = h.to(device), r.to(device)
-                targets = Targets(bi.to(device), tails.to(device))
-                with precision.autocast():
-                    loss = step(h, r, targets.batch_index, targets.entity_index)
-                    if ddp is not None:  # this rank's mean, weighted so DDP's average is the global-batch mean
-                        loss = loss * (len(h) * ctx.world_size / n_global)
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scale_before = scaler.get_scale() if precision.needs_scaler else None
-                scaler.step(optimizer)
-                scaler.update()
-                if ddp is None:
-                    loss_val = float(loss.detach())
-                else:  # the global-batch loss, the same number on every rank
-                    loss_val = float(all_reduce_sum(loss.detach().float().reshape(1).clone())) / ctx.world_size
-                if precision.needs_scaler and scaler.get_scale() < scale_before:
-                    state["skipped_steps"] += 1  # fp16 overflow: GradScaler skipped this step
-                elif not math.isfinite(loss_val):
-                    raise TracegraphError(
-                        f"loss became {loss_val} at epoch {epoch}, batch {i + 1} (lr {lr:g}); nothing was saved "
-                        f"for this epoch. Try a lower --learning-rate or --precision fp32."
-                    )
+                if graphed is not None and len(batch) == cfg.batch_size:
+                    graphed(batch.index, key=(lr, capacity[0]))  # both are frozen into a capture
                 else:
-                    loss_sum += loss_val
-                    n_batches += 1
+                    scale_before = scaler.get_scale() if precision.needs_scaler else None
+                    loss = run_step(batch.index, store.target_count(batch), padded=False,
+                                    loss_scale=1.0 if ddp is None else len(batch) * ctx.world_size / n_global)
+                    if precision.needs_scaler and scaler.get_scale() < scale_before:
+                        state["skipped_steps"] += 1  # fp16 overflow: GradScaler skipped this step
+                    else:
+                        meter.add(loss)
                 if cfg.memory_cleanup and i % 8 == 0:
                     cleanup(device)
-                progress.update(b_task, advance=1, info=f"loss {loss_val:.4f}")
+                progress.update(b_task, advance=1)
+                if progress_enabled() and i % 200 == 199:  # an occasional sync, only when someone watches
+                    progress.update(b_task, info=f"loss {meter.read()['mean']:.4f}")
             progress.remove_task(b_task)
+            seen = _epoch_loss(meter, ctx)
+            if seen["bad"]:
+                raise TracegraphError(
+                    f"loss became {seen['first_bad_value']} at epoch {epoch}, step {seen['first_bad_step'] + 1} "
+                    f"(lr {lr:g}); nothing was saved for this epoch. Try a lower --learning-rate or --precision fp32."
+                )
             scheduler.step()
 
-            record = {"epoch": epoch, "lr": lr, "loss": loss_sum / max(n_batches, 1),
+            record = {"epoch": epoch, "lr": lr, "loss": seen["mean"],
                       "seconds": time.perf_counter() - t0, "peak_memory_bytes": peak_memory_bytes(device)}
             if precision.needs_scaler:
                 record["skipped_steps_total"] = state["skipped_steps"]
@@ -311,6 +327,17 @@ def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple
     parts = all_gather([(rk.optimistic, rk.pessimistic, rk.score) for rk in sides])
     sides = [Ranks(rk.side, *(np.concatenate([p[k][j] for p in parts]) for j in range(3))) for k, rk in enumerate(sides)]
     return summarize(sides), sides
+
+
+def _epoch_loss(meter: DeviceMeter, ctx) -> dict:
+    """The epoch's mean loss; under torchrun, of the global batches (the same number on every rank)."""
+    if not ctx.active:
+        return meter.read()
+    local = meter.read()
+    tot = all_reduce_sum(torch.tensor([local["mean"] * local["count"], local["count"], local["bad"]],
+                                      dtype=torch.float64, device=ctx.device))
+    count = tot[1].item() / ctx.world_size
+    return dict(local, mean=tot[0].item() / ctx.world_size / max(count, 1), bad=int(tot[2].item()))
 
 
 def _state_for_ckpt(state: dict) -> dict:

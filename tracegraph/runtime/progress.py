@@ -66,3 +66,41 @@ def eprint(*args, **kwargs) -> None:
 
 def is_interactive() -> bool:
     return sys.stderr.isatty()
+
+
+class DeviceMeter:
+    """The epoch's running loss, kept on the device: adding is a few tiny kernels (graph-capturable),
+    reading is the one host sync, done once per epoch or every few hundred batches for display.
+    Non-finite losses are counted, not summed; the first one's step and value are remembered."""
+
+    def __init__(self, device):
+        import torch
+
+        z = lambda dtype: torch.zeros((), dtype=dtype, device=device)
+        self.sum, self.count, self.bad = z(torch.float64), z(torch.int64), z(torch.int64)
+        self.first_bad_step, self.first_bad_value = z(torch.int64), z(torch.float64)
+        self.reset()
+
+    def reset(self) -> None:  # in place: a captured graph holds these addresses
+        for t in (self.sum, self.count, self.bad, self.first_bad_value):
+            t.zero_()
+        self.first_bad_step.fill_(-1)
+
+    def add(self, loss) -> None:
+        import torch
+
+        loss = loss.detach().double()
+        finite = torch.isfinite(loss)
+        first = (self.first_bad_step < 0) & ~finite
+        self.first_bad_step.copy_(torch.where(first, self.count + self.bad, self.first_bad_step))
+        self.first_bad_value.copy_(torch.where(first, loss, self.first_bad_value))
+        self.sum.add_(torch.where(finite, loss, torch.zeros_like(loss)))
+        self.count.add_(finite.long())
+        self.bad.add_((~finite).long())
+
+    def read(self) -> dict:
+        import torch
+
+        parts = [self.sum, self.count.double(), self.bad.double(), self.first_bad_step.double(), self.first_bad_value]
+        s, c, b, fs, fv = torch.stack(parts).tolist()  # the one host sync
+        return {"mean": s / max(c, 1), "count": int(c), "bad": int(b), "first_bad_step": int(fs), "first_bad_value": fv}

@@ -4,11 +4,17 @@ Each checkpoint is loaded once; the test factors (or gradients) are computed onc
 the training triples are streamed in batches, one pass per checkpoint, and every batch is scored
 against every test triple. The [T, M] result lives in RAM when it fits the budget, else in a
 memory-mapped file on disk.
+
+On a GPU the pass is kept free of host syncs: the influence is accumulated in a device buffer
+(float64) when it fits, copied back once at the end; the next checkpoint is read from disk while
+the current one is scored; training batches are as large as the N-wide score gradients allow.
+Every product runs with TF32 off: the result is exact fp32 arithmetic, as the tests claim.
 """
 
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +26,7 @@ from tracegraph.kg.model_io import build_model
 from tracegraph.kg.tracin.factors import LOSSES, compute_factors, influence, select_layers
 from tracegraph.kg.tracin.reference import _directions, autograd_gradients, vmap_gradients
 from tracegraph.runtime.checkpoints import load_checkpoint
-from tracegraph.runtime.precision import resolve_precision
+from tracegraph.runtime.precision import exact_fp32, resolve_precision
 
 METHODS = ("exact", "autograd", "vmap")
 
@@ -31,10 +37,11 @@ class InfluenceOptions:
     loss: str = "train-loss"
     layers: str | list[str] = "all"
     label_smoothing: float = 0.1
-    batch_size: int = 512  # training triples per step
+    batch_size: int = 0  # training triples per step; 0 = auto (512 on CPU, up to 4096 on a GPU)
     test_batch_size: int = 256
     precision: str = "fp32"
     memory_budget_bytes: int = 2 * 2**30  # above this the [T, M] matrix goes to a memmap
+    device_budget_bytes: int = 4 * 2**30  # GPU: accumulate [T, M] on the device up to this size
     scratch_dir: str | None = None
 
 
@@ -69,6 +76,37 @@ def _alloc(T: int, M: int, opts: InfluenceOptions) -> np.ndarray:
     return np.memmap(tmp, dtype=np.float32, mode="w+", shape=(T, M))
 
 
+def auto_batch_size(num_entities: int, device: torch.device) -> int:
+    """Training triples per step. On a GPU, fewer and larger steps (launches and syncs are the
+    cost), bounded so the [2·batch, N] score gradients of the 1-N loss stay near 512 MiB."""
+    if device.type != "cuda":
+        return 512
+    return int(min(4096, max(256, 2**29 // (8 * max(num_entities, 1)))))
+
+
+class _Accumulator:
+    """Σ_k η_k · block into the [T, M] result: on the device when it fits (one copy back at the
+    end), else straight into the host array (a copy per block)."""
+
+    def __init__(self, out: np.ndarray, device: torch.device, budget: int):
+        self.out = out
+        T, M = out.shape
+        self.buf = torch.zeros(T, M, dtype=torch.float64, device=device) if (
+            device.type == "cuda" and T * M * 8 <= budget) else None
+
+    def add(self, cols: slice, block: torch.Tensor) -> None:  # block: [T, n]
+        if self.buf is not None:
+            self.buf[:, cols] += block.double()
+        else:
+            self.out[:, cols] += block.double().cpu().numpy().astype(self.out.dtype, copy=False)
+
+    def finish(self) -> np.ndarray:
+        if self.buf is not None:
+            for s in range(0, self.out.shape[0], 4096):  # a memmap is written in slabs
+                self.out[s:s + 4096] = self.buf[s:s + 4096].cpu().numpy()
+        return self.out
+
+
 def _fold(block: torch.Tensor, n_a: int, n_b: int, reciprocal: bool) -> torch.Tensor:
     """Direction-level [dirs·n_a, dirs·n_b] -> triple-level [n_a, n_b] (sum over directions)."""
     if not reciprocal:
@@ -93,18 +131,26 @@ def compute_influence(
 ) -> InfluenceResult:
     """Influence of every training triple on every test triple, summed over checkpoints."""
     _check(opts)
+    with exact_fp32(), ThreadPoolExecutor(1) as reader:
+        return _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader)
+
+
+def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader) -> InfluenceResult:
     T, M = len(test_ids), len(train_ids)
-    scores = _alloc(T, M, opts)
-    train_self = np.zeros(M, np.float64)
+    scores = _Accumulator(_alloc(T, M, opts), device, opts.device_budget_bytes)
+    train_self = torch.zeros(M, dtype=torch.float64, device=device)
     test_self = np.zeros(T, np.float64)
     infos: list[CheckpointInfo] = []
     precision = resolve_precision(opts.precision, device)
-    n_batches = (M + opts.batch_size - 1) // opts.batch_size
-    task = progress.add_task("influence", total=len(checkpoints) * n_batches, info="") if progress else None
     layers: list[str] = []
     test_t = torch.as_tensor(test_ids, device=device)
+    train_t = torch.as_tensor(train_ids, device=device)  # one upload; batches are slices
+    task = None
+    pending = reader.submit(load_checkpoint, checkpoints[0], "cpu") if checkpoints else None
     for k, path in enumerate(checkpoints):
-        payload = load_checkpoint(path, device)
+        payload = pending.result()
+        if k + 1 < len(checkpoints):  # read the next checkpoint while this one is scored
+            pending = reader.submit(load_checkpoint, checkpoints[k + 1], "cpu")
         model = build_model(payload, Path(path)).to(device).eval()
         lr = payload.get("lr")
         if lr is None:
@@ -113,6 +159,9 @@ def compute_influence(
         infos.append(CheckpointInfo(str(path), payload.get("epoch"), lr))
         layers = select_layers(model, opts.layers)
         rec = model.config.reciprocal
+        bs = opts.batch_size or auto_batch_size(model.config.num_entities, device)
+        if progress and task is None:
+            task = progress.add_task("influence", total=len(checkpoints) * -(-M // bs), info="")
         with precision.autocast():
             if opts.method == "exact":
                 test_f = [compute_factors(model, *_directions(model, *test_t[s:s + opts.test_batch_size].T),
@@ -124,8 +173,8 @@ def compute_influence(
             else:
                 test_g = _gradients(model, test_t, opts, layers)
                 test_self += lr * (test_g * test_g).sum(1).double().cpu().numpy()
-            for b, s in enumerate(range(0, M, opts.batch_size)):
-                batch = torch.as_tensor(train_ids[s:s + opts.batch_size], device=device)
+            for s in range(0, M, bs):
+                batch = train_t[s:s + bs]
                 n = len(batch)
                 if opts.method == "exact":
                     A = compute_factors(model, *_directions(model, *batch.T), opts.loss, opts.label_smoothing, layers)
@@ -139,14 +188,14 @@ def compute_influence(
                     g = _gradients(model, batch, opts, layers)
                     block = g @ test_g.t()
                     tself = (g * g).sum(1)
-                scores[:, s:s + n] += lr * block.t().double().cpu().numpy()
-                train_self[s:s + n] += lr * tself.double().cpu().numpy()
+                scores.add(slice(s, s + n), lr * block.t())
+                train_self[s:s + n] += lr * tself.double()
                 if progress:
                     progress.update(task, advance=1, info=f"checkpoint {k + 1}/{len(checkpoints)}")
         del model
-    if progress:
+    if progress and task is not None:
         progress.remove_task(task)
-    return InfluenceResult(scores, train_self, test_self, infos, layers)
+    return InfluenceResult(scores.finish(), train_self.cpu().numpy(), test_self, infos, layers)
 
 
 def _gradients(model, triples: torch.Tensor, opts: InfluenceOptions, layers) -> torch.Tensor:

@@ -23,7 +23,7 @@ import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model_io import list_epoch_checkpoints, load_model, resolve_checkpoint, run_label_smoothing
-from tracegraph.kg.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, compute_influence
+from tracegraph.kg.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
 from tracegraph.kg.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
 )
@@ -51,7 +51,7 @@ class ExplainConfig:
     loss: str = "train-loss"
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
-    batch_size: int = 512
+    batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size)
     precision: str = "fp32"
     device: str = "auto"
     node_name_dict: str | None = None
@@ -141,7 +141,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     result = None
     if todo:
         opts = InfluenceOptions(method=cfg.method, loss=cfg.loss, layers=cfg.layers, label_smoothing=eps,
-                                batch_size=cfg.batch_size, precision=cfg.precision, scratch_dir=str(out))
+                                batch_size=cfg.batch_size or auto_batch_size(len(ents), device),
+                                precision=cfg.precision, scratch_dir=str(out))
         out.mkdir(parents=True, exist_ok=True)
         test_ids = np.array([ids for _, _, ids in todo], np.int64)
         picks = None  # torchrun: rank 0's merged (position in cols, score, self-influence) per test triple
