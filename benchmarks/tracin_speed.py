@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--sample", type=int, default=24, help="training triples timed for the autograd loop")
     ap.add_argument("--batch-size", type=int, default=1024, help="plain forward: triples per step")
     ap.add_argument("--tracin-batch", type=int, default=0, help="exact TracIn: training triples per step (0 = the engine's auto)")
+    ap.add_argument("--precision", default="fp32", help="exact TracIn's factors: fp32, or bf16 (its error vs fp32 is reported)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (timings synchronise CUDA)")
     args = ap.parse_args()
     dev = torch.device(args.device)
@@ -83,14 +84,21 @@ def main():
     warm = InfluenceOptions(method="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256)
     compute_influence([ckpt], train[:2000], tests[:2], warm, dev)  # CUDA context, cuBLAS handles, allocator
     for T in (1, 256):
-        opts = InfluenceOptions(method="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256)
+        opts = InfluenceOptions(method="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256,
+                                precision=args.precision)
         sync()
         t0 = time.perf_counter()
-        compute_influence([ckpt], train, tests[:T], opts, dev)
+        res = compute_influence([ckpt], train, tests[:T], opts, dev)
         sync()
         t = time.perf_counter() - t0
         per_test_exact[T] = t / T
-        emit(setting=f"exact_T{T}", seconds=round(t, 3), seconds_per_test_triple=round(t / T, 4),
+        extra = {}
+        if args.precision != "fp32":  # what the half-precision factors cost in accuracy
+            ref = compute_influence([ckpt], train, tests[:T], InfluenceOptions(batch_size=args.tracin_batch), dev)
+            extra["max_error_rel_to_max_abs_fp32"] = float(abs(res.scores - ref.scores).max() / abs(ref.scores).max())
+            top = lambda a: set(np.argsort(-a[0])[:100])
+            extra["top100_overlap_test0"] = len(top(res.scores) & top(ref.scores)) / 100
+        emit(setting=f"exact_T{T}", precision=args.precision, seconds=round(t, 3), seconds_per_test_triple=round(t / T, 4), **extra,
              ratio_to_plain_forward=round(t / t_fwd, 2), target_ratio_to_forward="<= 3 (T=1)",
              target_ms_per_test_triple_T256_gpu=0.5, device=str(dev), **common)
 

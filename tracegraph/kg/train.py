@@ -67,7 +67,7 @@ class TrainConfig:
     checkpoint_every: int = 1
     eval_every: int = 1
     patience: int = 0  # evaluations without valid-MRR improvement before stopping; 0 = never
-    eval_batch_size: int = 256
+    eval_batch_size: int = 0  # queries ranked at once; 0 = auto (256 on CPU; on a GPU up to 4096, ~256 MiB of scores)
     tf32: bool = True  # CUDA: TF32 matmuls while training (exactness claims turn it off themselves)
     deterministic: bool = False  # CUDA: deterministic kernels, bit-exact reruns (slower)
     cuda_graphs: bool = True  # CUDA: replay each full-size batch's step as one captured graph
@@ -168,6 +168,7 @@ def _train(cfg: TrainConfig) -> dict:
     fused = cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and local_batch * E * 4 > 512 * 2**20)
     chunk = auto_chunk_size(local_batch)
     objective = TrainingObjective(model, fused, chunk, cfg.label_smoothing)  # the loss of one batch
+    eval_bs = cfg.eval_batch_size or (256 if device.type != "cuda" else int(min(4096, max(256, 2**26 // E))))
 
     # ---- outputs, resume
     out.mkdir(parents=True, exist_ok=True)
@@ -269,7 +270,7 @@ def _train(cfg: TrainConfig) -> dict:
                 record["skipped_steps_total"] = state["skipped_steps"]
             improved = False
             if len(data.valid) and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
-                res, _ = _evaluate(ctx, model, data.valid, filter_index, batch_size=cfg.eval_batch_size, device=device)
+                res, _ = _evaluate(ctx, model, data.valid, filter_index, batch_size=eval_bs, device=device)
                 record["valid"] = res["both"]
                 improved = res["both"]["mrr"] > state["best_mrr"]
                 if improved:
@@ -308,7 +309,7 @@ def _train(cfg: TrainConfig) -> dict:
             if ctx.is_main:
                 model.load_state_dict(load_checkpoint(out / "best_model.pt", device)["model"])
             broadcast_module_state(model)  # torchrun: rank 0's weights everywhere, no shared disk needed
-        res, _ = _evaluate(ctx, model, data.test, filter_index, batch_size=cfg.eval_batch_size, device=device)
+        res, _ = _evaluate(ctx, model, data.test, filter_index, batch_size=eval_bs, device=device)
         summary["test"] = res
         if ctx.is_main:
             atomic_write_json(out / "test_results.json", dict(res, model="best_model.pt" if has_best else "final_model.pt"))
