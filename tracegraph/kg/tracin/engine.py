@@ -90,8 +90,12 @@ def compute_influence(
     opts: InfluenceOptions,
     device: torch.device,
     progress=None,
+    loader=None,
 ) -> InfluenceResult:
-    """Influence of every training triple on every test triple, summed over checkpoints."""
+    """Influence of every training triple on every test triple, summed over checkpoints.
+
+    ``loader(path, device) -> (model in eval mode, epoch, lr)`` supplies each checkpoint's model
+    (a :class:`~tracegraph.kg.run.Run` passes its cache); by default the file is read here."""
     _check(opts)
     T, M = len(test_ids), len(train_ids)
     scores = _alloc(T, M, opts)
@@ -104,13 +108,11 @@ def compute_influence(
     layers: list[str] = []
     test_t = torch.as_tensor(test_ids, device=device)
     for k, path in enumerate(checkpoints):
-        payload = load_checkpoint(path, device)
-        model = build_model(payload, Path(path)).to(device).eval()
-        lr = payload.get("lr")
+        model, epoch, lr = (loader or load_for_influence)(path, device)
         if lr is None:
             raise TracegraphError(f"{path}: checkpoint records no learning rate; TracIn needs η_k")
         lr = float(lr)
-        infos.append(CheckpointInfo(str(path), payload.get("epoch"), lr))
+        infos.append(CheckpointInfo(str(path), epoch, lr))
         layers = select_layers(model, opts.layers)
         rec = model.config.reciprocal
         with precision.autocast():
@@ -147,6 +149,12 @@ def compute_influence(
     if progress:
         progress.remove_task(task)
     return InfluenceResult(scores, train_self, test_self, infos, layers)
+
+
+def load_for_influence(path, device) -> tuple[torch.nn.Module, int | None, float | None]:
+    """One checkpoint file -> (model in eval mode, epoch, learning rate)."""
+    payload = load_checkpoint(path, device)
+    return build_model(payload, Path(path)).to(device).eval(), payload.get("epoch"), payload.get("lr")
 
 
 def _gradients(model, triples: torch.Tensor, opts: InfluenceOptions, layers) -> torch.Tensor:
