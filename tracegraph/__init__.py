@@ -10,8 +10,9 @@ The Python API is one run object (:mod:`tracegraph.kg.run`)::
 __version__ = "0.1.0"
 
 # Imported on first use: the CLI starts by importing this package, and torch/pandas are slow to load.
-_LAZY = {"open_run": "tracegraph.kg.run", "train": "tracegraph.kg.run", "Run": "tracegraph.kg.run",
-         "Evaluation": "tracegraph.kg.run", "IdMap": "tracegraph.kg.triples", "load_model": "tracegraph.kg"}
+_LAZY = {"open_run": "tracegraph.kg.api", "train": "tracegraph.kg.api", "import_pykeen": "tracegraph.kg.api",
+         "import_checkpoint": "tracegraph.kg.api", "Run": "tracegraph.kg.run", "Evaluation": "tracegraph.kg.run",
+         "IdMap": "tracegraph.kg.triples", "load_model": "tracegraph.kg"}
 
 
 def __getattr__(name):
@@ -26,4 +27,5 @@ def __dir__():
     return sorted([*globals(), *_LAZY])
 
 
-__all__ = ["open_run", "train", "Run", "Evaluation", "IdMap", "load_model", "__version__"]
+__all__ = ["open_run", "train", "import_pykeen", "import_checkpoint", "Run", "Evaluation", "IdMap", "load_model",
+           "__version__"]

@@ -238,3 +238,17 @@ def test_unknown_labels_are_one_line_errors(run_dir):
     res = run_cli(["predict", "--model-dir", run_dir, "--query", "steroids", "interacts_with", "--device", "cpu"])
     assert res.exit_code == 2
     assert "entity 'steroids' is not in the id map; closest: 'steroid'" in res.output
+
+
+def test_import_checkpoint_returns_a_run_that_scores_like_the_source(tmp_path):
+    from tests.kg.test_importers import _earlier_checkpoint
+
+    ref, f = _earlier_checkpoint(tmp_path, n_ent=30, n_rel=4)
+    run = tracegraph.import_checkpoint(f, tmp_path / "imported", tmp_path / "node_dict.txt", tmp_path / "rel_dict.txt")
+    assert isinstance(run, tracegraph.Run) and run.config["imported"] is True
+    assert [(c.epoch, c.lr) for c in run.checkpoints] == [(7, pytest.approx(0.003))]
+    with torch.no_grad():
+        expected = ref(torch.tensor([3]), torch.tensor([2]))[0].numpy()
+    top = run.predict("E3", "R2", k=30)
+    np.testing.assert_allclose(top["score"], np.sort(expected)[::-1], atol=1e-5)
+    assert top["tail"].tolist() == [f"E{i}" for i in np.argsort(-expected, kind="stable")]

@@ -48,7 +48,7 @@ def explain_cmd(
 
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph explain …` shards the training
     triples across processes and writes the same files (docs/scaling.md)."""
-    from tracegraph.kg.run import open_run
+    from tracegraph.kg.run import Run
     from tracegraph.kg.tracin.explain import ExplainConfig, run_explain
     from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
@@ -62,7 +62,7 @@ def explain_cmd(
         start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
         devices=devices.split(",") if devices else None,
     )
-    run = open_run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
+    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
     subsets = None
     if n_hops is not None:
         opts = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,

@@ -1,7 +1,7 @@
 """Knowledge graphs: data, ConvE, training, evaluation, TracIn, filtering.
 
 The entry point for Python users is the run object: ``tracegraph.open_run`` / ``tracegraph.train``
-(:mod:`tracegraph.kg.run`). (``tracegraph.kg.train`` is the training module, not a function.)
+(:mod:`tracegraph.kg.api`, :mod:`tracegraph.kg.run`). (``tracegraph.kg.train`` is the training module, not a function.)
 """
 
 
@@ -14,7 +14,7 @@ def load_model(model_dir_or_checkpoint, device="cpu"):
 
 def open_run(path, device="cpu"):
     """Open a trained run directory as a :class:`tracegraph.kg.run.Run`."""
-    from tracegraph.kg.run import open_run as _open
+    from tracegraph.kg.api import open_run as _open
 
     return _open(path, device)
 

@@ -26,7 +26,8 @@ Traceback (most recent call last):
 ...
 tracegraph.kg.triples.UnknownLabelError: entity 'steroids' is not in the id map; closest: 'steroid'
 
-The CLI commands are thin calls into it; so is :func:`tracegraph.kg.tracin.explain.run_explain`.
+:mod:`tracegraph.kg.api` opens, trains and imports runs; the CLI commands are thin calls into
+them, and so is :func:`tracegraph.kg.tracin.explain.run_explain`.
 """
 
 from __future__ import annotations
@@ -320,34 +321,6 @@ class Run:
         return lambda h, t: index.filter(h, t, filter_options).triple_rows
 
 
-def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
-    """Open a run directory written by ``tracegraph train`` or ``tracegraph import`` (or one of its
-    checkpoint files). Nothing heavy is read until used; see :class:`Run`."""
-    return Run(path, device)
-
-
-def train(config=None, **settings) -> Run:
-    """Train ConvE and return the finished run, opened.
-
-    ``config``: a :class:`~tracegraph.kg.train.TrainConfig` or a dict of its fields; ``settings``
-    override it (``tracegraph.train(train="train.txt", output_dir="runs/x", epochs=5)`` works too).
-    Field names are the CLI's option names with ``_`` (``model`` holds ConvE sizes and dropouts)."""
-    import dataclasses
-
-    from tracegraph.kg.train import TrainConfig, train as run_training
-
-    if isinstance(config, TrainConfig):
-        cfg = dataclasses.replace(config, **settings)
-    else:
-        fields = {**(dict(config) if config else {}), **settings}
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrainConfig)})
-        if unknown:
-            raise TracegraphError(f"unknown training setting(s) {', '.join(unknown)}; see tracegraph.kg.train.TrainConfig")
-        cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields.items()})
-    run_training(cfg)
-    return Run(cfg.output_dir, cfg.device)
-
-
 def run_files(run) -> list[str]:
     """The train/valid/test files recorded in a run's config.json (those that still exist)."""
     return list(run.data_files.values()) if isinstance(run, Run) else list(Run(run.checkpoint).data_files.values())
@@ -386,5 +359,5 @@ def _columns(triples, n: int) -> list[list[str]]:
     return [[str(t[j]) for t in rows] for j in range(n)]
 
 
-__all__ = ["Run", "RunCheckpoint", "Evaluation", "open_run", "train", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS",
+__all__ = ["Run", "RunCheckpoint", "Evaluation", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS",
            "RANKS_COLUMNS"]
