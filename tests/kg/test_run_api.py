@@ -97,11 +97,12 @@ def test_run_exposes_maps_config_and_checkpoints(run_dir):
 
 @pytest.mark.slow
 def test_doctests_of_the_api(run_dir):
+    import tracegraph.kg.api as api
     import tracegraph.kg.datasets as datasets
     import tracegraph.kg.run as run_module
     import tracegraph.kg.triples as triples
 
-    for module in (run_module, triples, datasets):
+    for module in (api, run_module, triples, datasets):
         res = doctest.testmod(module, extraglobs={"RUN_DIR": str(run_dir)}, optionflags=doctest.ELLIPSIS)
         assert res.attempted > 0 and res.failed == 0, module.__name__
 

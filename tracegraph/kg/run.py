@@ -252,17 +252,17 @@ class Run:
         rows = [(ent[h], rel[r], ent[tl], float(s), _sigmoid(s)) for (h, r, tl), s in zip(ids, scores)]
         return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
-    def evaluate(self, test, filter=None, top_k: int = 10, batch_size: int = 256,
+    def evaluate(self, test, filter_triples=None, top_k: int = 10, batch_size: int = 256,
                  entity_chunk: int = 65536) -> Evaluation:
         """Filtered ranks of ``test`` (a file or label triples) against every entity.
 
-        ``filter``: the known true triples (files or label triples) removed from each ranking;
+        ``filter_triples``: the known true triples (files or label triples) removed from each ranking;
         default the run's train/valid/test files; ``test`` itself is always added. Returns the
         metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions`` as label:score;…)."""
         from tracegraph.kg.evaluate import evaluate
 
         test_ids = self.encode(test)
-        sources = list(filter) if filter else list(self.data_files.values())
+        sources = list(filter_triples) if filter_triples else list(self.data_files.values())
         known = self.known_tails([*sources, test])
         metrics, sides = evaluate(self.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
                                   top_k=top_k, device=self.device)
