@@ -39,7 +39,7 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def _float64_model(path: Path):
-    """A checkpoint rebuilt in float64, independently of the Run's loader."""
+    """A checkpoint rebuilt in float64, independently of the Run."""
     from tracegraph.kg.conve import ConvE, ConvEConfig
 
     payload = torch.load(path, map_location="cpu", weights_only=True)

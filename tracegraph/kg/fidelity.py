@@ -169,7 +169,7 @@ def read_mechanisms(path: str | Path) -> dict[Triple, set[Triple]]:
 
 
 def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.ndarray,
-                            subsets: list[np.ndarray], opts, device, progress=None, loader=None):
+                            subsets: list[np.ndarray], opts, device, progress=None, read=None):
     """TracIn of each test triple's candidate rows only; one engine pass over their union.
 
     Returns (scores per test triple aligned with its subset, the InfluenceResult)."""
@@ -178,7 +178,7 @@ def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.nda
     union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
     if union.size == 0:
         raise TracegraphError("no candidate training triples for any test triple")
-    res = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress, loader=loader)
+    res = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress, read=read)
     per = [np.asarray(res.scores[j, np.searchsorted(union, rows)], np.float64) for j, rows in enumerate(subsets)]
     return per, res
 
@@ -333,7 +333,7 @@ def compute_tracin(ctx: FidelityContext, progress=None) -> None:
     opts = InfluenceOptions(method="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
     ckpts = resolve_checkpoint_list(mdir, cfg.checkpoints)
     ctx.scores, ctx.influence = influence_on_candidates(ckpts, ctx.train_ids, ctx.test_ids, ctx.subsets, opts,
-                                                        resolve_device(cfg.device), progress, ctx.lm.influence_loader)
+                                                        resolve_device(cfg.device), progress, ctx.lm.read_checkpoint)
     ctx.influence_options = dict(method="exact", loss=cfg.loss, layers=ctx.influence.layers, label_smoothing=eps,
                                  checkpoints=[asdict(c) for c in ctx.influence.checkpoints])
 

@@ -55,7 +55,7 @@ PREDICT_COLUMNS = ["head", "relation", "rank", "tail", "score", "probability"]
 SCORE_COLUMNS = ["head", "relation", "tail", "score", "probability"]
 RANKS_COLUMNS = ["head", "relation", "tail", "side", "rank", "rank_optimistic", "rank_pessimistic", "score",
                  "top_predictions"]
-CACHE_BYTES = 2 * 2**30  # models kept in memory per run; beyond this the least recently used is dropped
+CACHE_BYTES = 2 * 2**30  # checkpoint contents kept per run; beyond this the least recently used is dropped
 
 
 @dataclass(frozen=True)
@@ -92,9 +92,10 @@ class Run:
         self.checkpoint = resolve_checkpoint(path)  # the model scored by predict/score/evaluate
         self.path = model_dir_of(self.checkpoint)
         self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
-        self._cache: OrderedDict[tuple[str, str], tuple[torch.nn.Module, RunCheckpoint]] = OrderedDict()
+        self._payloads: OrderedDict[str, dict] = OrderedDict()  # checkpoint contents, least recently used first
+        self._models: dict[tuple[str, str], tuple[torch.nn.Module, RunCheckpoint]] = {}  # those asked for by load()
         self._cache_bytes = cache_bytes
-        self._lock = threading.Lock()  # explain --devices loads checkpoints from several threads
+        self._lock = threading.Lock()  # explain --devices reads checkpoints from several threads
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, device={str(self.device)!r})"
@@ -148,7 +149,8 @@ class Run:
             lr = self._history_lr.get(int(stem[6:]))
             if lr is not None:
                 return RunCheckpoint(path, int(stem[6:]), lr)
-        return self.load(path)[1]
+        payload = self.read_checkpoint(path)
+        return RunCheckpoint(path, payload.get("epoch"), float(payload["lr"]) if payload.get("lr") is not None else None)
 
     @cached_property
     def _history_lr(self) -> dict[int, float]:
@@ -163,36 +165,45 @@ class Run:
         """The run's model (best, else final, else last checkpoint, or the file it was opened with), in eval mode."""
         return self.load(self.checkpoint)[0]
 
+    def read_checkpoint(self, path: str | Path, map_location=None) -> dict:
+        """One checkpoint file's contents, read from disk once (kept while they fit the cache).
+
+        Tensors stay on the CPU whatever ``map_location`` asks (it is accepted so this can stand
+        in for ``load_checkpoint``, as the TracIn engine's reader): models are moved after building.
+        Do not modify the returned dict; it is shared."""
+        key = str(Path(path).resolve())
+        with self._lock:
+            if key in self._payloads:
+                self._payloads.move_to_end(key)
+                return self._payloads[key]
+        payload = load_checkpoint(path, map_location="cpu")
+        self._check_maps(payload.get("model_config") or {}, path)
+        with self._lock:
+            self._payloads[key] = payload
+            while len(self._payloads) > 1 and sum(map(_nbytes, self._payloads.values())) > self._cache_bytes:
+                self._payloads.popitem(last=False)
+        return payload
+
     def load(self, path: str | Path, device: str | torch.device | None = None):
-        """``(model in eval mode, RunCheckpoint)`` of one checkpoint file, loaded once per device."""
+        """``(model in eval mode, RunCheckpoint)`` of one checkpoint file; the model is built once per device."""
         path = Path(path)
         dev = self.device if device is None else torch.device(device)
         key = (str(path.resolve()), str(dev))
         with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-        payload = load_checkpoint(path, map_location=dev)
-        model = build_model(payload, path).to(dev).eval()
-        self._check_maps(model)
+            if key in self._models:
+                return self._models[key]
+        payload = self.read_checkpoint(path)
         lr = payload.get("lr")
-        entry = (model, RunCheckpoint(path, payload.get("epoch"), float(lr) if lr is not None else None))
+        entry = (build_model(payload, path).to(dev).eval(),
+                 RunCheckpoint(path, payload.get("epoch"), float(lr) if lr is not None else None))
         with self._lock:
-            self._cache[key] = entry
-            while len(self._cache) > 1 and sum(_nbytes(m) for m, _ in self._cache.values()) > self._cache_bytes:
-                self._cache.popitem(last=False)
-        return entry
+            return self._models.setdefault(key, entry)
 
-    def influence_loader(self, path, device):
-        """``(model, epoch, lr)`` for the TracIn engine: every checkpoint comes from this run's cache."""
-        model, info = self.load(path, device)
-        return model, info.epoch, info.lr
-
-    def _check_maps(self, model) -> None:
-        if len(self.entities) != model.config.num_entities or len(self.relations) != model.config.num_relations:
-            raise DataError(
-                f"id maps ({len(self.entities)} entities, {len(self.relations)} relations) do not match the model "
-                f"({model.config.num_entities}, {model.config.num_relations})", self.path)
+    def _check_maps(self, model_config: dict, path) -> None:
+        n_ent, n_rel = model_config.get("num_entities"), model_config.get("num_relations")
+        if (n_ent is not None and n_ent != len(self.entities)) or (n_rel is not None and n_rel != len(self.relations)):
+            raise DataError(f"id maps ({len(self.entities)} entities, {len(self.relations)} relations) do not match "
+                            f"the model ({n_ent}, {n_rel})", Path(path))
 
     # ------------------------------------------------------------------ labels <-> ids
 
@@ -326,8 +337,8 @@ def run_files(run) -> list[str]:
     return list(run.data_files.values()) if isinstance(run, Run) else list(Run(run.checkpoint).data_files.values())
 
 
-def _nbytes(model) -> int:
-    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+def _nbytes(payload: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in payload.get("model", {}).values() if torch.is_tensor(t))
 
 
 def _sigmoid(x: float) -> float:

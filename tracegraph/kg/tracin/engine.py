@@ -90,12 +90,12 @@ def compute_influence(
     opts: InfluenceOptions,
     device: torch.device,
     progress=None,
-    loader=None,
+    read=None,
 ) -> InfluenceResult:
     """Influence of every training triple on every test triple, summed over checkpoints.
 
-    ``loader(path, device) -> (model in eval mode, epoch, lr)`` supplies each checkpoint's model
-    (a :class:`~tracegraph.kg.run.Run` passes its cache); by default the file is read here."""
+    ``read(path, map_location) -> checkpoint dict`` reads each checkpoint (default
+    ``load_checkpoint``; a :class:`~tracegraph.kg.run.Run` passes its cached ``read_checkpoint``)."""
     _check(opts)
     T, M = len(test_ids), len(train_ids)
     scores = _alloc(T, M, opts)
@@ -108,11 +108,13 @@ def compute_influence(
     layers: list[str] = []
     test_t = torch.as_tensor(test_ids, device=device)
     for k, path in enumerate(checkpoints):
-        model, epoch, lr = (loader or load_for_influence)(path, device)
+        payload = (read or load_checkpoint)(path, device)
+        model = build_model(payload, Path(path)).to(device).eval()
+        lr = payload.get("lr")
         if lr is None:
             raise TracegraphError(f"{path}: checkpoint records no learning rate; TracIn needs η_k")
         lr = float(lr)
-        infos.append(CheckpointInfo(str(path), epoch, lr))
+        infos.append(CheckpointInfo(str(path), payload.get("epoch"), lr))
         layers = select_layers(model, opts.layers)
         rec = model.config.reciprocal
         with precision.autocast():
@@ -149,12 +151,6 @@ def compute_influence(
     if progress:
         progress.remove_task(task)
     return InfluenceResult(scores, train_self, test_self, infos, layers)
-
-
-def load_for_influence(path, device) -> tuple[torch.nn.Module, int | None, float | None]:
-    """One checkpoint file -> (model in eval mode, epoch, learning rate)."""
-    payload = load_checkpoint(path, device)
-    return build_model(payload, Path(path)).to(device).eval(), payload.get("epoch"), payload.get("lr")
 
 
 def _gradients(model, triples: torch.Tensor, opts: InfluenceOptions, layers) -> torch.Tensor:

@@ -154,13 +154,13 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             if ctx.active:
                 cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
                 result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts,
-                                                      device, progress, cfg.top_k, run.influence_loader)
+                                                      device, progress, cfg.top_k, run.read_checkpoint)
             elif devices and len(devices) > 1:
                 result = _influence_over_devices(devices, checkpoints, train_ids[union], test_ids, opts, progress,
-                                                 run.influence_loader)
+                                                 run.read_checkpoint)
             else:
                 result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress,
-                                           loader=run.influence_loader)
+                                           read=run.read_checkpoint)
         for j, (i, name, (h, r, t)) in enumerate(todo if ctx.is_main else []):
             cols = np.searchsorted(union, subsets[i])
             meta = {
@@ -203,14 +203,14 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
 
 def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
-                          loader=None):
+                          read=None):
     """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
     process would score, so its numbers are bitwise the same) against every test triple. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
     or, with ``top_k``, only each rank's own top-k and bottom-k, which contain the global ones
     (ties included: the order is the same stable sort restricted to a shard). Others get None."""
     lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
-    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, loader=loader)
+    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
     mine = []
     for j, cols in enumerate(cols_of):
         pos = np.nonzero((cols >= lo) & (cols < hi))[0]
@@ -232,12 +232,12 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
     return result, picks
 
 
-def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress, loader=None) -> InfluenceResult:
+def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress, read=None) -> InfluenceResult:
     """One process, several devices: the test triples are split across devices, each device scores
     every training triple against its share (a thread per device), and the rows are stacked."""
     devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
     parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: compute_influence(
-        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress, loader=loader))
+        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress, read=read))
     scores = _alloc(len(test_ids), len(train_rows), opts)  # in RAM or on disk, as one process would
     for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
         scores[lo:hi] = p.scores
