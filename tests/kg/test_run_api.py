@@ -253,3 +253,12 @@ def test_import_checkpoint_returns_a_run_that_scores_like_the_source(tmp_path):
     top = run.predict("E3", "R2", k=30)
     np.testing.assert_allclose(top["score"], np.sort(expected)[::-1], atol=1e-5)
     assert top["tail"].tolist() == [f"E{i}" for i in np.argsort(-expected, kind="stable")]
+
+
+def test_conve_given_labels_says_what_to_use_instead():
+    from tracegraph.kg.conve import ConvE, ConvEConfig
+
+    model = ConvE(ConvEConfig(num_entities=5, num_relations=2, embedding_dim=8, embedding_height=2, embedding_width=4)).eval()
+    with pytest.raises(TypeError, match="run.predict"):
+        model.score_all(["steroid"], ["interacts_with"])
+    assert model.score_all(torch.tensor([0]), torch.tensor([1])).shape == (1, 5)
