@@ -138,7 +138,7 @@ class Run:
     def checkpoints(self) -> list[RunCheckpoint]:
         """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them), or the single
         model when there are none. Learning rates come from ``training_history.json`` when it has
-        them, else from the checkpoint itself (which is then loaded and cached)."""
+        them, else from the checkpoint itself (which is then read and cached)."""
         paths = list_epoch_checkpoints(self.path) or [self.checkpoint]
         return [self.checkpoint_info(p) for p in paths]
 
@@ -149,8 +149,7 @@ class Run:
             lr = self._history_lr.get(int(stem[6:]))
             if lr is not None:
                 return RunCheckpoint(path, int(stem[6:]), lr)
-        payload = self.read_checkpoint(path)
-        return RunCheckpoint(path, payload.get("epoch"), float(payload["lr"]) if payload.get("lr") is not None else None)
+        return _info(path, self.read_checkpoint(path))
 
     @cached_property
     def _history_lr(self) -> dict[int, float]:
@@ -176,7 +175,10 @@ class Run:
             if key in self._payloads:
                 self._payloads.move_to_end(key)
                 return self._payloads[key]
-        payload = load_checkpoint(path, map_location="cpu")
+        full = load_checkpoint(path, map_location="cpu")
+        # only what scoring and TracIn use: a training checkpoint's optimizer state would triple the memory
+        payload = {k: full[k] for k in ("model", "model_config", "epoch", "lr") if k in full}
+        del full
         self._check_maps(payload.get("model_config") or {}, path)
         with self._lock:
             self._payloads[key] = payload
@@ -193,9 +195,7 @@ class Run:
             if key in self._models:
                 return self._models[key]
         payload = self.read_checkpoint(path)
-        lr = payload.get("lr")
-        entry = (build_model(payload, path).to(dev).eval(),
-                 RunCheckpoint(path, payload.get("epoch"), float(lr) if lr is not None else None))
+        entry = (build_model(payload, path).to(dev).eval(), _info(path, payload))
         with self._lock:
             return self._models.setdefault(key, entry)
 
@@ -335,6 +335,11 @@ class Run:
 def run_files(run) -> list[str]:
     """The train/valid/test files recorded in a run's config.json (those that still exist)."""
     return list(run.data_files.values()) if isinstance(run, Run) else list(Run(run.checkpoint).data_files.values())
+
+
+def _info(path: Path, payload: dict) -> RunCheckpoint:
+    lr = payload.get("lr")
+    return RunCheckpoint(path, payload.get("epoch"), float(lr) if lr is not None else None)
 
 
 def _nbytes(payload: dict) -> int:
