@@ -48,6 +48,7 @@ def explain_cmd(
 
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph explain …` shards the training
     triples across processes and writes the same files (docs/scaling.md)."""
+    from tracegraph.kg.run import Run
     from tracegraph.kg.tracin.explain import ExplainConfig, run_explain
     from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
@@ -61,28 +62,17 @@ def explain_cmd(
         start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
         devices=devices.split(",") if devices else None,
     )
+    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
     subsets = None
     if n_hops is not None:
         opts = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,
                                        max_total_path_length, strict_path_filtering, save_edges_only)
-        subsets = training_subsets(model_dir, train, opts)
-    summary = recorded(run_explain)(cfg, subsets)
+        subsets = run.training_subsets(train, opts)
+    summary = recorded(run_explain)(cfg, subsets, run=run)
     if is_main_process():
         typer.echo(f"explained {summary['explained']} of {summary['requested']} test triples "
                    f"({summary['failed']} failed, {summary['skipped_existing']} skipped) in "
                    f"{summary['elapsed_seconds']:.1f}s -> {output_dir}")
-
-
-def training_subsets(model_dir, train, opts):
-    """(head_id, tail_id) -> rows of the training file kept by the filter, on one cached index."""
-    from tracegraph.kg.model_io import read_id_maps
-    from tracegraph.kg.neighborhood import GraphIndex
-    from tracegraph.kg.triples import encode_triples, read_labeled_triples
-
-    entities, relations = read_id_maps(model_dir)  # the maps only: run_explain loads the weights
-    ids = encode_triples(read_labeled_triples(train), entities, relations)
-    index = GraphIndex.load_or_build(train, ids, len(entities))
-    return lambda h, t: index.filter(h, t, opts).triple_rows
 
 
 def _s(p):

@@ -42,11 +42,12 @@ def pykeen_cmd(
     trust_pickle: bool = typer.Option(False, "--trust-pickle", help=TRUST_HELP),
 ):
     """Map a PyKEEN ConvE (entity/relation tables, tail bias, hr2d and hr1d blocks) onto tracegraph's ConvE, keeping PyKEEN's entity and relation ids; inverse relations (PyKEEN rows 2r+1) become reciprocals (rows R+r)."""
-    from tracegraph.kg.importers import import_pykeen
+    from tracegraph.kg.api import import_pykeen
 
-    summary = import_pykeen(model_file, output_dir, triples_factory_dir, entity_to_id, relation_to_id, hyperparameters,
-                            trust_pickle, lr, label_smoothing)
-    _echo(summary, output_dir)
+    run = import_pykeen(model_file, output_dir, triples_factory_dir=triples_factory_dir, entity_to_id=entity_to_id,
+                        relation_to_id=relation_to_id, hyperparameters=hyperparameters, trust_pickle=trust_pickle,
+                        lr=lr, label_smoothing=label_smoothing)
+    _echo(run.config, output_dir)  # config.json: what the import recorded
 
 
 @import_app.command("checkpoint")
@@ -60,10 +61,11 @@ def checkpoint_cmd(
     trust_pickle: bool = typer.Option(False, "--trust-pickle", help=TRUST_HELP),
 ):
     """Import the earlier ConvE format (head and relation concatenated along the width, no entity bias) exactly: the model keeps that layout (concat_axis=width, entity_bias off)."""
-    from tracegraph.kg.importers import import_checkpoint
+    from tracegraph.kg.api import import_checkpoint
 
-    summary = import_checkpoint(file, output_dir, entity_to_id, relation_to_id, trust_pickle, lr, label_smoothing)
-    _echo(summary, output_dir)
+    run = import_checkpoint(file, output_dir, entity_to_id, relation_to_id, trust_pickle=trust_pickle, lr=lr,
+                            label_smoothing=label_smoothing)
+    _echo(run.config, output_dir)
 
 
 def register(app: typer.Typer) -> None:

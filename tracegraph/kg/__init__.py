@@ -1,4 +1,8 @@
-"""Knowledge graphs: data, ConvE, training, evaluation, TracIn, filtering."""
+"""Knowledge graphs: data, ConvE, training, evaluation, TracIn, filtering.
+
+The entry point for Python users is the run object: ``tracegraph.open_run`` / ``tracegraph.train``
+(:mod:`tracegraph.kg.api`, :mod:`tracegraph.kg.run`). (``tracegraph.kg.train`` is the training module, not a function.)
+"""
 
 
 def load_model(model_dir_or_checkpoint, device="cpu"):
@@ -6,3 +10,11 @@ def load_model(model_dir_or_checkpoint, device="cpu"):
     from tracegraph.kg.model_io import load_model as _load
 
     return _load(model_dir_or_checkpoint, device=device)
+
+
+def open_run(path, device="cpu"):
+    """Open a trained run directory as a :class:`tracegraph.kg.run.Run`."""
+    from tracegraph.kg.api import open_run as _open
+
+    return _open(path, device)
+

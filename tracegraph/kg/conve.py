@@ -124,6 +124,9 @@ class ConvE(nn.Module):
         return x
 
     def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        if not (torch.is_tensor(heads) and torch.is_tensor(relations)):  # labels reach here from notebooks
+            raise TypeError("ConvE scores id tensors, not labels: use run.predict / run.score "
+                            "(tracegraph.open_run), or torch.as_tensor(run.entities.ids([...]))")
         return self.encode_embeddings(self.entity(heads), self.relation(relations))
 
     def encode_embeddings(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:

@@ -169,7 +169,7 @@ def read_mechanisms(path: str | Path) -> dict[Triple, set[Triple]]:
 
 
 def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.ndarray,
-                            subsets: list[np.ndarray], opts, device, progress=None):
+                            subsets: list[np.ndarray], opts, device, progress=None, read=None):
     """TracIn of each test triple's candidate rows only; one engine pass over their union.
 
     Returns (scores per test triple aligned with its subset, the InfluenceResult)."""
@@ -178,7 +178,7 @@ def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.nda
     union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
     if union.size == 0:
         raise TracegraphError("no candidate training triples for any test triple")
-    res = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress)
+    res = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress, read=read)
     per = [np.asarray(res.scores[j, np.searchsorted(union, rows)], np.float64) for j, rows in enumerate(subsets)]
     return per, res
 
@@ -294,13 +294,12 @@ class FidelityContext:
 
 def prepare(cfg: FidelityConfig) -> FidelityContext:
     """Load the run, encode train/test/mechanisms, filter the training graph around each test triple."""
-    from tracegraph.kg.model_io import load_model
     from tracegraph.kg.neighborhood import FilterOptions, GraphIndex
-    from tracegraph.kg.predict import filter_index, run_files
+    from tracegraph.kg.run import Run, run_files
     from tracegraph.kg.triples import encode_triples, read_labeled_triples
 
-    lm = load_model(Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file()
-                    else cfg.model_dir)
+    lm = Run(Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file()
+             else cfg.model_dir)  # opened once: ranking and TracIn share its id maps and checkpoint cache
     train_ids = encode_triples(read_labeled_triples(cfg.train), lm.entities, lm.relations)
     test_ids = encode_triples(read_labeled_triples(cfg.test), lm.entities, lm.relations)
     mech = read_mechanisms(cfg.mechanisms)
@@ -314,7 +313,7 @@ def prepare(cfg: FidelityConfig) -> FidelityContext:
         raise DataError("none of the test triples has mechanism edges in the mechanisms file "
                         "(columns test_head/test_relation/test_tail must match the test file)", cfg.mechanisms)
     files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
-    known = filter_index(lm, [*files, cfg.test])
+    known = lm.known_tails([*files, cfg.test])
     t0 = time.perf_counter()
     index = GraphIndex.load_or_build(cfg.train, train_ids, len(ent))  # the cache explain --n-hops uses
     fopts = FilterOptions(n_hops=cfg.n_hops, min_degree=cfg.min_degree)
@@ -334,7 +333,7 @@ def compute_tracin(ctx: FidelityContext, progress=None) -> None:
     opts = InfluenceOptions(method="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
     ckpts = resolve_checkpoint_list(mdir, cfg.checkpoints)
     ctx.scores, ctx.influence = influence_on_candidates(ckpts, ctx.train_ids, ctx.test_ids, ctx.subsets, opts,
-                                                        resolve_device(cfg.device), progress)
+                                                        resolve_device(cfg.device), progress, ctx.lm.read_checkpoint)
     ctx.influence_options = dict(method="exact", loss=cfg.loss, layers=ctx.influence.layers, label_smoothing=eps,
                                  checkpoints=[asdict(c) for c in ctx.influence.checkpoints])
 

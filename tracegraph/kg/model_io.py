@@ -18,7 +18,7 @@ import torch
 from tracegraph.errors import DataError
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.triples import IdMap
-from tracegraph.runtime.checkpoints import load_checkpoint, read_json
+from tracegraph.runtime.checkpoints import read_json
 
 _EPOCH_RE = re.compile(r"epoch_(\d+)\.pt$")
 
@@ -92,15 +92,10 @@ def run_label_smoothing(model_dir: str | Path) -> float:
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
-    """A checkpoint file or a model directory -> ConvE in eval mode plus its id maps."""
-    ckpt = resolve_checkpoint(path)
-    payload = load_checkpoint(ckpt, map_location=device)
-    model = build_model(payload, ckpt).to(device).eval()
-    mdir = model_dir_of(ckpt)
-    entities, relations = read_id_maps(ckpt)
-    if len(entities) != model.config.num_entities or len(relations) != model.config.num_relations:
-        raise DataError(
-            f"id maps ({len(entities)} entities, {len(relations)} relations) do not match the model "
-            f"({model.config.num_entities}, {model.config.num_relations})", mdir
-        )
-    return LoadedModel(model, entities, relations, ckpt, payload.get("epoch"), payload.get("lr"), mdir)
+    """A checkpoint file or a model directory -> ConvE in eval mode plus its id maps (one
+    :class:`~tracegraph.kg.run.Run`'s model, for code that wants the plain record)."""
+    from tracegraph.kg.run import Run
+
+    run = Run(path, device)
+    model, info = run.load(run.checkpoint)
+    return LoadedModel(model, run.entities, run.relations, run.checkpoint, info.epoch, info.lr, run.path)

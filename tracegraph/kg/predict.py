@@ -4,101 +4,48 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.evaluate import evaluate
-from tracegraph.kg.model_io import LoadedModel, load_model
-from tracegraph.kg.triples import KnownTails, encode_triples, read_labeled_triples, read_tsv, with_reciprocals
-from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, read_json
-from tracegraph.runtime.precision import resolve_device
+from tracegraph.kg.run import Run, run_files
+from tracegraph.kg.triples import KnownTails, read_tsv
+from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
 
 
-def run_files(lm: LoadedModel) -> list[str]:
-    """The train/valid/test files recorded in the run's config.json (those that still exist)."""
-    cfg_path = lm.model_dir / "config.json"
-    if not cfg_path.is_file():
-        return []
-    tcfg = read_json(cfg_path).get("train", {})
-    return [tcfg[k] for k in ("train", "valid", "test") if tcfg.get(k) and Path(tcfg[k]).is_file()]
-
-
-def _encode_file(lm: LoadedModel, path) -> np.ndarray:
-    return encode_triples(read_labeled_triples(path), lm.entities, lm.relations)
-
-
-def filter_index(lm: LoadedModel, files) -> KnownTails:
-    ids = [_encode_file(lm, f) for f in files]
-    ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
-    c = lm.model.config
-    return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
+def filter_index(run: Run, files) -> KnownTails:
+    return run.known_tails(files)
 
 
 def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device) -> dict:
-    dev = resolve_device(device)
-    lm = load_model(model_dir, dev)
-    test_ids = _encode_file(lm, test)
-    files = list(filter_files) if filter_files else run_files(lm)
-    known = filter_index(lm, [*files, test])
-    res, sides = evaluate(lm.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
-                          top_k=top_k, device=dev)
-    out = Path(output_dir) if output_dir else lm.model_dir / "evaluation"
-    atomic_write_json(out / "evaluation.json", {"metrics": res, "checkpoint": str(lm.checkpoint),
+    run = Run(model_dir, device)
+    files = list(filter_files) if filter_files else run_files(run)
+    ev = run.evaluate(test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk)
+    out = Path(output_dir) if output_dir else run.path / "evaluation"
+    atomic_write_json(out / "evaluation.json", {"metrics": ev.metrics, "checkpoint": str(ev.checkpoint),
                                                 "test": str(test), "filter": [str(f) for f in files] + [str(test)]})
-    ent = lm.entities.labels
-    rel = lm.relations.labels
     with atomic_path(out / "ranks.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["head", "relation", "tail", "side", "rank", "rank_optimistic", "rank_pessimistic", "score", "top_predictions"])
-        for rk in sides:
-            for i, (h, r, t) in enumerate(test_ids):
-                top = ";".join(f"{ent[e]}:{s:.4f}" for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])) if top_k else ""
-                w.writerow([ent[h], rel[r], ent[t], rk.side, rk.realistic[i], rk.optimistic[i], rk.pessimistic[i],
-                            f"{rk.score[i]:.6f}", top])
-    return {"metrics": res, "output_dir": str(out)}
+        w.writerow(list(ev.ranks.columns))
+        for row in ev.ranks.itertuples(index=False):
+            w.writerow([*row[:7], f"{row.score:.6f}", row.top_predictions])
+    return {"metrics": ev.metrics, "output_dir": str(out)}
 
 
-@torch.no_grad()
 def predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device) -> None:
-    dev = resolve_device(device)
-    lm = load_model(model_dir, dev)
     if sum(x is not None for x in (query, query_file, triples)) != 1:
         raise TracegraphError("give exactly one of --query HEAD RELATION, --query-file, --triples")
-    rows: list[dict] = []
+    run = Run(model_dir, device)
     if triples is not None:
-        ids = _encode_file(lm, triples)
-        t = torch.as_tensor(ids, device=dev)
-        scores = lm.model.score_triples(t[:, 0], t[:, 1], t[:, 2]).float().cpu().numpy()
-        for (h, r, tl), s in zip(ids, scores):
-            rows.append({"head": lm.entities.labels[h], "relation": lm.relations.labels[r],
-                         "tail": lm.entities.labels[tl], "score": float(s), "probability": float(1 / (1 + np.exp(-s)))})
+        frame = run.score(triples)
     else:
         if query is not None:
-            heads, rels, path, lines = [query[0]], [query[1]], None, None
+            heads, rels = [query[0]], [query[1]]
         else:
             (heads, rels), lines = read_tsv(query_file, 2, "query file", "head<TAB>relation")
-            path = query_file
-        h = lm.entities.encode(heads, path, lines, "entity")
-        r = lm.relations.encode(rels, path, lines, "relation")
-        known = filter_index(lm, run_files(lm)[:1]) if exclude_train else None
-        k = min(top_k, lm.model.config.num_entities)
-        for b0 in range(0, len(h), 256):
-            hb = torch.as_tensor(h[b0 : b0 + 256], device=dev)
-            rb = torch.as_tensor(r[b0 : b0 + 256], device=dev)
-            s = lm.model.score_all(hb, rb).float()
-            if known is not None:
-                bi, ti = known.batch(h[b0 : b0 + 256], r[b0 : b0 + 256])
-                s[torch.as_tensor(bi), torch.as_tensor(ti)] = float("-inf")
-            vals, idx = s.topk(k, dim=1)
-            for j in range(len(hb)):
-                for rank, (e, v) in enumerate(zip(idx[j].tolist(), vals[j].tolist()), start=1):
-                    rows.append({"head": heads[b0 + j], "relation": rels[b0 + j], "rank": rank,
-                                 "tail": lm.entities.labels[e], "score": v, "probability": float(1 / (1 + np.exp(-v)))})
-    _emit(rows, output)
+            run.entities.encode(heads, query_file, lines, "entity")  # an unknown label names its line
+            run.relations.encode(rels, query_file, lines, "relation")
+        frame = run.predict(heads, rels, k=top_k, exclude_train=exclude_train)
+    _emit(frame.to_dict("records"), output)
 
 
 def _emit(rows: list[dict], output) -> None:

@@ -13,6 +13,7 @@ Blank lines are ignored; a trailing ``\\r`` (Windows line ends) is removed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass
@@ -70,8 +71,28 @@ def read_tsv(path: str | Path, ncols: int, what: str, header_hint: str) -> tuple
 # --------------------------------------------------------------------------- id maps
 
 
+class UnknownLabelError(DataError, KeyError):
+    """A label that is not in an id map; the message names it and the closest known labels.
+
+    Also a ``KeyError``, so ``except KeyError`` around :meth:`IdMap.id` keeps working."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return DataError.__str__(self)
+
+
 class IdMap:
-    """A bijection between string labels and integer ids 0..n-1."""
+    """A bijection between string labels and integer ids 0..n-1.
+
+    >>> m = IdMap(["aspirin", "headache", "ibuprofen"])
+    >>> len(m), "aspirin" in m, list(m)[:2]
+    (3, True, ['aspirin', 'headache'])
+    >>> m.id("ibuprofen")
+    2
+    >>> m.id("ibuprofin")
+    Traceback (most recent call last):
+    ...
+    tracegraph.kg.triples.UnknownLabelError: label 'ibuprofin' is not in the id map; closest: 'ibuprofen'
+    """
 
     def __init__(self, labels: Sequence[str]):
         self.labels = list(labels)
@@ -106,14 +127,36 @@ class IdMap:
     def __contains__(self, label: str) -> bool:
         return label in self._index
 
+    def __iter__(self):
+        return iter(self.labels)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(lab) for lab in self.labels[:3])
+        return f"IdMap([{shown}{', …' if len(self) > 3 else ''}], {len(self)} labels)"
+
     def __eq__(self, other) -> bool:
         return isinstance(other, IdMap) and self.labels == other.labels
 
-    def id(self, label: str) -> int:
+    def id(self, label: str, what: str = "label") -> int:
         pos = self._index.get_indexer([label])[0]
         if pos < 0:
-            raise KeyError(label)
+            raise self.unknown(label, what)
         return int(pos)
+
+    def ids(self, labels: Iterable[str], what: str = "label") -> np.ndarray:
+        """Labels typed by hand (no file to point at) -> ids; an unknown one names its closest matches."""
+        labels = list(labels)
+        ids = self._index.get_indexer(pd.Index(labels, dtype=object)) if labels else np.zeros(0, np.int64)
+        missing = np.flatnonzero(ids < 0)
+        if missing.size:
+            raise self.unknown(labels[int(missing[0])], what)
+        return ids.astype(np.int64)
+
+    def unknown(self, label, what: str = "label") -> UnknownLabelError:
+        """The error for a label that is not here, with up to three similar known labels."""
+        close = difflib.get_close_matches(str(label), self.labels, n=3, cutoff=0.6)
+        hint = f"; closest: {', '.join(repr(c) for c in close)}" if close else ""
+        return UnknownLabelError(f"{what} {label!r} is not in the id map{hint}")
 
     def encode(self, labels: Sequence[str], path=None, lines=None, what: str = "label") -> np.ndarray:
         """Map labels to ids; an unknown label is a DataError naming the file and line."""

@@ -128,14 +128,18 @@ def compute_influence(
     opts: InfluenceOptions,
     device: torch.device,
     progress=None,
+    read=None,
 ) -> InfluenceResult:
-    """Influence of every training triple on every test triple, summed over checkpoints."""
+    """Influence of every training triple on every test triple, summed over checkpoints.
+
+    ``read(path, map_location) -> checkpoint dict`` reads each checkpoint (default
+    ``load_checkpoint``; a :class:`~tracegraph.kg.run.Run` passes its cached ``read_checkpoint``)."""
     _check(opts)
     with exact_fp32(), ThreadPoolExecutor(1) as reader:
-        return _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader)
+        return _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, read or load_checkpoint)
 
 
-def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader) -> InfluenceResult:
+def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, read) -> InfluenceResult:
     T, M = len(test_ids), len(train_ids)
     scores = _Accumulator(_alloc(T, M, opts), device, opts.device_budget_bytes)
     train_self = torch.zeros(M, dtype=torch.float64, device=device)
@@ -146,11 +150,11 @@ def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader) -
     test_t = torch.as_tensor(test_ids, device=device)
     train_t = torch.as_tensor(train_ids, device=device)  # one upload; batches are slices
     task = None
-    pending = reader.submit(load_checkpoint, checkpoints[0], "cpu") if checkpoints else None
+    pending = reader.submit(read, checkpoints[0], "cpu") if checkpoints else None
     for k, path in enumerate(checkpoints):
         payload = pending.result()
         if k + 1 < len(checkpoints):  # read the next checkpoint while this one is scored
-            pending = reader.submit(load_checkpoint, checkpoints[k + 1], "cpu")
+            pending = reader.submit(read, checkpoints[k + 1], "cpu")
         model = build_model(payload, Path(path)).to(device).eval()
         lr = payload.get("lr")
         if lr is None:

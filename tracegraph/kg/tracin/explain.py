@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model_io import list_epoch_checkpoints, load_model, resolve_checkpoint, run_label_smoothing
+from tracegraph.kg.model_io import list_epoch_checkpoints, resolve_checkpoint
 from tracegraph.kg.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
 from tracegraph.kg.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
@@ -89,21 +89,26 @@ def resolve_checkpoint_list(model_dir: Path, spec: list[str] | None) -> list[Pat
     return out
 
 
-def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None) -> dict:
+def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None,
+                run=None, collect: list | None = None) -> dict:
     """Explain every selected test triple. ``train_subsets(head_id, tail_id)``, when given,
-    returns the row indices of the training triples to rank for that test triple (filtering)."""
+    returns the row indices of the training triples to rank for that test triple (filtering).
+    ``run``: the :class:`~tracegraph.kg.run.Run` of ``cfg.model_dir`` when the caller has it open
+    (its id maps and cached checkpoints are reused); ``collect`` receives every CSV row written."""
+    from tracegraph.kg.run import Run
+
     t0 = time.perf_counter()
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     devices = parse_devices(cfg.devices) if cfg.devices else None
     if devices and ctx.active:
         raise TracegraphError("--devices is for one process on one node; under torchrun every rank uses its own device")
     device = devices[0] if devices else ctx.device
-    lm = load_model(cfg.model_dir, device)
-    mdir = lm.model_dir
-    ents, rels = lm.entities, lm.relations
+    run = run if run is not None else Run(cfg.model_dir, device)  # the id maps only: no weights loaded here
+    mdir = run.path
+    ents, rels = run.entities, run.relations
     train_ids = encode_triples(read_labeled_triples(cfg.train), ents, rels)
     checkpoints = resolve_checkpoint_list(mdir, cfg.checkpoints)
-    eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
+    eps = cfg.label_smoothing if cfg.label_smoothing is not None else run.label_smoothing
     ent_names = _names(cfg.node_name_dict, ents.labels)
     rel_names = _rel_names(cfg.edge_map, rels.labels)
 
@@ -150,11 +155,13 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             if ctx.active:
                 cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
                 result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts,
-                                                      device, progress, cfg.top_k)
+                                                      device, progress, cfg.top_k, run.read_checkpoint)
             elif devices and len(devices) > 1:
-                result = _influence_over_devices(devices, checkpoints, train_ids[union], test_ids, opts, progress)
+                result = _influence_over_devices(devices, checkpoints, train_ids[union], test_ids, opts, progress,
+                                                 run.read_checkpoint)
             else:
-                result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress)
+                result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress,
+                                           read=run.read_checkpoint)
         for j, (i, name, (h, r, t)) in enumerate(todo if ctx.is_main else []):
             cols = np.searchsorted(union, subsets[i])
             meta = {
@@ -173,6 +180,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
                          ent_names, rel_names)
             _write_csv(out / f"{name}_tracin.csv", rows)
+            if collect is not None:
+                collect.extend(rows)
             atomic_write_json(out / f"{name}_tracin.json", dict(meta, rows=[dict(zip(CSV_HEADER, row)) for row in rows]))
             written += [f"{name}_tracin.csv", f"{name}_tracin.json"]
     summary = {
@@ -194,14 +203,15 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     return summary
 
 
-def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k):
+def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
+                          read=None):
     """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
     process would score, so its numbers are bitwise the same) against every test triple. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
     or, with ``top_k``, only each rank's own top-k and bottom-k, which contain the global ones
     (ties included: the order is the same stable sort restricted to a shard). Others get None."""
     lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
-    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress)
+    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
     mine = []
     for j, cols in enumerate(cols_of):
         pos = np.nonzero((cols >= lo) & (cols < hi))[0]
@@ -223,12 +233,12 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
     return result, picks
 
 
-def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress) -> InfluenceResult:
+def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress, read=None) -> InfluenceResult:
     """One process, several devices: the test triples are split across devices, each device scores
     every training triple against its share (a thread per device), and the rows are stacked."""
     devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
     parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: compute_influence(
-        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress))
+        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress, read=read))
     scores = _alloc(len(test_ids), len(train_rows), opts)  # in RAM or on disk, as one process would
     for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
         scores[lo:hi] = p.scores

@@ -1,0 +1,36 @@
+"""The README's Python blocks run as written, on a 1-epoch model (the one substitution below)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+# the only change made to the README's code: 100 epochs of d=200 become 1 epoch of a tiny model
+TINY = ('epochs=1, checkpoint_every=1, device="cpu", '
+        'model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8, "output_channels": 4}')
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+
+
+def test_readme_has_the_api_blocks():
+    blocks = python_blocks()
+    assert len(blocks) >= 2
+    assert any("tracegraph.open_run" in b for b in blocks)
+    assert sum("epochs=100" in b for b in blocks) == 1  # the substitution below has exactly one target
+
+
+@pytest.mark.slow
+def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the snippets write runs/umls relative to the working directory
+    namespace: dict = {}
+    for block in python_blocks():  # one namespace: later blocks use what earlier ones defined, as in a notebook
+        exec(compile(block.replace("epochs=100", TINY), str(README), "exec"), namespace)
+    assert (tmp_path / "runs" / "umls" / "checkpoints" / "epoch_0001.pt").is_file()
+    top, why = namespace["top"], namespace["why"]
+    assert top["rank"].tolist() == list(range(1, 11)) and set(top["head"]) == {"steroid"}
+    assert len(why) == 10 and why["TracInScore"].is_monotonic_decreasing
+    out = capsys.readouterr().out
+    assert "135 True" in out  # UMLS has 135 entities
