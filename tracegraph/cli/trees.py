@@ -128,7 +128,8 @@ def probe_cmd(encoder: Optional[Path] = typer.Option(None, "--encoder", help="en
     from tracegraph.runtime.checkpoints import atomic_write_json
     from tracegraph.runtime.progress import setup_logging
     from tracegraph.runtime.seeding import seed_everything
-    from tracegraph.trees.probe import labelled_split, probe, probe_study
+    from tracegraph.trees.inputs import labelled_split
+    from tracegraph.trees.probe import probe, probe_study
     from tracegraph.trees.train import DataConfig, load_encoder, make_encoder
 
     setup_logging()
