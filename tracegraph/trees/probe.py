@@ -32,10 +32,15 @@ def embed(encoder: SGMPEncoder, data, batch_size: int = 64, device="cpu") -> tup
 
 def linear_probe(xtr, ytr, xte, yte, l2: float = 1e-3, iters: int = 300) -> float:
     """Multinomial logistic regression (L-BFGS, L2) on standardised frozen embeddings; test accuracy."""
+    c = int(max(ytr.max(), yte.max())) + 1
+    return float((linear_probe_predict(xtr, ytr, xte, c, l2, iters) == yte).float().mean())
+
+
+def linear_probe_predict(xtr, ytr, xte, num_classes: int, l2: float = 1e-3, iters: int = 300) -> torch.Tensor:
+    """Fit the probe on (xtr, ytr); predicted classes of xte."""
     mu, sd = xtr.mean(0), xtr.std(0).clamp(min=1e-6)
     xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
-    c = int(max(ytr.max(), yte.max())) + 1
-    lin = nn.Linear(xtr.shape[1], c).double()
+    lin = nn.Linear(xtr.shape[1], num_classes).double()
     xtr, xte = xtr.double(), xte.double()
     opt = torch.optim.LBFGS(lin.parameters(), max_iter=iters, line_search_fn="strong_wolfe")
 
@@ -47,7 +52,7 @@ def linear_probe(xtr, ytr, xte, yte, l2: float = 1e-3, iters: int = 300) -> floa
 
     opt.step(closure)
     with torch.no_grad():
-        return float((lin(xte).argmax(-1) == yte).float().mean())
+        return lin(xte).argmax(-1)
 
 
 def probe(encoder: SGMPEncoder, train, test, device="cpu") -> float:

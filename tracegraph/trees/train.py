@@ -205,15 +205,18 @@ class Classifier(nn.Module):
 
 
 def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str | Path, resume: bool = False,
-             data=None) -> list[dict]:
-    """New classification head on a pretrained (or, without a path, fresh) encoder."""
+             data=None, num_classes: int | None = None) -> list[dict]:
+    """New classification head on a pretrained (or, without a path, fresh) encoder.
+
+    ``num_classes`` defaults to the largest label seen + 1; pass it when a fold may miss a class.
+    """
     out = Path(output_dir)
     seed_everything(cfg.seed)
     train, test = data if data is not None else labelled_split(cfg.data)
     encoder = load_encoder(encoder_path) if encoder_path else make_encoder(cfg.encoder, train)
     cfg.encoder = encoder.cfg.to_dict()
     _prepare_out(out, cfg, resume)
-    num_classes = int(max(int(d.y) for d in train + test)) + 1
+    num_classes = num_classes or int(max(int(d.y) for d in train + test)) + 1
     model = Classifier(encoder, num_classes)
     if cfg.freeze_encoder:
         for p in encoder.parameters():
@@ -238,3 +241,21 @@ def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str 
         return {"test_acc": correct / max(len(test), 1)}
 
     return runner.fit(train, step, evaluate)
+
+
+def load_classifier(path: str | Path, device="cpu") -> Classifier:
+    """The fine-tuned model in a finetune run's last.pt (encoder + head)."""
+    ck = load_checkpoint(path, map_location=device)
+    if ck.get("kind") != "finetune":
+        raise DataError(f"not a fine-tuning checkpoint (kind {ck.get('kind')!r})", path)
+    model = Classifier(SGMPEncoder(EncoderConfig(**ck["encoder_config"])), ck["model"]["head.2.weight"].shape[0])
+    model.load_state_dict(ck["model"])
+    return model.to(device)
+
+
+@torch.no_grad()
+def predict(model: Classifier, data, batch_size: int = 64, device="cpu") -> np.ndarray:
+    """Predicted class of every item, in order."""
+    model.eval().to(device)
+    out = [model(b.to(device)).argmax(-1).cpu() for b in make_loader(data, batch_size, False)]
+    return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.int64)
