@@ -76,9 +76,11 @@ def _finish(out: Path | None, ds: TreeDataset, splits, arms: dict[str, dict], ta
 def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fraction: float = 0.3,
                        compare_random: bool = False, resume: bool = False, data: TreeDataset | None = None) -> dict:
     """Fine-tune per fold (and a randomly initialised twin); metrics on each fold's held-out files."""
+    from tracegraph.runtime.precision import resolve_device
     from tracegraph.trees.train import finetune, load_classifier, load_encoder, predict
 
     out = Path(output_dir)
+    device = resolve_device(cfg.device)
     ds = data if data is not None else load_labelled(cfg.data)
     splits = ds.splits(folds, test_fraction, cfg.data.seed)
     arms = {"pretrained" if encoder_path else "fresh": encoder_path}
@@ -97,7 +99,7 @@ def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fract
             train, test = ds.select(train_files), ds.select(test_files)
             finetune(copy.deepcopy(arm_cfg), enc, run, resume=resume, data=(list(train), list(test)),
                      num_classes=len(ds.classes))
-            y_pred = predict(load_classifier(run / "last.pt"), test)
+            y_pred = predict(load_classifier(run / "last.pt", device), test, device=device)
             per_fold.append((np.array([int(d.y) for d in test]), y_pred))
         reports[arm] = _summary(ds, per_fold)
     return _finish(out, ds, splits, reports, "finetune", cfg.data.seed)
