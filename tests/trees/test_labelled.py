@@ -196,3 +196,27 @@ def test_cli_pretrain_finetune_probe_on_a_labelled_directory(tmp_path):
     assert res.exit_code == 0, res.output
     folds = json.loads(res.stdout.strip().splitlines()[-1])
     assert folds["split"] == "3 folds" and folds["pretrained"]["accuracy"] >= 0.75
+
+
+def test_tree_cache_returns_the_same_trees_and_keys_on_content_and_options(tmp_path, monkeypatch):
+    import tracegraph.trees.files as files
+
+    rng = np.random.default_rng(2)
+    write_png(_two_tree_image(rng), tmp_path / "eye.png")
+    opts = dict(max_nodes=40, node_spacing=3.0, trees_per_image=2, image_root="widest")
+    first = files.cached_tree_file(tmp_path / "eye.png", tmp_path / "c", **opts)
+    assert len(list((tmp_path / "c").glob("trees-eye-*.npz"))) == 1
+
+    def must_not_read(*a, **k):
+        raise AssertionError("read the image although it is cached")
+
+    monkeypatch.setattr(files, "read_tree_file", must_not_read)
+    again = files.cached_tree_file(tmp_path / "eye.png", tmp_path / "c", **opts)
+    assert len(again) == len(first) == 2
+    for a, b in zip(first, again):
+        assert np.array_equal(a.pos, b.pos) and np.array_equal(a.parent, b.parent) and a.meta == b.meta
+    monkeypatch.undo()
+    files.cached_tree_file(tmp_path / "eye.png", tmp_path / "c", **{**opts, "max_nodes": 30})
+    write_png(_two_tree_image(rng), tmp_path / "eye.png")  # new content, same name
+    files.cached_tree_file(tmp_path / "eye.png", tmp_path / "c", **opts)
+    assert len(list((tmp_path / "c").glob("trees-eye-*.npz"))) == 3

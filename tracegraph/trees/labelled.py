@@ -13,7 +13,7 @@ from pathlib import Path
 from tracegraph.errors import DataError, require_file
 from tracegraph.runtime.progress import log
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.files import list_tree_files, read_tree_file
+from tracegraph.trees.files import cached_tree_file, list_tree_files
 from tracegraph.trees.splits import stratified_folds, stratified_split
 
 SPLITS = ("train", "test")
@@ -131,7 +131,8 @@ def load_dataset(directory: str | Path, labels: str | Path | None = None, *, max
                  cache_dir: str | Path | None = None) -> TreeDataset:
     """Every tree file in ``directory`` as TreeData; with ``labels`` only the labelled files, with ``y``.
 
-    Without labels ``y`` is -1. A CSV name with no file is an error at its line; files the CSV does
+    With ``cache_dir`` the trees of each file (skeletons of large images take seconds) and the
+    3rd-order paths are cached there. Without labels ``y`` is -1. A CSV name with no file is an error at its line; files the CSV does
     not name are left out (logged), so one directory can serve several labellings.
     """
     files = list_tree_files(directory)
@@ -152,7 +153,8 @@ def load_dataset(directory: str | Path, labels: str | Path | None = None, *, max
     index = {c: k for k, c in enumerate(classes)}
     trees, names = [], []
     for name, path in files.items():
-        for t in read_tree_file(path, max_nodes, node_spacing, trees_per_image, image_root):
+        for t in cached_tree_file(path, cache_dir, max_nodes=max_nodes, node_spacing=node_spacing,
+                                  trees_per_image=trees_per_image, image_root=image_root):
             t.label = index[rows[name].label] if rows else -1
             trees.append(t)
             names.append(name)
