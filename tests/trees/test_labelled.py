@@ -10,9 +10,10 @@ from torch_geometric.loader import DataLoader
 from tests.conftest import run_cli
 from tests.trees.labelled_fixtures import labelled_dir, write_png
 from tracegraph.errors import DataError
+from tracegraph.trees import load_dataset
 from tracegraph.trees.data import synthetic_tree
-from tracegraph.trees.files import read_tree_file, write_swc
-from tracegraph.trees.labelled import load_dataset, read_labels
+from tracegraph.trees.files import read_tree_file
+from tracegraph.trees.labelled import read_labels
 from tracegraph.trees.metrics import classification_report
 from tracegraph.trees.skeleton import draw_tree, planar_tree
 from tracegraph.trees.splits import stratified_folds, stratified_split
