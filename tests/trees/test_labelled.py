@@ -221,3 +221,16 @@ def test_tree_cache_returns_the_same_trees_and_keys_on_content_and_options(tmp_p
     write_png(_two_tree_image(rng), tmp_path / "eye.png")  # new content, same name
     files.cached_tree_file(tmp_path / "eye.png", tmp_path / "c", **opts)
     assert len(list((tmp_path / "c").glob("trees-eye-*.npz"))) == 3
+
+
+def test_missing_directory_labels_file_or_label_option_are_one_line_errors(tmp_path):
+    d, labels = labelled_dir(tmp_path, per_class=2, max_nodes=20, pngs=0)
+    cases = [
+        (["--trees", tmp_path / "nowhere", "--labels", labels], "nowhere: trees directory not found"),
+        (["--trees", d, "--labels", tmp_path / "none.csv"], "none.csv: labels file not found"),
+        (["--trees", d], "give both --trees DIR and --labels FILE"),
+    ]
+    for args, words in cases:
+        res = run_cli(["trees", "finetune", *args, "-o", tmp_path / "o"])
+        assert res.exit_code == 2 and words in " ".join(res.output.split()), res.output
+        assert not (tmp_path / "o" / "config.json").exists()  # nothing half-written
