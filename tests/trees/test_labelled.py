@@ -229,6 +229,7 @@ def test_missing_directory_labels_file_or_label_option_are_one_line_errors(tmp_p
         (["--trees", tmp_path / "nowhere", "--labels", labels], "nowhere: trees directory not found"),
         (["--trees", d, "--labels", tmp_path / "none.csv"], "none.csv: labels file not found"),
         (["--trees", d], "give both --trees DIR and --labels FILE"),
+        (["--trees", d, "--labels", labels, "--folds", 1], "folds must be 0 (one split) or at least 2"),
     ]
     for args, words in cases:
         res = run_cli(["trees", "finetune", *args, "-o", tmp_path / "o"])

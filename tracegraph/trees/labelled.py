@@ -10,7 +10,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracegraph.errors import DataError, require_file
+from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.runtime.progress import log
 from tracegraph.trees.cache import build_dataset
 from tracegraph.trees.files import cached_tree_file, list_tree_files
@@ -106,6 +106,8 @@ class TreeDataset(list):
 
     def splits(self, folds: int = 0, test_fraction: float = 0.3, seed: int = 0) -> list[tuple[list[str], list[str]]]:
         """(train files, test files) per fold: k stratified folds, the CSV's split, or a stratified seeded one."""
+        if folds == 1 or folds < 0:
+            raise TracegraphError(f"folds must be 0 (one split) or at least 2, not {folds}")
         labels = self.file_labels()
         given = {n: self.rows[n].split for n in labels if self.rows[n].split}
         if folds:
