@@ -10,35 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracegraph.trees.data import Tree, subtree
+from tracegraph.trees.data import Tree, subtree, thin_chains
 
 
 def resample_by_arc_length(tree: Tree, spacing: float) -> Tree:
     """Keep the root, branch points, leaves, and a point whenever ``spacing`` of arc length has passed."""
-    n = tree.num_nodes
-    if spacing <= 0 or n <= 2:
+    if spacing <= 0 or tree.num_nodes <= 2:
         return tree
-    nch = tree.children_count()
-    keep = nch != 1
-    keep[0] = True
-    seg = np.zeros(n)
-    seg[1:] = tree.edge_lengths()
-    since = np.zeros(n)  # arc length since the nearest kept ancestor
-    kept_anc = np.zeros(n, dtype=np.int64)  # nearest kept ancestor (old index)
-    parent = tree.parent
-    for i in range(1, n):  # parents come first: one forward sweep
-        p = parent[i]
-        kept_anc[i] = p if keep[p] else kept_anc[p]
-        since[i] = (0.0 if keep[p] else since[p]) + seg[i]
-        if since[i] >= spacing:
-            keep[i] = True
-    old = np.flatnonzero(keep)
-    idx = np.full(n, -1, dtype=np.int64)
-    idx[old] = np.arange(len(old))
-    par = idx[kept_anc[old]]
-    par[0] = 0
-    meta = dict(tree.meta, node_spacing=float(spacing))
-    return Tree(tree.pos[old].copy(), par, tree.label, tree.name, meta)
+    out = thin_chains(tree, tree.edge_lengths(), spacing)
+    out.meta["node_spacing"] = float(spacing)
+    return out
 
 
 def fit_to_budget(tree: Tree, max_nodes: int, spacing: float = 0.0) -> Tree:
