@@ -5,7 +5,9 @@ largest component as a tree rooted near the optic disc, arc-length resampling at
 --node-spacing, capped at --max-nodes. Skeletonising a full-size mask takes seconds, so
 --images distinct masks are made and their trees repeated up to --trees for the epoch
 (epoch time depends on tree sizes and path counts, which the copies share with the originals).
-Prints one JSON line.
+On a shared machine the load moves absolute times several-fold, so the script also times the
+trees_memory.py baseline (1,000 synthetic trees of ~300 nodes) before and after, in the same
+process, and prints the ratio. Prints one JSON line.
 
     python benchmarks/trees_vessels.py [--images 8] [--trees 1000] [--node-spacing 20] [--max-nodes 500]
 """
@@ -30,12 +32,14 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the synthetic baseline epochs")
     args = ap.parse_args()
 
     import numpy as np
     import torch
 
     from tracegraph.trees.cache import build_dataset
+    from tracegraph.trees.data import synthetic_trees
     from tracegraph.trees.inputs import DataConfig
     from tracegraph.trees.resample import fit_to_budget
     from tracegraph.trees.skeleton import retina_like_mask, trees_from_mask
@@ -55,8 +59,16 @@ def main() -> None:
     cfg = TrainConfig(data=DataConfig(None, 0, args.max_nodes), epochs=1, batch_size=args.batch_size,
                       encoder=dict(hidden_channels=64, num_interactions=3, num_rbf=20, cutoff=None),
                       device=args.device, seed=0)
-    with tempfile.TemporaryDirectory() as out:
-        hist = pretrain(cfg, out, data=data)
+
+    def epoch(d):
+        with tempfile.TemporaryDirectory() as out:
+            return pretrain(cfg, out, data=d)[-1]
+
+    baseline = [] if args.no_baseline else [build_dataset(synthetic_trees(args.trees // 2, 0, max_nodes=340))]
+    before = [epoch(b)["seconds"] for b in baseline]
+    hist = [epoch(data)]
+    after = [epoch(b)["seconds"] for b in baseline]
+    base = float(np.mean(before + after)) if baseline else None
     nodes = np.array([d.num_nodes for d in data])
     print(json.dumps({
         "benchmark": "trees_vessels", "image_shape": [args.height, args.width], "distinct_images": args.images,
@@ -65,6 +77,8 @@ def main() -> None:
         "trees": len(data), "nodes_mean": float(nodes.mean()), "nodes_max": int(nodes.max()),
         "paths_per_node": float(sum(d.paths.shape[1] for d in data) / nodes.sum()),
         "epoch_seconds": hist[-1]["seconds"], "peak_memory_bytes": hist[-1]["peak_memory_bytes"],
+        "baseline_epoch_seconds": before + after,
+        "ratio_to_baseline": hist[-1]["seconds"] / base if base else None,
         "batch_size": args.batch_size, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "device": args.device,
     }))
