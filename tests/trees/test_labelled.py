@@ -235,3 +235,27 @@ def test_missing_directory_labels_file_or_label_option_are_one_line_errors(tmp_p
         res = run_cli(["trees", "finetune", *args, "-o", tmp_path / "o"])
         assert res.exit_code == 2 and words in " ".join(res.output.split()), res.output
         assert not (tmp_path / "o" / "config.json").exists()  # nothing half-written
+
+
+def test_finetune_folds_resume_after_an_interrupted_fold_gives_the_same_metrics(tmp_path):
+    import shutil
+
+    from tracegraph.trees.inputs import DataConfig
+    from tracegraph.trees.labelled_runs import finetune_on_labels
+    from tracegraph.trees.train import TrainConfig
+
+    d, labels = labelled_dir(tmp_path, per_class=4, max_nodes=25, pngs=0)
+    ds = load_dataset(d, labels, max_nodes=25)
+
+    def cfg():
+        return TrainConfig(data=DataConfig(None, 0, 25, seed=3), epochs=1, batch_size=4, seed=0,
+                           encoder=dict(hidden_channels=8, num_interactions=1, num_rbf=4, cutoff=None))
+
+    full = finetune_on_labels(cfg(), None, tmp_path / "a", folds=2, data=ds)
+    assert set(full["arms"]) == {"fresh"} and full["arms"]["fresh"]["n"] == 8
+    assert len(full["arms"]["fresh"]["folds"]) == 2
+    finetune_on_labels(cfg(), None, tmp_path / "b", folds=2, data=ds)
+    shutil.rmtree(tmp_path / "b" / "fold-1")  # as if interrupted before the second fold
+    again = finetune_on_labels(cfg(), None, tmp_path / "b", folds=2, resume=True, data=ds)
+    assert again["arms"] == full["arms"]
+    assert (tmp_path / "b" / "split.csv").read_text() == (tmp_path / "a" / "split.csv").read_text()

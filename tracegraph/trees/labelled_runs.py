@@ -97,7 +97,9 @@ def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fract
         for k, (train_files, test_files) in enumerate(splits):
             run = out / ("random" if arm == "random" else "") / (f"fold-{k}" if len(splits) > 1 else "")
             train, test = ds.select(train_files), ds.select(test_files)
-            finetune(copy.deepcopy(arm_cfg), enc, run, resume=resume, data=(list(train), list(test)),
+            # --resume continues the folds that started and starts the ones an interruption never reached
+            finetune(copy.deepcopy(arm_cfg), enc, run, resume=resume and (run / "last.pt").exists(),
+                     data=(list(train), list(test)),
                      num_classes=len(ds.classes))
             y_pred = predict(load_classifier(run / "last.pt", device), test, device=device)
             per_fold.append((np.array([int(d.y) for d in test]), y_pred))
