@@ -19,7 +19,8 @@ NUM_TREES = typer.Option(200, "--num-trees", help="SWC: subtrees in total. Synth
 MAX_NODES = typer.Option(300, "--max-nodes", help="Nodes per tree (subtree size / growth limit).")
 KEEP_EVERY = typer.Option(4, "--keep-every", help="SWC thinning: keep every k-th point along unbranched segments.")
 DATA_SEED = typer.Option(0, "--data-seed", help="Seed of tree sampling/generation.")
-CACHE = typer.Option(None, "--cache-dir", help="Cache 3rd-order paths here (.npz keyed by content hash).")
+CACHE = typer.Option(None, "--cache-dir", help="Cache 3rd-order paths (and the trees of --trees files) here "
+                     "(.npz keyed by content hash).")
 HIDDEN = typer.Option(64, "--hidden-channels")
 INTER = typer.Option(3, "--num-interactions")
 RBF = typer.Option(20, "--num-rbf")
@@ -41,7 +42,8 @@ THREADS = ThreadsOpt
 TREES = typer.Option(None, "--trees", help="Folder of your trees: *.swc, binary vessel images (*.png, *.tif, …) "
                      "and graph files (*.json/*.npz with pos, edges[, root]). Wins over --swc-dir.")
 LABELS = typer.Option(None, "--labels", help="CSV name,label[,split]; name = file stem. Without a split column: "
-                      "a stratified split seeded by --data-seed (written to OUTPUT_DIR/split.csv).")
+                      "a stratified split over files, seeded by --data-seed (finetune) or the first --seed (probe), "
+                      "written to OUTPUT_DIR/split.csv.")
 NODE_SPACING = typer.Option(0.0, "--node-spacing", min=0.0, help="--trees: resample every tree to one node per this "
                             "much arc length (file units: pixels, µm); wider where a tree would exceed --max-nodes.")
 TREES_PER_IMAGE = typer.Option(1, "--trees-per-image", min=1, help="Vessel images: the largest N components, one tree each.")
