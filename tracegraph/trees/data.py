@@ -193,23 +193,31 @@ def simplify(tree: Tree, keep_every: int = 4) -> Tree:
     Real neurons have thousands of closely spaced points; the geometry that matters (branch
     lengths, angles, tortuosity) survives this thinning while the node count drops ~k-fold.
     """
+    return thin_chains(tree, np.ones(max(tree.num_nodes - 1, 0)), keep_every)
+
+
+def thin_chains(tree: Tree, edge_weight: np.ndarray, threshold: float) -> Tree:
+    """Keep the root, branch points, leaves, and a chain point once ``threshold`` of weight has passed.
+
+    ``edge_weight[i - 1]`` weighs the edge from node i to its parent: 1 per edge thins by point
+    count (:func:`simplify`), the edge length by arc length (``resample.resample_by_arc_length``).
+    """
     n = tree.num_nodes
-    nch = tree.children_count()
-    keep = (nch != 1)
+    keep = tree.children_count() != 1
     keep[0] = True
-    run = np.zeros(n, dtype=np.int64)  # points since the last kept ancestor
-    new_parent_old = np.full(n, -1, dtype=np.int64)  # nearest kept ancestor (old index)
-    for i in range(1, n):
-        p = tree.parent[i]
-        anc = p if keep[p] else new_parent_old[p]
-        run[i] = 1 if keep[p] else run[p] + 1
-        if run[i] >= keep_every:
+    since = np.zeros(n)  # weight since the nearest kept ancestor
+    kept_anc = np.zeros(n, dtype=np.int64)  # nearest kept ancestor (old index)
+    parent = tree.parent
+    for i in range(1, n):  # parents come first: one forward sweep
+        p = parent[i]
+        kept_anc[i] = p if keep[p] else kept_anc[p]
+        since[i] = (0.0 if keep[p] else since[p]) + edge_weight[i - 1]
+        if since[i] >= threshold:
             keep[i] = True
-        new_parent_old[i] = anc
     old = np.flatnonzero(keep)
     idx = np.full(n, -1, dtype=np.int64)
     idx[old] = np.arange(len(old))
-    par = idx[new_parent_old[old]]
+    par = idx[kept_anc[old]]
     par[0] = 0
     return Tree(tree.pos[old].copy(), par, tree.label, tree.name, dict(tree.meta))
 

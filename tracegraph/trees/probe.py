@@ -7,30 +7,23 @@ the difference in accuracy measures what pretraining put into the embeddings.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 from torch import nn
 
+from tracegraph.runtime.seeding import seed_everything
+from tracegraph.trees.inputs import DataConfig, labelled_split, make_loader
 from tracegraph.trees.sgmp import SGMPEncoder
-from tracegraph.trees.train import DataConfig, _loader, load_trees
-
-
-
-
-def labelled_split(dc: DataConfig, test_fraction: float = 0.3):
-    """Synthetic labelled trees, split into (train, test), stratified by seed-shuffled order."""
-    data = load_trees(DataConfig(None, dc.num_trees, dc.max_nodes, dc.keep_every, dc.seed, dc.cache_dir))
-    rng = np.random.default_rng(dc.seed + 1)
-    idx = rng.permutation(len(data))
-    n_test = int(round(len(data) * test_fraction))
-    return [data[i] for i in idx[n_test:]], [data[i] for i in idx[:n_test]]
+from tracegraph.trees.train import TrainConfig, load_encoder, make_encoder, pretrain
 
 
 @torch.no_grad()
 def embed(encoder: SGMPEncoder, data, batch_size: int = 64, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
     encoder.eval().to(device)
     xs, ys = [], []
-    for b in _loader(data, batch_size, False):
+    for b in make_loader(data, batch_size, False):
         b = b.to(device)
         xs.append(encoder.encode(b)[1].float().cpu())
         ys.append(b.y.cpu())
@@ -39,10 +32,15 @@ def embed(encoder: SGMPEncoder, data, batch_size: int = 64, device="cpu") -> tup
 
 def linear_probe(xtr, ytr, xte, yte, l2: float = 1e-3, iters: int = 300) -> float:
     """Multinomial logistic regression (L-BFGS, L2) on standardised frozen embeddings; test accuracy."""
+    c = int(max(ytr.max(), yte.max())) + 1
+    return float((linear_probe_predict(xtr, ytr, xte, c, l2, iters) == yte).float().mean())
+
+
+def linear_probe_predict(xtr, ytr, xte, num_classes: int, l2: float = 1e-3, iters: int = 300) -> torch.Tensor:
+    """Fit the probe on (xtr, ytr); predicted classes of xte."""
     mu, sd = xtr.mean(0), xtr.std(0).clamp(min=1e-6)
     xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
-    c = int(max(ytr.max(), yte.max())) + 1
-    lin = nn.Linear(xtr.shape[1], c).double()
+    lin = nn.Linear(xtr.shape[1], num_classes).double()
     xtr, xte = xtr.double(), xte.double()
     opt = torch.optim.LBFGS(lin.parameters(), max_iter=iters, line_search_fn="strong_wolfe")
 
@@ -54,7 +52,7 @@ def linear_probe(xtr, ytr, xte, yte, l2: float = 1e-3, iters: int = 300) -> floa
 
     opt.step(closure)
     with torch.no_grad():
-        return float((lin(xte).argmax(-1) == yte).float().mean())
+        return lin(xte).argmax(-1)
 
 
 def probe(encoder: SGMPEncoder, train, test, device="cpu") -> float:
@@ -72,11 +70,6 @@ def probe_study(seeds, output_dir, pretrain_trees: int = 100, labelled_trees: in
     Seeds change the pretraining pool, the labelled trees, the split and both initialisations;
     the random encoder shares the pretrained one's configuration (cutoff included).
     """
-    from pathlib import Path
-
-    from tracegraph.runtime.seeding import seed_everything
-    from tracegraph.trees.train import TrainConfig, load_encoder, make_encoder, pretrain
-
     rows = []
     for seed in seeds:
         dc = DataConfig(None, pretrain_trees, max_nodes, seed=1000 + seed)

@@ -21,20 +21,10 @@ from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, 
 from tracegraph.runtime.precision import resolve_device, resolve_precision
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
-from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import NODE_FEATURES, neuron_subtrees, synthetic_trees
+from tracegraph.trees.data import NODE_FEATURES
 from tracegraph.trees.gtssl import GTSSL
+from tracegraph.trees.inputs import DataConfig, labelled_split, load_trees, make_loader
 from tracegraph.trees.sgmp import EncoderConfig, SGMPEncoder, suggest_cutoff
-
-
-@dataclass
-class DataConfig:
-    swc_dir: str | None = None  # neurons: subtrees sampled from every *.swc here
-    num_trees: int = 200  # SWC: subtrees in total; synthetic: trees per class
-    max_nodes: int = 300
-    keep_every: int = 4  # SWC thinning: keep every k-th point along unbranched segments
-    seed: int = 0
-    cache_dir: str | None = None
 
 
 @dataclass
@@ -68,14 +58,6 @@ class TrainConfig:
         return cls(**d)
 
 
-def load_trees(dc: DataConfig):
-    if dc.swc_dir:
-        trees = neuron_subtrees(dc.swc_dir, dc.num_trees, dc.max_nodes, dc.keep_every, dc.seed)
-    else:
-        trees = synthetic_trees(dc.num_trees, dc.seed, max_nodes=dc.max_nodes)
-    return build_dataset(trees, dc.cache_dir)
-
-
 def make_encoder(enc: dict, datasets=None) -> SGMPEncoder:
     enc = dict(enc)
     if enc.get("cutoff") is None:
@@ -84,13 +66,6 @@ def make_encoder(enc: dict, datasets=None) -> SGMPEncoder:
         enc["cutoff"] = suggest_cutoff(datasets)
     enc.setdefault("in_channels", NODE_FEATURES)
     return SGMPEncoder(EncoderConfig(**enc))
-
-
-def _loader(data, batch_size, shuffle, seed=0):
-    from torch_geometric.loader import DataLoader
-
-    g = torch.Generator().manual_seed(seed)
-    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=g if shuffle else None)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -143,7 +118,7 @@ class _Runner:
                 self.model.train()
                 reset_peak(self.device)
                 t0 = time.perf_counter()
-                loader = _loader(train, cfg.batch_size, True, cfg.seed * 1000 + epoch)
+                loader = make_loader(train, cfg.batch_size, True, cfg.seed * 1000 + epoch)
                 task = progress.add_task(f"{self.kind} epoch {epoch + 1}/{cfg.epochs}", total=len(loader), info="")
                 sums: dict[str, float] = {}
                 self.opt.zero_grad(set_to_none=True)
@@ -230,17 +205,18 @@ class Classifier(nn.Module):
 
 
 def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str | Path, resume: bool = False,
-             data=None) -> list[dict]:
-    """New classification head on a pretrained (or, without a path, fresh) encoder."""
+             data=None, num_classes: int | None = None) -> list[dict]:
+    """New classification head on a pretrained (or, without a path, fresh) encoder.
+
+    ``num_classes`` defaults to the largest label seen + 1; pass it when a fold may miss a class.
+    """
     out = Path(output_dir)
     seed_everything(cfg.seed)
-    from tracegraph.trees.probe import labelled_split
-
     train, test = data if data is not None else labelled_split(cfg.data)
     encoder = load_encoder(encoder_path) if encoder_path else make_encoder(cfg.encoder, train)
     cfg.encoder = encoder.cfg.to_dict()
     _prepare_out(out, cfg, resume)
-    num_classes = int(max(int(d.y) for d in train + test)) + 1
+    num_classes = num_classes or int(max(int(d.y) for d in train + test)) + 1
     model = Classifier(encoder, num_classes)
     if cfg.freeze_encoder:
         for p in encoder.parameters():
@@ -258,10 +234,28 @@ def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str 
     def evaluate():
         model.eval()
         correct = 0
-        for b in _loader(test, cfg.batch_size, False):
+        for b in make_loader(test, cfg.batch_size, False):
             b = b.to(runner.device)
             with runner.prec.autocast():
                 correct += int((model(b).argmax(-1) == b.y).sum())
         return {"test_acc": correct / max(len(test), 1)}
 
     return runner.fit(train, step, evaluate)
+
+
+def load_classifier(path: str | Path, device="cpu") -> Classifier:
+    """The fine-tuned model in a finetune run's last.pt (encoder + head)."""
+    ck = load_checkpoint(path, map_location=device)
+    if ck.get("kind") != "finetune":
+        raise DataError(f"not a fine-tuning checkpoint (kind {ck.get('kind')!r})", path)
+    model = Classifier(SGMPEncoder(EncoderConfig(**ck["encoder_config"])), ck["model"]["head.2.weight"].shape[0])
+    model.load_state_dict(ck["model"])
+    return model.to(device)
+
+
+@torch.no_grad()
+def predict(model: Classifier, data, batch_size: int = 64, device="cpu") -> np.ndarray:
+    """Predicted class of every item, in order."""
+    model.eval().to(device)
+    out = [model(b.to(device)).argmax(-1).cpu() for b in make_loader(data, batch_size, False)]
+    return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.int64)
