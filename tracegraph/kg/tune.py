@@ -167,11 +167,11 @@ def tune(cfg: TuneConfig) -> dict:
     space = read_search_space(cfg.search_space)  # fail on a bad file before any worker starts
     if not cfg.devices:
         raise TracegraphError("--devices needs at least one device")
+    study = open_study(cfg, space)  # creates the schema once: workers creating it together collide
     if len(cfg.devices) == 1:
         work(cfg, cfg.devices[0])
     else:
         _run_workers(cfg)
-    study = open_study(cfg, space)
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         failed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
