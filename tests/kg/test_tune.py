@@ -47,7 +47,15 @@ def test_tune_writes_a_preset_train_accepts_and_resumes(umls_dir, tmp_path):
     for k, v in best.params.items():
         assert preset["settings"][k] == pytest.approx(v)
     assert preset["settings"]["lr_scheduler"] == "plateau"  # from the base preset
-    assert not (out / "trials" / f"trial_{best.number:04d}" / "checkpoints").exists()  # trials keep best_model.pt only
+    best_dir = out / "trials" / f"trial_{best.number:04d}"
+    assert not (best_dir / "checkpoints").exists()  # trials keep best_model.pt only
+    assert not (best_dir / "test_results.json").exists()  # no trial looks at test
+    # the valid MRR a trial reports is the standard one: test triples filtered out too
+    res = run_cli(["evaluate", "--model-dir", best_dir, "--test", umls_dir / "valid.txt", "-o", tmp_path / "ev",
+                   "--filter", umls_dir / "train.txt", "--filter", umls_dir / "test.txt", "--device", "cpu"])
+    assert res.exit_code == 0, res.stderr
+    ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert ev["metrics"]["both"]["mrr"] == pytest.approx(best.value, rel=1e-6)
 
     # the best preset trains as is
     run = tmp_path / "again"

@@ -81,6 +81,7 @@ class TrainConfig:
     eval_batch_size: int = 256
     resume: bool = False
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
+    filter_triples: list = field(default_factory=list)  # more known-true triple files, only filtered out of rankings
     preset: str | None = None  # the preset these settings came from (tracegraph/kg/presets)
     preset_sha256: str | None = None  # of the preset file's bytes
 
@@ -157,7 +158,9 @@ def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None =
     E, R = data.train.num_entities, data.train.num_relations
     mcfg = ConvEConfig(num_entities=E, num_relations=R, **cfg.model)
     train_ids = with_reciprocals(data.train.ids, R) if mcfg.reciprocal else data.train.ids
-    all_ids = np.concatenate([data.train.ids, data.valid, data.test])
+    # tune passes its test file here: valid is filtered with test as usual, yet never ranked on test
+    extra = [encode_triples(read_labeled_triples(p), data.train.entities, data.train.relations) for p in cfg.filter_triples]
+    all_ids = np.concatenate([data.train.ids, data.valid, data.test, *extra])
     filter_index = KnownTails([with_reciprocals(all_ids, R) if mcfg.reciprocal else all_ids], mcfg.num_relation_rows)
     if cfg.training_mode == "kvsall":
         known = KnownTails([train_ids], mcfg.num_relation_rows)

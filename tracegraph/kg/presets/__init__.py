@@ -29,7 +29,7 @@ FORMAT = "tracegraph-preset"
 VERSION = 1
 # where a run reads and writes is never part of a preset: it is the run's own choice
 RUN_SPECIFIC = frozenset({"train", "valid", "test", "output_dir", "entity_map", "relation_map", "resume",
-                          "preset", "preset_sha256", "model", "num_entities", "num_relations"})
+                          "preset", "preset_sha256", "model", "filter_triples", "num_entities", "num_relations"})
 
 
 @dataclass(frozen=True)
