@@ -126,6 +126,18 @@ def test_checkpoints_record_the_scheduled_rate(umls_dir, tmp_path):
     assert ck["lr"] == pytest.approx(lr0 / 4)
 
 
+def test_resume_restores_the_plateau_state(umls_dir, tmp_path):
+    kw = dict(learning_rate=0.01, lr_scheduler="plateau", lr_patience=1, lr_threshold=1000.0, patience=0)
+    train(_cfg(umls_dir, tmp_path / "full", epochs=4, **kw))
+    train(_cfg(umls_dir, tmp_path / "part", epochs=2, **kw))
+    train(_cfg(umls_dir, tmp_path / "part", epochs=4, resume=True, **kw))
+    lrs = [[h["lr"] for h in json.loads((tmp_path / d / "training_history.json").read_text())] for d in ("full", "part")]
+    assert lrs[0] == lrs[1] == pytest.approx([0.01, 0.01, 0.01, 0.005])  # the bad-evaluation count survived
+    a = torch.load(tmp_path / "full" / "final_model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "part" / "final_model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 # ---- early stopping
 
 
