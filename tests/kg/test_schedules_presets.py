@@ -146,6 +146,7 @@ def test_early_stopping_is_on_by_default_with_valid(umls_dir, tmp_path):
     # lr 0: only the first evaluation improves, so the default patience stops after 1 + 10 epochs
     s = train(_cfg(umls_dir, tmp_path / "es", epochs=30, learning_rate=0.0))
     assert s["stopped_early"] and s["epochs_run"] == 1 + DEFAULT_PATIENCE
+    assert json.loads((tmp_path / "es" / "config.json").read_text())["resolved"]["patience"] == DEFAULT_PATIENCE
     s = train(_cfg(umls_dir, tmp_path / "min", epochs=30, learning_rate=0.0, patience=2, min_epochs=6))
     assert s["stopped_early"] and s["epochs_run"] == 6
 

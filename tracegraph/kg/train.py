@@ -211,6 +211,7 @@ def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None =
         step = torch.compile(step)
     if ctx.is_main:
         run_config = _run_config(cfg, mcfg, device, precision.name, fused, data, len(samples))
+        run_config["resolved"]["patience"] = patience  # what --patience's default became for this run
         if ctx.active:
             run_config["resolved"].update(world_size=ctx.world_size, backend=ctx.backend,
                                           batch_size_semantics="global (per process: about batch_size / world_size)")
