@@ -86,3 +86,28 @@ def test_bad_search_space_names_file_and_line(umls_dir, tmp_path):
     space.write_text(json.dumps(dict(SPACE, params={"learnig_rate": {"type": "float", "low": 0.1, "high": 1}})))
     res = _tune(umls_dir, tmp_path / "o", space, 1)
     assert res.exit_code == 2 and "unknown setting 'learnig_rate'" in res.stderr
+
+
+def test_missing_optuna_says_how_to_install(umls_dir, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # makes `import optuna` raise ImportError
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps(SPACE))
+    res = _tune(umls_dir, tmp_path / "o", space, 1)
+    assert res.exit_code == 2 and "pip install 'tracegraph[tune]'" in res.stderr
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_study(umls_dir, tmp_path):
+    space = tmp_path / "space.json"
+    space.write_text(json.dumps(dict(SPACE, fixed=dict(SPACE["fixed"], epochs=1))))
+    out = tmp_path / "study"
+    res = run_cli(["tune", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt", "--search-space", space,
+                   "-o", out, "--trials", 2, "--devices", "cpu,cpu", "--num-threads", 1])
+    assert res.exit_code == 0, res.stderr
+    study = optuna.load_study(study_name="tracegraph", storage=f"sqlite:///{out / 'study.db'}")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # each worker finishes the trial it started: 2, or 3 when both started before either ended
+    assert 2 <= len(done) <= 3 and len(study.trials) == len(done)
+    assert len({t.params["learning_rate"] for t in done}) == len(done)  # workers sample with their own seeds
