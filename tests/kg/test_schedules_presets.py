@@ -202,7 +202,7 @@ def test_explicit_settings_win_over_the_preset(tmp_path):
     assert got.preset == "fb15k-237" and got.preset_sha256 == p.sha256
 
 
-def test_bad_preset_file_names_file_and_line(tmp_path):
+def test_bad_preset_file_names_file_and_line(tmp_path, monkeypatch):
     f = tmp_path / "p.json"
     f.write_text('{"format": "tracegraph-preset", "version": 1,\n "settings": {\n  "learning_rat": 0.1}}\n')
     with pytest.raises(DataError, match=r"p\.json:3: unknown setting 'learning_rat'"):
@@ -212,6 +212,9 @@ def test_bad_preset_file_names_file_and_line(tmp_path):
         load_preset(str(f))
     with pytest.raises(Exception, match="unknown preset 'nope'"):
         load_preset("nope")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "umls").mkdir()  # a data folder named like the preset
+    assert load_preset("umls").name == "umls"
 
 
 @pytest.mark.slow

@@ -77,7 +77,7 @@ def _same_kind(value, default) -> bool:
 def load_preset(name_or_path: str) -> Preset:
     """A shipped preset by name, or a preset file by path."""
     path = Path(name_or_path)
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or path.is_file():  # a folder named like a preset (data/fb15k-237) is not one
         if not path.is_file():
             raise DataError("preset file not found", path)
         data, source = path.read_bytes(), str(path)
