@@ -11,6 +11,7 @@ from tracegraph.cli.common import DEVICE_HELP, DeviceOpt, PrecisionOpt, ThreadsO
 
 
 def train_cmd(
+    ctx: typer.Context,
     train: Path = typer.Option(..., "--train", help="Training triples (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Run directory: config.json, checkpoints/, models, history."),
     valid: Optional[Path] = typer.Option(None, "--valid", help="Validation triples: best_model.pt and early stopping use filtered MRR on them."),
@@ -46,7 +47,20 @@ def train_cmd(
     num_workers: int = typer.Option(0, min=0, help="Kept for compatibility: batches are now built on the training device and need no loader workers."),
     checkpoint_every: int = typer.Option(1, min=1, help="Save checkpoints/epoch_NNNN.pt every k epochs (TracIn sums over them)."),
     eval_every: int = typer.Option(1, min=1, help="Evaluate valid MRR every k epochs."),
-    patience: int = typer.Option(0, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never)."),
+    patience: Optional[int] = typer.Option(None, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never). Default: 10 when --valid is given, else never."),
+    min_epochs: int = typer.Option(0, min=0, help="Never stop early before this epoch."),
+    lr_scheduler: str = typer.Option("none", help="none (constant, or --lr-decay per epoch) | step | cosine | plateau (lower the rate when valid MRR stalls, as LibKGE)."),
+    lr_factor: float = typer.Option(0.5, help="step, plateau: multiply the rate by this."),
+    lr_patience: int = typer.Option(5, min=0, help="plateau: evaluations without valid-MRR gain before lowering the rate."),
+    lr_step_size: int = typer.Option(50, min=1, help="step: epochs between reductions."),
+    lr_min: float = typer.Option(0.0, min=0.0, help="cosine: the final rate (reached at --epochs); plateau: the lowest rate."),
+    lr_threshold: float = typer.Option(1e-4, min=0.0, help="plateau: relative valid-MRR gain that counts as improvement."),
+    optimizer: str = typer.Option("adam", help="adam (ConvE paper) | adagrad."),
+    weight_decay: float = typer.Option(0.0, min=0.0, help="L2 penalty on all parameters, applied by the optimizer."),
+    loss: str = typer.Option("bce", help="bce: 1-N binary cross-entropy (ConvE paper) | ce: softmax cross-entropy over all entities (LibKGE's tuned ConvE)."),
+    entity_dropout: float = typer.Option(0.0, min=0.0, max=1.0, help="Dropout on the head entity's embedding."),
+    relation_dropout: float = typer.Option(0.0, min=0.0, max=1.0, help="Dropout on the relation embedding."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Start from a shipped preset (conve-paper, fb15k-237, wn18rr, umls) or a preset .json file; options given on the command line override it; config.json records its name and sha256."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
     num_threads: int = ThreadsOpt,
 ):
@@ -62,7 +76,8 @@ def train_cmd(
     set_threads(num_threads)
     model = dict(embedding_dim=embedding_dim, embedding_height=embedding_height, embedding_width=embedding_width,
                  output_channels=output_channels, kernel_size=kernel_size, input_dropout=input_dropout,
-                 feature_map_dropout=feature_map_dropout, output_dropout=output_dropout, reciprocal=reciprocal)
+                 feature_map_dropout=feature_map_dropout, output_dropout=output_dropout, reciprocal=reciprocal,
+                 entity_dropout=entity_dropout, relation_dropout=relation_dropout)
     if loss_impl not in ("auto", "standard", "fused"):
         raise typer.BadParameter("must be auto, standard or fused", param_hint="--loss-impl")
     cfg = TrainConfig(
@@ -73,8 +88,14 @@ def train_cmd(
         gradient_checkpointing=gradient_checkpointing, memory_cleanup=memory_cleanup, compile=compile,
         cuda_graphs=cuda_graphs, tf32=tf32, deterministic=deterministic,
         num_workers=num_workers, checkpoint_every=checkpoint_every, eval_every=eval_every, patience=patience,
-        resume=resume, model=model,
+        resume=resume, model=model, min_epochs=min_epochs, lr_scheduler=lr_scheduler, lr_factor=lr_factor,
+        lr_patience=lr_patience, lr_step_size=lr_step_size, lr_min=lr_min, lr_threshold=lr_threshold,
+        optimizer=optimizer, weight_decay=weight_decay, loss=loss,
     )
+    if preset is not None:
+        from tracegraph.kg.presets import apply_preset, explicit_options, load_preset
+
+        cfg = apply_preset(cfg, load_preset(preset), explicit_options(ctx))
     summary = recorded(run_train)(cfg)
     if "test" in summary and is_main_process():
         b = summary["test"]["both"]

@@ -32,6 +32,8 @@ class ConvEConfig:
     input_dropout: float = 0.2
     feature_map_dropout: float = 0.2
     output_dropout: float = 0.3
+    entity_dropout: float = 0.0  # on the head entity's embedding before reshaping (LibKGE's embedder dropout)
+    relation_dropout: float = 0.0  # on the relation embedding
     reciprocal: bool = True
     entity_bias: bool = True
     concat_axis: str = "height"  # "height": 2H×W image (ConvE paper); "width": H×2W (earlier codebase)
@@ -87,6 +89,8 @@ class ConvE(nn.Module):
         self.input_drop = nn.Dropout(c.input_dropout)
         self.feature_drop = nn.Dropout2d(c.feature_map_dropout)
         self.output_drop = nn.Dropout(c.output_dropout)
+        self.entity_drop = nn.Dropout(c.entity_dropout)
+        self.relation_drop = nn.Dropout(c.relation_dropout)
         if c.entity_bias:
             self.entity_bias = nn.Parameter(torch.zeros(c.num_entities))
         else:
@@ -131,6 +135,12 @@ class ConvE(nn.Module):
 
     def encode_embeddings(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
         """``encode``, recomputed in backward when gradient checkpointing is on."""
+        # embedding dropout (identity in eval mode, so TracIn never sees it); skipped at p = 0 so
+        # runs without it draw the same random numbers as before it existed
+        if self.config.entity_dropout:
+            e_h = self.entity_drop(e_h)
+        if self.config.relation_dropout:
+            r = self.relation_drop(r)
         if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
             # recompute the conv block in backward: its activations (B×C×H×W) dominate memory
             return checkpoint(self.encode, e_h, r, use_reentrant=False)

@@ -17,6 +17,7 @@ import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -28,6 +29,8 @@ from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model_io import list_epoch_checkpoints, model_payload
+from tracegraph.kg.schedules import make_optimizer, make_schedule, resolve_patience
+from tracegraph.kg.softmax_loss import LOSSES, ce_1n
 from tracegraph.kg.triples import IdMap, KnownTails, TripleSet, read_labeled_triples, encode_triples, with_reciprocals
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
 from tracegraph.runtime.distributed import (
@@ -52,7 +55,16 @@ class TrainConfig:
     epochs: int = 100
     batch_size: int = 128
     learning_rate: float = 0.003
-    lr_decay: float = 1.0  # multiplicative per epoch (1.0 = constant)
+    lr_decay: float = 1.0  # multiplicative per epoch (1.0 = constant); the 'none' schedule only
+    lr_scheduler: str = "none"  # none | step | cosine | plateau (tracegraph/kg/schedules.py)
+    lr_factor: float = 0.5  # step and plateau: multiply the rate by this
+    lr_patience: int = 5  # plateau: evaluations without improvement before lowering the rate
+    lr_step_size: int = 50  # step: epochs between reductions
+    lr_min: float = 0.0  # cosine: final rate; plateau: lowest rate
+    lr_threshold: float = 1e-4  # plateau: relative MRR gain that counts as improvement
+    optimizer: str = "adam"  # adam | adagrad
+    weight_decay: float = 0.0  # L2 on all parameters, in the optimizer
+    loss: str = "bce"  # bce (ConvE paper) | ce (softmax cross-entropy, LibKGE's "kl")
     label_smoothing: float = 0.1
     training_mode: str = "kvsall"  # kvsall | 1vsall
     loss_impl: str = "auto"  # auto | standard | fused
@@ -66,13 +78,17 @@ class TrainConfig:
     num_workers: int = 0
     checkpoint_every: int = 1
     eval_every: int = 1
-    patience: int = 0  # evaluations without valid-MRR improvement before stopping; 0 = never
+    patience: int | None = None  # evaluations without valid-MRR gain before stopping; 0 = never; None: 10 with valid
+    min_epochs: int = 0  # no early stopping before this epoch
     eval_batch_size: int = 0  # queries ranked at once; 0 = auto (256 on CPU; on a GPU up to 4096, ~256 MiB of scores)
     tf32: bool = True  # CUDA: TF32 matmuls while training (exactness claims turn it off themselves)
     deterministic: bool = False  # CUDA: deterministic kernels, bit-exact reruns (slower)
     cuda_graphs: bool = True  # CUDA: replay each full-size batch's step as one captured graph
     resume: bool = False
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
+    filter_triples: list = field(default_factory=list)  # more known-true triple files, only filtered out of rankings
+    preset: str | None = None  # the preset these settings came from (tracegraph/kg/presets)
+    preset_sha256: str | None = None  # of the preset file's bytes
 
 
 @dataclass
@@ -95,9 +111,10 @@ def load_data(cfg: TrainConfig) -> Data:
 class TrainingObjective(torch.nn.Module):
     """The training loss as one module, so DistributedDataParallel wraps the whole forward."""
 
-    def __init__(self, model: ConvE, fused: bool, chunk: int, label_smoothing: float):
+    def __init__(self, model: ConvE, fused: bool, chunk: int, label_smoothing: float, loss: str = "bce"):
         super().__init__()
         self.model, self.fused, self.chunk, self.eps = model, fused, chunk, label_smoothing
+        self.loss = ce_1n if loss == "ce" else bce_1n
 
     def forward(self, h, r, batch_index, tails, weight=None):
         targets = Targets(batch_index, tails, weight)
@@ -106,34 +123,37 @@ class TrainingObjective(torch.nn.Module):
             # head embeddings via tied_lookup: their gradient joins the loss's one dE buffer
             x = m.encode_embeddings(tied_lookup(m.entity.weight, h, sink), m.relation(r))
             return fused_bce_1n(x, m.entity.weight, m.entity_bias, targets, self.eps, chunk_size=self.chunk, sink=sink)
-        return bce_1n(self.model(h, r), targets, self.eps)
+        return self.loss(self.model(h, r), targets, self.eps)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, capturable: bool = False) -> torch.optim.Optimizer:
-    # the fused kernel does the whole update in one pass (measured 8x faster than the default on CPU);
-    # capturable keeps the step count on the device, so the update can live inside a CUDA graph
-    return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"), capturable=capturable)
-
-
-def train(cfg: TrainConfig) -> dict:
+def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
+    """Train, evaluate, save. ``on_evaluation(epoch, valid_mrr)`` is called after every valid
+    evaluation (``tracegraph tune`` reports to its pruner there; raising stops the run)."""
     with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
-        return _train(cfg)
+        return _train(cfg, on_evaluation)
 
 
-def _train(cfg: TrainConfig) -> dict:
+def _train(cfg: TrainConfig, on_evaluation) -> dict:
     out = Path(cfg.output_dir)
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     device = ctx.device
     precision = resolve_precision(cfg.precision, device, cfg.use_mixed_precision)
     if cfg.training_mode not in ("kvsall", "1vsall"):
         raise TracegraphError("--training-mode must be kvsall or 1vsall")
+    if cfg.loss not in LOSSES:
+        raise TracegraphError(f"--loss must be one of {', '.join(LOSSES)}, not {cfg.loss!r}")
+    if cfg.loss == "ce" and cfg.loss_impl == "fused":
+        raise TracegraphError("--loss ce has no fused implementation; use --loss-impl standard or auto")
+    patience = resolve_patience(cfg.patience, bool(cfg.valid))
 
     # ---- data
     data = load_data(cfg)
     E, R = data.train.num_entities, data.train.num_relations
     mcfg = ConvEConfig(num_entities=E, num_relations=R, **cfg.model)
     train_ids = with_reciprocals(data.train.ids, R) if mcfg.reciprocal else data.train.ids
-    all_ids = np.concatenate([data.train.ids, data.valid, data.test])
+    # tune passes its test file here: valid is filtered with test as usual, yet never ranked on test
+    extra = [encode_triples(read_labeled_triples(p), data.train.entities, data.train.relations) for p in cfg.filter_triples]
+    all_ids = np.concatenate([data.train.ids, data.valid, data.test, *extra])
     filter_index = KnownTails([with_reciprocals(all_ids, R) if mcfg.reciprocal else all_ids], mcfg.num_relation_rows)
     if cfg.training_mode == "kvsall":
         known = KnownTails([train_ids], mcfg.num_relation_rows)
@@ -158,16 +178,16 @@ def _train(cfg: TrainConfig) -> dict:
         convert_sync_batchnorm(model, device)
     model.gradient_checkpointing = cfg.gradient_checkpointing
     # CUDA graphs need static shapes and no host syncs: not with GradScaler (fp16), DDP's
-    # communication hooks, or checkpointing's RNG replay
+    # communication hooks, checkpointing's RNG replay, or an optimizer that reads its step on the host
     use_graphs = (cfg.cuda_graphs and device.type == "cuda" and not ctx.active and not precision.needs_scaler
-                  and not cfg.gradient_checkpointing)
-    optimizer = make_optimizer(model, cfg.learning_rate, device, capturable=use_graphs)
-    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=cfg.lr_decay)
+                  and not cfg.gradient_checkpointing and cfg.optimizer == "adam")
+    optimizer = make_optimizer(model, cfg.learning_rate, device, cfg.optimizer, cfg.weight_decay, capturable=use_graphs)
+    scheduler = make_schedule(optimizer, cfg)
     scaler = precision.grad_scaler()
     local_batch = math.ceil(cfg.batch_size / ctx.world_size)  # the logits one process holds
-    fused = cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and local_batch * E * 4 > 512 * 2**20)
+    fused = cfg.loss == "bce" and (cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and local_batch * E * 4 > 512 * 2**20))
     chunk = auto_chunk_size(local_batch)
-    objective = TrainingObjective(model, fused, chunk, cfg.label_smoothing)  # the loss of one batch
+    objective = TrainingObjective(model, fused, chunk, cfg.label_smoothing, cfg.loss)  # the loss of one batch
     eval_bs = cfg.eval_batch_size or (256 if device.type != "cuda" else int(min(4096, max(256, 2**26 // E))))
 
     # ---- outputs, resume
@@ -189,6 +209,7 @@ def _train(cfg: TrainConfig) -> dict:
         step = torch.compile(step)
     if ctx.is_main:
         run_config = _run_config(cfg, mcfg, device, precision.name, fused, data, len(samples))
+        run_config["resolved"]["patience"] = patience  # what --patience's default became for this run
         if ctx.active:
             run_config["resolved"].update(world_size=ctx.world_size, backend=ctx.backend,
                                           batch_size_semantics="global (per process: about batch_size / world_size)")
@@ -262,7 +283,7 @@ def _train(cfg: TrainConfig) -> dict:
                     f"loss became {seen['first_bad_value']} at epoch {epoch}, step {seen['first_bad_step'] + 1} "
                     f"(lr {lr:g}); nothing was saved for this epoch. Try a lower --learning-rate or --precision fp32."
                 )
-            scheduler.step()
+            scheduler.after_epoch()
 
             record = {"epoch": epoch, "lr": lr, "loss": seen["mean"],
                       "seconds": time.perf_counter() - t0, "peak_memory_bytes": peak_memory_bytes(device)}
@@ -277,6 +298,9 @@ def _train(cfg: TrainConfig) -> dict:
                     state["best_mrr"], state["bad_evals"] = res["both"]["mrr"], 0
                 else:
                     state["bad_evals"] += 1
+                scheduler.after_evaluation(res["both"]["mrr"])
+                if on_evaluation is not None:
+                    on_evaluation(epoch, res["both"]["mrr"])
             state["history"].append(record)
             payload = model_payload(model, epoch, lr, record)
             if improved and ctx.is_main:
@@ -292,8 +316,8 @@ def _train(cfg: TrainConfig) -> dict:
             log.info(f"epoch {epoch}: loss {record['loss']:.5f}{valid_txt} ({record['seconds']:.1f}s, "
                      f"peak {format_bytes(record['peak_memory_bytes'])})")
             progress.update(ep_task, advance=1, info=f"loss {record['loss']:.4f}{valid_txt}")
-            if cfg.patience and state["bad_evals"] >= cfg.patience:
-                log.info(f"early stopping: no valid MRR improvement in {cfg.patience} evaluations")
+            if patience and state["bad_evals"] >= patience and epoch >= cfg.min_epochs:
+                log.info(f"early stopping: no valid MRR improvement in {patience} evaluations")
                 stopped_early = True
                 break
 
