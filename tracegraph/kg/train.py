@@ -25,6 +25,7 @@ from tracegraph import __version__
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.evaluate import Ranks, evaluate, summarize
+from tracegraph.kg.exclusion import exclude_from_samples
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model_io import list_epoch_checkpoints, model_payload
 from tracegraph.kg.triples import IdMap, KnownTails, TripleSet, read_labeled_triples, encode_triples, with_reciprocals
@@ -67,6 +68,8 @@ class TrainConfig:
     patience: int = 0  # evaluations without valid-MRR improvement before stopping; 0 = never
     eval_batch_size: int = 256
     resume: bool = False
+    # training triples (a triples file) left out while every batch keeps its place: see kg/exclusion.py
+    exclude: str | None = None
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
 
 
@@ -90,14 +93,16 @@ def load_data(cfg: TrainConfig) -> Data:
 class _Batches(torch.utils.data.Dataset):
     """Training samples; ``dataset[list_of_indices]`` returns one whole batch."""
 
-    def __init__(self, samples: np.ndarray, known: KnownTails | None):
+    def __init__(self, samples: np.ndarray, known: KnownTails | None, keep: np.ndarray | None = None):
         self.samples, self.known = samples, known  # samples: [n, 3] (1vsAll) or [n, 2] (KvsAll)
+        self.keep = keep  # samples left in their batch (None: all); see kg/exclusion.py
 
     def __len__(self):
         return len(self.samples)
 
     def __getitem__(self, idx):
-        s = self.samples[np.asarray(idx)]
+        idx = np.asarray(idx)
+        s = self.samples[idx if self.keep is None else idx[self.keep[idx]]]
         if self.known is None:
             return s[:, 0], s[:, 1], np.arange(len(s)), s[:, 2]
         bi, tails = self.known.batch(s[:, 0], s[:, 1])
@@ -146,6 +151,11 @@ def train(cfg: TrainConfig) -> dict:
         samples = np.stack(known.pairs(), axis=1)
     else:
         known, samples = None, train_ids
+    keep = None
+    if cfg.exclude and ctx.active:
+        raise TracegraphError("--exclude runs in one process (the batch bookkeeping of torchrun assumes whole batches)")
+    if cfg.exclude:  # same samples and batch order as the full set; the excluded triples masked out
+        known, keep = exclude_from_samples(cfg.exclude, data.train, samples, known, mcfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = torch.utils.data.BatchSampler(
         torch.utils.data.RandomSampler(range(len(samples)), generator=gen), cfg.batch_size, drop_last=False
@@ -153,7 +163,7 @@ def train(cfg: TrainConfig) -> dict:
     if ctx.active:  # every rank draws the same global batches and keeps its share of each
         sampler = ShardedBatchSampler(sampler, ctx.rank, ctx.world_size)
     loader = torch.utils.data.DataLoader(
-        _Batches(samples, known), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
+        _Batches(samples, known, keep), sampler=sampler, batch_size=None, num_workers=cfg.num_workers,
         generator=gen, pin_memory=device.type == "cuda", persistent_workers=cfg.num_workers > 0,
     )
 
@@ -216,6 +226,8 @@ def train(cfg: TrainConfig) -> dict:
                 n_global = len(h) if ddp is None else min(cfg.batch_size, len(samples) - i * cfg.batch_size)
                 if n_global < max(2, ctx.world_size):  # BatchNorm cannot normalise a batch of one; every rank needs a sample
                     continue
+                if not ctx.active:  # dropout masks per batch: a shorter batch elsewhere leaves this one's alone
+                    torch.manual_seed(rank_seed(cfg.seed, epoch, i))
                 h, r = h.to(device), r.to(device)
                 targets = Targets(bi.to(device), tails.to(device))
                 with precision.autocast():
