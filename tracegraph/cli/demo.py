@@ -72,5 +72,11 @@ def fidelity_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from tracegraph.cli.necessity import necessity_cmd
+
     app.command("demo")(demo_cmd)
-    app.command("fidelity")(fidelity_cmd)
+    fidelity = typer.Typer(help="Grade explanations: recovery of known mechanisms, necessity by removal and retraining.",
+                           no_args_is_help=True)
+    fidelity.command("recovery")(fidelity_cmd)
+    fidelity.command("necessity")(necessity_cmd)
+    app.add_typer(fidelity, name="fidelity")
