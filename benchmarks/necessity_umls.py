@@ -40,8 +40,8 @@ def main():
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--checkpoints", default="all", help="all, or every:N (every N-th saved epoch)")
-    ap.add_argument("--local-candidates", type=int, default=16)
-    ap.add_argument("--local-steps", type=int, default=150)
+    ap.add_argument("--local-candidates", type=int, default=8)
+    ap.add_argument("--local-steps", type=int, default=60)
     a = ap.parse_args()
     out = Path(a.out)
     run = out / "run"

@@ -191,7 +191,7 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
 def test_fidelity_cli(tiny_run):
     d = tiny_run / "data"
     out = tiny_run / "cli"
-    r = run_cli(["fidelity", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
+    r = run_cli(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
                  "--mechanisms", d / "mechanisms.tsv", "-o", out, "--no-removal", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "fidelity.json").read_text())
@@ -199,6 +199,6 @@ def test_fidelity_cli(tiny_run):
     assert set(res["recovery"]["summary"]["tracin"]) == set(fid.METRICS)
     assert res["recovery"]["influence"]["loss"] == "score"
     assert res["recovery"]["per_triple"] and "removal" not in res
-    bad = run_cli(["fidelity", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
+    bad = run_cli(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
                    "--mechanisms", d / "train.txt", "-o", out])
     assert bad.exit_code == 2

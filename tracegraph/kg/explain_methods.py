@@ -127,3 +127,16 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
                 ks[0] = np.where(bad, -np.inf, np.asarray(ks[0], np.float64))
     return out
 
+
+
+def single_score(keys: list[np.ndarray], seed: int = 0) -> np.ndarray:
+    """One score per candidate with the same order as the keys (several keys, or ties broken at
+    random for ``random``: minus the rank position)."""
+    from tracegraph.kg.fidelity import ranked_order
+
+    if len(keys) == 1 and np.any(np.asarray(keys[0]) != 0):
+        return np.asarray(keys[0], np.float64)
+    order = ranked_order(keys, np.random.default_rng(seed).permutation(len(keys[0])))
+    out = np.empty(len(order))
+    out[order] = -np.arange(1, len(order) + 1, dtype=np.float64)
+    return out

@@ -32,9 +32,9 @@ import torch.nn.functional as F
 
 @dataclass
 class LocalRetrainOptions:
-    candidates: int = 16  # top of the pre-ranking that the search looks at
+    candidates: int = 8  # top of the pre-ranking that the search looks at
     k: int = 4  # the greedy search grows subsets up to this size
-    steps: int = 150  # Adam steps per mimic
+    steps: int = 60  # Adam steps per mimic
     learning_rate: float = 0.05
     search: str = "greedy"  # greedy | single (one-at-a-time drops only)
     seed: int = 0

@@ -185,7 +185,7 @@ def run_necessity(cfg: NecessityConfig) -> dict:
     keys = method_keys_all(methods, model=lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
                            train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device)
     explain_seconds = time.perf_counter() - t0
-    keys.pop("_local_retrain_records", None)
+    local_records = keys.pop("_local_retrain_records", None)
 
     # ---- arms: per fact its removed rows for the largest k (smaller k: prefixes)
     kmax = ks[-1]
@@ -227,12 +227,20 @@ def run_necessity(cfg: NecessityConfig) -> dict:
         "facts": [list(label(x)) for x in facts], "base_ranks": base_ranks.tolist(),
         "mean_candidates": float(np.mean([len(c) for c in cands])),
         "explain_seconds": explain_seconds, **results,
+        "local_retrain": None if local_records is None else _local_diagnostics(local_records, cfg.local),
         "summary": _across_seeds(results["seeds"], methods, ks),
     }
     result["seconds"] = time.perf_counter() - t_start
     atomic_write_json(out / "necessity.json", result)
     atomic_write_text(out / "necessity.md", necessity_markdown(result))
     return result
+
+
+def _local_diagnostics(records: list[dict], opts: LocalRetrainOptions) -> dict:
+    """How well the mimics fit: a mimic trained on all its entity's triples should rank the answer first."""
+    full = [m for r in records for m in r["margin_full"].values()]
+    return {"options": asdict(opts), "mimic_ranks_answer_first": float(np.mean(np.array(full) > 0)),
+            "mean_margin_full": float(np.mean(full)), "mean_searched": float(np.mean([r["searched"] for r in records]))}
 
 
 def _across_seeds(per_seed: dict, methods, ks) -> dict:
