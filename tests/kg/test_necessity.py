@@ -215,3 +215,26 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
     per_fact_ok = [sum(h not in e and t not in e for h, _, t in far) >= 2 for e in ends]
     assert all(per_fact_ok)
     assert (out / "necessity.md").read_text().count("|") > 20
+
+
+def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, umls_dir, tmp_path):
+    import csv
+
+    from tests.conftest import run_cli
+
+    (tmp_path / "t.txt").write_text("".join((umls_dir / "test.txt").read_text().splitlines(True)[:2]))
+    base = ["explain", "--model-dir", tiny_umls, "--train", umls_dir / "train.txt", "--test-triples", tmp_path / "t.txt",
+            "--device", "cpu", "--checkpoints", "final", "--n-hops", "1"]
+    r = run_cli(base + ["-o", tmp_path / "rel", "--method", "relatif", "--loss", "score"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(open(next((tmp_path / "rel").glob("triple_000_*.csv")))))
+    got = np.array([float(x["MethodScore"]) for x in rows])
+    ref = np.array([float(x["TracInScore"]) / np.sqrt(float(x["SelfInfluence"])) for x in rows])
+    np.testing.assert_allclose(got, ref, rtol=1e-4)
+    assert np.all(np.diff(got) <= 0)  # ordered by the method
+    old = run_cli(base + ["-o", tmp_path / "old", "--method", "exact"])  # the option's earlier meaning
+    assert old.exit_code == 0, old.output
+    header = next(csv.reader(open(next((tmp_path / "old").glob("triple_000_*.csv")))))
+    assert header[-1] == "SelfInfluence"
+    bad = run_cli(base + ["-o", tmp_path / "bad", "--method", "magic"])
+    assert bad.exit_code == 2 and "--method must be among" in bad.output
