@@ -126,17 +126,22 @@ class LocalRefit:
         order = np.argsort(-np.asarray(pre_rank, np.float64), kind="stable")
         local = np.concatenate([s[2] for s in sides])
         searched = [i for i in order if candidates[i] in local][: self.opts.candidates]
-        full = {id(s): self.margins(s[0], s[1], s[2], [np.zeros(0, np.int64)])[0] for s in sides}
+        full: dict[int, float] = {}
 
         def drops(sets: list[list[int]]) -> np.ndarray:
             total = np.zeros(len(sets))
-            for s in sides:
+            for n, s in enumerate(sides):
                 hit = [j for j, x in enumerate(sets) if np.isin(candidates[x], s[2]).any()]
-                if hit:
-                    total[hit] += full[id(s)] - self.margins(s[0], s[1], s[2], [candidates[sets[j]] for j in hit])
+                first = n not in full  # the first call also fits the mimic on all triples, in the same batch
+                if not hit and not first:
+                    continue
+                m = self.margins(s[0], s[1], s[2], [np.zeros(0, np.int64)] * first + [candidates[sets[j]] for j in hit])
+                if first:
+                    full[n], m = float(m[0]), m[1:]
+                total[hit] += full[n] - m
             return total
 
-        single = drops([[i] for i in searched]) if searched else np.zeros(0)
+        single = drops([[i] for i in searched])
         chosen: list[int] = []
         if self.opts.search == "greedy" and searched:
             chosen, rest = [int(searched[int(np.argmax(single))])], list(searched)
@@ -155,7 +160,7 @@ class LocalRefit:
             keys[i] = float(single.max()) + span * (len(chosen) - pos)
         rest_idx = np.flatnonzero(~np.isfinite(keys))
         keys[rest_idx] = lo - span - _positions(order, rest_idx)
-        record = {"margin_full": {("head" if i == 0 else "tail"): float(full[id(s)]) for i, s in enumerate(sides)},
+        record = {"margin_full": {("head" if n == 0 else "tail"): full[n] for n in full},
                   "searched": len(searched), "chosen_rows": [int(candidates[i]) for i in chosen]}
         return keys, record
 

@@ -185,14 +185,17 @@ def run_necessity(cfg: NecessityConfig) -> dict:
     keys = method_keys_all(methods, model=lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
                            train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device)
     explain_seconds = time.perf_counter() - t0
+    log.info(f"necessity: {len(facts)} facts explained by {', '.join(methods)} in {explain_seconds:.0f}s")
     local_records = keys.pop("_local_retrain_records", None)
 
     # ---- arms: per fact its removed rows for the largest k (smaller k: prefixes)
     kmax = ks[-1]
+    # the random arms first: without them no method's figure means anything
     per_fact: dict[str, list[np.ndarray]] = {
-        m: [top_rows(keys[m][j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))] for m in methods}
-    for arm in RANDOM_ARMS:
-        per_fact[arm] = [arm_rows(arm, train_ids, facts[j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
+        arm: [arm_rows(arm, train_ids, facts[j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
+        for arm in RANDOM_ARMS}
+    per_fact.update({m: [top_rows(keys[m][j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
+                     for m in methods})
 
     # ---- retrains
     seeds = cfg.seeds or [int(run_cfg.get("seed", 0))]
@@ -213,8 +216,10 @@ def run_necessity(cfg: NecessityConfig) -> dict:
                 ranks, _ = tail_ranks(model, facts, known)
                 arms[f"{arm}@{k}"] = dict(summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed), arm=arm,
                                           k=k, triples_removed=int(len(rows)), seconds=secs, ranks=ranks.tolist())
-                log.info(f"necessity seed {seed} {arm} k={k}: ΔH@1 {arms[f'{arm}@{k}']['delta_hits@1']:.3f} "
-                         f"({len(rows)} triples removed, {secs:.0f}s)")
+                a = arms[f"{arm}@{k}"]
+                log.info(f"necessity seed {seed} {arm} k={k}: ΔH@1 {a['delta_hits@1']:.3f} "
+                         f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
+                         f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)")
         results["seeds"][str(seed)] = arms
     result = {
         "model_dir": str(mdir), "train": str(cfg.train), "facts_file": str(fact_file),
@@ -246,7 +251,7 @@ def _local_diagnostics(records: list[dict], opts: LocalRetrainOptions) -> dict:
 def _across_seeds(per_seed: dict, methods, ks) -> dict:
     """Per arm and k: mean and spread (min, max) over seeds of ΔH@1 and ΔMRR."""
     out = {}
-    for arm in [*methods, *RANDOM_ARMS]:
+    for arm in [*RANDOM_ARMS, *methods]:
         for k in ks:
             rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
             entry = {}
