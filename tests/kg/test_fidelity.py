@@ -178,7 +178,9 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
         assert sorted(kept + removed) == sorted(orig)
         # the retrain used the run's config on the reduced file, same seed
         rc = json.loads((sub / "run" / "config.json").read_text())["train"]
-        assert rc["train"] == str(sub / "train.txt") and rc["seed"] == 0 and rc["epochs"] == 3
+        assert rc["train"] == str(d / "train.txt") and rc["seed"] == 0 and rc["epochs"] == 3
+        ex = read_labeled_triples(rc["exclude"])  # the full file, the removed triples masked out
+        assert sorted(zip(ex.heads, ex.relations, ex.tails)) == sorted(removed)
         if arm["arm"] == "proponents":
             assert sorted(arm["removed_rows"]) == sorted(top3.tolist())
         else:

@@ -22,9 +22,9 @@ same permutations, so every figure is an expected value, never the luck of the f
 under the run's final model), remove the top-k proponents from the training set, retrain with
 the run's own TrainConfig (same seed, epochs, everything), and measure the drop of the triple's
 reciprocal rank and score; against removing k random training triples that touch the head or
-the tail, retrained with the same budget. Both arms share all randomness except the data:
-the retrained models differ from the original also because the batch order changes with the
-training set, which is exactly the noise the random arm measures.
+the tail, retrained with the same budget. Retrains mask the removed triples out of the full
+training set's batches (kg/exclusion.py), so the batch order and dropout masks stay the original
+run's. ``tracegraph fidelity necessity`` (kg/necessity.py) is the stronger protocol.
 """
 
 from __future__ import annotations
