@@ -11,7 +11,7 @@ from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
 
 # chosen by the necessity and recovery results (README, "Which explanation method")
 DEFAULT_METHOD = "tracin"
-DEFAULT_LOSS = "train-loss"
+DEFAULT_LOSS = "score"
 from tracegraph.cli.filter import (
     EDGES_ONLY, MAX_PATH_LENGTH, MIN_DEGREE, PATH_FILTERING, PRESERVE_TEST_EDGES, STRICT_HOP, STRICT_PATH,
     filter_options_from_cli,

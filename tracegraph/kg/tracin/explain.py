@@ -49,7 +49,7 @@ class ExplainConfig:
     checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
     method: str = "exact"  # TracIn's engine: exact | autograd | vmap
     explainer: str = "tracin"  # the explanation method (kg/explain_methods.py); others add a MethodScore column
-    loss: str = "train-loss"
+    loss: str = "score"  # explains predictions far better than train-loss (README, "Which explanation method")
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
     batch_size: int = 512
