@@ -153,7 +153,8 @@ def train(cfg: TrainConfig) -> dict:
         known, samples = None, train_ids
     keep = None
     if cfg.exclude and ctx.active:
-        raise TracegraphError("excluding training triples (TrainConfig.exclude) runs in one process: torchrun's batch bookkeeping assumes whole batches")
+        raise TracegraphError("excluding training triples (TrainConfig.exclude) runs in one process: "
+                              "torchrun's batch bookkeeping assumes whole batches")
     if cfg.exclude:  # same samples and batch order as the full set; the excluded triples masked out
         known, keep = exclude_from_samples(cfg.exclude, data.train, samples, known, mcfg)
     gen = torch.Generator().manual_seed(cfg.seed)
