@@ -178,7 +178,9 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
         assert sorted(kept + removed) == sorted(orig)
         # the retrain used the run's config on the reduced file, same seed
         rc = json.loads((sub / "run" / "config.json").read_text())["train"]
-        assert rc["train"] == str(sub / "train.txt") and rc["seed"] == 0 and rc["epochs"] == 3
+        assert rc["train"] == str(d / "train.txt") and rc["seed"] == 0 and rc["epochs"] == 3
+        ex = read_labeled_triples(rc["exclude"])  # the full file, the removed triples masked out
+        assert sorted(zip(ex.heads, ex.relations, ex.tails)) == sorted(removed)
         if arm["arm"] == "proponents":
             assert sorted(arm["removed_rows"]) == sorted(top3.tolist())
         else:
@@ -191,7 +193,7 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
 def test_fidelity_cli(tiny_run):
     d = tiny_run / "data"
     out = tiny_run / "cli"
-    r = run_cli(["fidelity", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
+    r = run_cli(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
                  "--mechanisms", d / "mechanisms.tsv", "-o", out, "--no-removal", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "fidelity.json").read_text())
@@ -199,6 +201,6 @@ def test_fidelity_cli(tiny_run):
     assert set(res["recovery"]["summary"]["tracin"]) == set(fid.METRICS)
     assert res["recovery"]["influence"]["loss"] == "score"
     assert res["recovery"]["per_triple"] and "removal" not in res
-    bad = run_cli(["fidelity", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
+    bad = run_cli(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
                    "--mechanisms", d / "train.txt", "-o", out])
     assert bad.exit_code == 2

@@ -101,7 +101,8 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     summary = json.loads((o / "summary.json").read_text())
     assert summary["explained"] == 2 and summary["failed"] == 1
     assert "nope" in summary["failures"][0]["reason"]
-    ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), method="autograd")
+    # the default: tracin with the score convention (README, "Which explanation method")
+    ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), method="autograd", loss="score")
     for j in range(2):
         name = f"triple_{j:03d}_{E[test_ids[j, 0]]}_{E[test_ids[j, 2]]}".replace(":", "_")
         with open(o / f"{name}_tracin.csv") as f:
@@ -118,7 +119,8 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
         assert scores == sorted(scores, reverse=True)
         np.testing.assert_allclose(scores, ref.scores[j][np.r_[order[:5], order[-5:]]], rtol=1e-4)
         meta = json.loads((o / f"{name}_tracin.json").read_text())
-        assert meta["method"] == "exact" and len(meta["learning_rates"]) == 3 and len(meta["rows"]) == 10
+        assert meta["method"] == "tracin" and meta["engine"] == "exact" and meta["loss"] == "score"
+        assert len(meta["learning_rates"]) == 3 and len(meta["rows"]) == 10
     # --skip-existing leaves finished triples alone
     res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing"])
     assert json.loads((o / "summary.json").read_text())["skipped_existing"] == 2

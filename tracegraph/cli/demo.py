@@ -47,6 +47,7 @@ def fidelity_cmd(
     removal_triples: int = typer.Option(5, "--removal-triples", min=1, help="Correctly predicted test triples graded."),
     max_rank: float = typer.Option(1.0, "--max-rank", help="'Correctly predicted': filtered tail rank <= this."),
     random_draws: int = typer.Option(1, "--random-draws", min=1, help="Random arms per test triple (each a retrain)."),
+    method: str = typer.Option("tracin", "--method", help="Explanation methods graded beside the baselines, comma-separated: tracin, tracin-cosine, relatif, local-retrain."),
     device: str = DeviceOpt,
 ):
     """Grade TracIn explanations: ground-truth recovery vs baselines, and removal-and-retrain."""
@@ -58,7 +59,7 @@ def fidelity_cmd(
         model_dir=str(model_dir), train=str(train), test=str(test), mechanisms=str(mechanisms),
         output_dir=str(output_dir), filter_files=[str(f) for f in filter_files] if filter_files else None,
         checkpoints=checkpoints, loss=loss, layers=layers, n_hops=n_hops, min_degree=min_degree, n_random=n_random,
-        seed=seed, removal=removal, device=device,
+        seed=seed, removal=removal, device=device, methods=["tracin", *(m.strip() for m in method.split(",") if m.strip())],
         removal_options=RemovalOptions(k=removal_k, n_triples=removal_triples, max_rank=max_rank,
                                        random_draws=random_draws, seed=seed))
     res = run_fidelity(cfg)
@@ -72,5 +73,11 @@ def fidelity_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from tracegraph.cli.necessity import necessity_cmd
+
     app.command("demo")(demo_cmd)
-    app.command("fidelity")(fidelity_cmd)
+    fidelity = typer.Typer(help="Grade explanations: recovery of known mechanisms, necessity by removal and retraining.",
+                           no_args_is_help=True)
+    fidelity.command("recovery")(fidelity_cmd)
+    fidelity.command("necessity")(necessity_cmd)
+    app.add_typer(fidelity, name="fidelity")

@@ -8,6 +8,10 @@ from typing import List, Optional
 import typer
 
 from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
+
+# chosen by the necessity and recovery results (README, "Which explanation method")
+DEFAULT_METHOD = "tracin"
+DEFAULT_LOSS = "score"
 from tracegraph.cli.filter import (
     EDGES_ONLY, MAX_PATH_LENGTH, MIN_DEGREE, PATH_FILTERING, PRESERVE_TEST_EDGES, STRICT_HOP, STRICT_PATH,
     filter_options_from_cli,
@@ -20,8 +24,9 @@ def explain_cmd(
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
-    method: str = typer.Option("exact", help="exact: per-layer factors, all parameters, about one forward pass; autograd: per-example loop (reference); vmap: torch.func per-example gradients."),
-    loss: str = typer.Option("train-loss", help="train-loss: the 1-N training BCE with the run's label smoothing; score: softplus(-s) of the triple's own score."),
+    method: str = typer.Option(DEFAULT_METHOD, help="Explanation method: tracin, tracin-cosine, relatif, local-retrain, degree, path, random (README, 'Which explanation method'). Rows are ordered by it; methods other than tracin add a MethodScore column. exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
+    engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
+    loss: str = typer.Option(DEFAULT_LOSS, help="score: softplus(-s) of the triple's own score; train-loss: the 1-N training BCE with the run's label smoothing (the earlier codebase's convention)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Keep the top-k proponents and top-k opponents per test triple (default: every training triple)."),
     batch_size: int = typer.Option(0, min=0, help="Training triples per step; 0 = auto: 512 on CPU, up to 4096 on a GPU (under torchrun every process scores whole batches of its shard)."),
@@ -55,9 +60,14 @@ def explain_cmd(
 
     setup_logging()
     set_threads(num_threads)
+    from tracegraph.kg.explain_methods import check_methods
+
+    if method in ("exact", "autograd", "vmap"):  # the option's earlier meaning
+        method, engine = "tracin", method
+    check_methods([method])
     cfg = ExplainConfig(
         model_dir=str(model_dir), train=str(train), test_triples=str(test_triples), output_dir=str(output_dir),
-        checkpoints=checkpoints, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
+        checkpoints=checkpoints, method=engine, explainer=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
         precision=precision, device=device, node_name_dict=_s(node_name_dict), edge_map=_s(edge_map),
         start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
         devices=devices.split(",") if devices else None,

@@ -38,18 +38,22 @@ class Batch:
 class SampleStore:
     """Training samples and their known tails on ``device``.
 
-    ``samples``: [n, 2] (h, r) pairs for KvsAll, where sample i is row i of ``known``; or [n, 3]
-    triples for 1vsAll (``known`` is None)."""
+    ``samples``: [n, 2] (h, r) pairs for KvsAll, whose targets are their tails in ``known``; or
+    [n, 3] triples for 1vsAll (``known`` is None). ``keep`` (kg/exclusion.py) leaves samples out of
+    their batches while every other sample keeps its place in the epoch's order."""
 
-    def __init__(self, samples: np.ndarray, known: KnownTails | None, device: torch.device):
+    def __init__(self, samples: np.ndarray, known: KnownTails | None, device: torch.device,
+                 keep: np.ndarray | None = None):
         self.device = device
         self.kvsall = known is not None
+        self.keep = keep
         self.samples = torch.as_tensor(np.ascontiguousarray(samples), dtype=torch.long, device=device)
         if self.kvsall:
-            if len(known) != len(samples):
-                raise ValueError("KvsAll samples must be exactly the keys of the known-tails index")
-            self.counts = np.diff(known.indptr)  # host copy: batch target sizes without a sync
-            self.indptr = torch.as_tensor(known.indptr, dtype=torch.long, device=device)
+            rows = known.key_rows(samples[:, 0], samples[:, 1])
+            starts = np.where(rows >= 0, known.indptr[np.maximum(rows, 0)], 0)
+            self.counts = np.where(rows >= 0, known.indptr[np.maximum(rows, 0) + 1] - starts, 0)  # host: sizes without a sync
+            self.starts = torch.as_tensor(starts, dtype=torch.long, device=device)
+            self.dev_counts = torch.as_tensor(self.counts, dtype=torch.long, device=device)
             self.tails = torch.as_tensor(known.tails, dtype=torch.long, device=device)
         else:
             self.counts = np.ones(len(samples), dtype=np.int64)
@@ -59,6 +63,8 @@ class SampleStore:
 
     def epoch(self, order: list[list[int]]) -> list[Batch]:
         """Upload an epoch's batch order (lists of sample indices) once; slice it per batch."""
+        if self.keep is not None:
+            order = [[i for i in b if self.keep[i]] for b in order]
         sizes = [len(b) for b in order]
         flat = np.fromiter((i for b in order for i in b), dtype=np.int64, count=sum(sizes))
         dev = torch.as_tensor(flat).to(self.device, non_blocking=True)
@@ -78,8 +84,7 @@ class SampleStore:
         B = index.shape[0]
         if not self.kvsall:
             return Targets(torch.arange(B, device=self.device), self.samples[index, 2])
-        starts = self.indptr[index]
-        counts = self.indptr[index + 1] - starts
+        starts, counts = self.starts[index], self.dev_counts[index]
         ends = torch.cumsum(counts, 0)
         pos = torch.arange(size, device=self.device)
         if padded:

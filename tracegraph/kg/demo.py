@@ -88,6 +88,9 @@ def _quiet():
         log.setLevel(old_level)
 
 
+# explanation methods graded beside TracIn and the baselines (kg/explain_methods.py)
+GRADED_METHODS = ("tracin-cosine", "relatif", "local-retrain")
+
 STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "removal test", "report"]
 
 
@@ -172,8 +175,12 @@ def _run(cfg: DemoConfig) -> dict:
                         lambda h, t: rows_of[(h, t)])
 
     other = "train-loss" if p.loss == "score" else "score"
-    with stage("grade", f"ground-truth recovery vs baselines (and TracIn with --loss {other} for comparison)"):
+    with stage("grade", f"ground-truth recovery: {', '.join(GRADED_METHODS)} vs baselines (and TracIn with --loss "
+                        f"{other} for comparison)"):
+        with make_progress() as progress:
+            fid.compute_methods(ctx, GRADED_METHODS, progress)
         recovery = fid.recovery(ctx)
+        ctx.extra_keys = None  # the comparison grades TracIn alone
         ctx.cfg = replace(fcfg, loss=other)
         with make_progress() as progress:
             fid.compute_tracin(ctx, progress)
@@ -229,6 +236,7 @@ def _run(cfg: DemoConfig) -> dict:
     summary = {"output_dir": str(out), "stage_seconds": stage.seconds,
                "total_seconds": round(time.perf_counter() - t_start, 2), "test_metrics": metrics,
                "recovery_mrr": {m: v["mrr"]["mean"] for m, v in recovery["summary"].items()},
+               "recovery_map": {m: v["map"]["mean"] for m, v in recovery["summary"].items()},
                "recovery_mrr_other_loss": recovery_other["summary"]["tracin"]["mrr"]["mean"],
                "removal_ratio_delta_rr": removal.get("ratio_delta_rr"),
                "removal_ratio_delta_score": removal.get("ratio_delta_score")}

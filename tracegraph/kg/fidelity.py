@@ -22,9 +22,9 @@ same permutations, so every figure is an expected value, never the luck of the f
 under the run's final model), remove the top-k proponents from the training set, retrain with
 the run's own TrainConfig (same seed, epochs, everything), and measure the drop of the triple's
 reciprocal rank and score; against removing k random training triples that touch the head or
-the tail, retrained with the same budget. Both arms share all randomness except the data:
-the retrained models differ from the original also because the batch order changes with the
-training set, which is exactly the noise the random arm measures.
+the tail, retrained with the same budget. Retrains mask the removed triples out of the full
+training set's batches (kg/exclusion.py), so the batch order and dropout masks stay the original
+run's. ``tracegraph fidelity necessity`` (kg/necessity.py) is the stronger protocol.
 """
 
 from __future__ import annotations
@@ -199,8 +199,10 @@ def _summary(per_triple: list[dict], methods) -> dict:
 
 def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], scores: list[np.ndarray],
                           train_ids: np.ndarray, relevant: list[set[tuple[int, int, int]]], num_entities: int,
-                          *, n_random: int = 20, seed: int = 0, labels: Callable | None = None) -> dict:
-    """Rank each test triple's candidates by TracIn and by the baselines; grade against ``relevant``.
+                          *, n_random: int = 20, seed: int = 0, labels: Callable | None = None,
+                          extra: dict | None = None) -> dict:
+    """Rank each test triple's candidates by TracIn, by the ``extra`` methods (name -> per test
+    triple, its list of sort keys; kg/explain_methods.py) and by the baselines; grade against ``relevant``.
 
     ``relevant[j]`` holds the id triples of test triple j's mechanism edges; triples without any
     among their candidates are listed under ``not_graded`` and left out of the means."""
@@ -219,10 +221,11 @@ def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], score
             continue
         perms = np.stack([rng.permutation(len(cand)) for _ in range(n_random)])
         keys = method_keys(scores[j], cand, int(h), int(t), degree)
+        keys = {"tracin": keys.pop("tracin"), **{m: per[j] for m, per in (extra or {}).items()}, **keys}
         entry["methods"] = {m: expected_metrics(k, rel, perms) for m, k in keys.items()}
         entry["random_rr_exact"] = random_rr_expectation(len(cand), int(rel.sum()))
         per.append(entry)
-    methods = ("tracin", *BASELINES)
+    methods = ("tracin", *(extra or {}), *BASELINES)
     n_cands = sum(p["candidates"] for p in per)
     return {
         "definition": {
@@ -268,6 +271,7 @@ class FidelityConfig:
     removal: bool = True
     removal_options: RemovalOptions = field(default_factory=RemovalOptions)
     device: str = "auto"
+    methods: list[str] = field(default_factory=lambda: ["tracin"])  # graded beside the baselines
 
 
 @dataclass
@@ -342,10 +346,33 @@ def rank_test(ctx: FidelityContext) -> None:
     ctx.ranks, ctx.model_scores = tail_ranks(ctx.lm.model, ctx.test_ids, ctx.known)
 
 
+def compute_methods(ctx: FidelityContext, methods, progress=None) -> None:
+    """Sort keys of the other explanation methods (kg/explain_methods.py) on the same candidates;
+    ``recovery`` grades them beside TracIn and the baselines."""
+    from tracegraph.kg.explain_methods import BASELINE_METHODS, MethodOptions, method_keys_all
+    from tracegraph.kg.model_io import run_label_smoothing
+    from tracegraph.kg.tracin.explain import resolve_checkpoint_list
+    from tracegraph.runtime.precision import resolve_device
+
+    cfg, mdir = ctx.cfg, Path(ctx.cfg.model_dir)
+    wanted = [m for m in methods if m not in ("tracin", *BASELINE_METHODS)]
+    if not wanted:
+        return
+    eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
+    t0 = time.perf_counter()
+    keys = method_keys_all(wanted, model=ctx.lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
+                           train_ids=ctx.train_ids, facts=ctx.test_ids, subsets=ctx.subsets, known=ctx.known,
+                           opts=MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps),
+                           device=resolve_device(cfg.device), progress=progress)
+    keys.pop("_local_retrain_records", None)
+    ctx.extra_keys = {m: keys[m] for m in wanted}
+    ctx.extra_seconds = time.perf_counter() - t0
+
+
 def recovery(ctx: FidelityContext) -> dict:
     out = ground_truth_recovery(ctx.test_ids, ctx.subsets, ctx.scores, ctx.train_ids, ctx.relevant,
                                 len(ctx.lm.entities), n_random=ctx.cfg.n_random, seed=ctx.cfg.seed,
-                                labels=ctx.labels)
+                                labels=ctx.labels, extra=getattr(ctx, "extra_keys", None))
     out["influence"] = ctx.influence_options
     out["filter"] = {"n_hops": ctx.cfg.n_hops, "min_degree": ctx.cfg.min_degree, "seconds": ctx.filter_seconds}
     return out
@@ -376,6 +403,7 @@ def run_fidelity(cfg: FidelityConfig) -> dict:
     ctx = prepare(cfg)
     with make_progress() as progress:  # closed before the retrains, which show their own
         compute_tracin(ctx, progress)
+        compute_methods(ctx, cfg.methods, progress)
     rank_test(ctx)
     result = {"model_dir": str(cfg.model_dir), "train": str(cfg.train), "test": str(cfg.test),
               "mechanisms": str(cfg.mechanisms), "recovery": recovery(ctx)}
@@ -390,4 +418,4 @@ __all__ = ["ranking_metrics", "ranked_order", "expected_metrics", "random_rr_exp
            "path_lengths", "method_keys", "read_mechanisms", "influence_on_candidates", "ground_truth_recovery",
            "RemovalOptions", "RemovalCase", "removal_test", "neighbour_rows", "random_neighbour_rows",
            "write_without", "tail_ranks", "select_correct", "FidelityConfig", "FidelityContext", "prepare",
-           "compute_tracin", "rank_test", "recovery", "removal", "run_fidelity"]
+           "compute_tracin", "compute_methods", "rank_test", "recovery", "removal", "run_fidelity"]

@@ -85,6 +85,7 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
                  on_retrain: Callable[[str], None] | None = None) -> dict:
     """Retrain without the top-k proponents / k random neighbour triples of each case; see module doc."""
     from tracegraph.kg.model_io import load_model
+    from tracegraph.kg.split import write_triples
     from tracegraph.kg.train import TrainConfig, train
 
     run_dir, out = Path(run_dir), Path(out_dir)
@@ -104,10 +105,13 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
                  for d in range(opts.random_draws)]
         for arm, draw, rows in arms:
             d = out / f"triple_{case.index:03d}" / (arm if arm == "proponents" else f"random_{draw}")
-            n_kept = write_without(train_path, rows, d / "train.txt")
+            n_kept = write_without(train_path, rows, d / "train.txt")  # what the retrain saw, for reading
+            ent, rel = base.entities.labels, base.relations.labels
+            write_triples(d / "excluded.txt", [(ent[a], rel[b], ent[c]) for a, b, c in train_ids[rows]])
             if on_retrain:
                 on_retrain(f"triple {case.index} {arm}")
-            train(replace(base_cfg, train=str(d / "train.txt"), output_dir=str(d / "run")))
+            # the full file with the removed triples masked out: same batches otherwise (kg/exclusion.py)
+            train(replace(base_cfg, train=str(train_path), exclude=str(d / "excluded.txt"), output_dir=str(d / "run")))
             lm = load_model(d / "run" / "final_model.pt")
             (r1,), (s1,) = tail_ranks(lm.model, np.array([case.triple]), known)
             removed = train_ids[rows]

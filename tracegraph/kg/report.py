@@ -90,8 +90,9 @@ def _recovery_section(fid: dict) -> str:
     s = rec["summary"]
     cols = list(next(iter(s.values())).keys())
     loss = rec.get("influence", {}).get("loss", "")
-    label = {"tracin": f"TracIn (--loss {loss})", "random": "random order", "degree": "degree",
-             "path": "short head–tail paths"}
+    label = {"tracin": f"TracIn (--loss {loss})", "tracin-cosine": f"TracIn-cosine (--loss {loss})",
+             "relatif": f"RelatIF (--loss {loss})", "local-retrain": "local retrain (Kelpie-style)",
+             "random": "random order", "degree": "degree", "path": "short head–tail paths"}
     rows, classes = [], []
     best = max(s, key=lambda m: s[m]["mrr"]["mean"] or 0)
     for m, v in s.items():
@@ -187,12 +188,17 @@ def write_report(path, *, history, metrics, counts, predictions, fidelity, names
                  stage_seconds) -> Path:
     namer = _Namer(names, entities, relations)
     rec, rem = fidelity["recovery"]["summary"], fidelity.get("removal", {})
-    base_best = max((rec[m]["mrr"]["mean"] or 0.0) for m in rec if m != "tracin")
-    tr = rec["tracin"]["mrr"]["mean"] or 0.0
+    baselines = [m for m in ("path", "degree", "random") if m in rec]
+    methods = [m for m in rec if m not in baselines]
+    mrr_map = lambda m: (rec[m]["mrr"]["mean"] or 0.0, rec[m]["map"]["mean"] or 0.0)
+    best = max(methods, key=lambda m: mrr_map(m))
+    b_mrr, b_map = mrr_map(best)
+    wins = all(b_mrr > mrr_map(m)[0] and b_map > mrr_map(m)[1] for m in baselines)
     ratio = rem.get("ratio_delta_rr")
     cards = [("test MRR (both sides)", _f(metrics["both"]["mrr"])),
-             ("TracIn recovery MRR", f"{_f(tr)} <span class='{'ok' if tr > base_best else 'bad'}'>"
-                                     f"(best baseline {_f(base_best)})</span>"),
+             (f"best method: {best} (recovery MRR / MAP)",
+              f"<span class='{'ok' if wins else 'bad'}'>{_f(b_mrr)} / {_f(b_map)}</span>"),
+             *((f"baseline {m} (MRR / MAP)", f"{_f(mrr_map(m)[0])} / {_f(mrr_map(m)[1])}") for m in baselines[:2]),
              ("removal: proponents / random (Δ RR)",
               f"<span class='{'ok' if ratio and ratio >= 3 else 'bad'}'>{_f(ratio, 2)} ×</span>")]
     cards_html = "".join(f'<div class="card">{e(k)}<b>{v}</b></div>' for k, v in cards)

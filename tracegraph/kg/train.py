@@ -27,6 +27,7 @@ from tracegraph.errors import TracegraphError
 from tracegraph.kg.batching import SampleStore
 from tracegraph.kg.conve import ConvE, ConvEConfig
 from tracegraph.kg.evaluate import Ranks, evaluate, summarize
+from tracegraph.kg.exclusion import exclude_from_samples
 from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model_io import list_epoch_checkpoints, model_payload
 from tracegraph.kg.schedules import make_optimizer, make_schedule, resolve_patience
@@ -85,6 +86,8 @@ class TrainConfig:
     deterministic: bool = False  # CUDA: deterministic kernels, bit-exact reruns (slower)
     cuda_graphs: bool = True  # CUDA: replay each full-size batch's step as one captured graph
     resume: bool = False
+    # training triples (a triples file) left out while every batch keeps its place: see kg/exclusion.py
+    exclude: str | None = None
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
     filter_triples: list = field(default_factory=list)  # more known-true triple files, only filtered out of rankings
     preset: str | None = None  # the preset these settings came from (tracegraph/kg/presets)
@@ -160,8 +163,14 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
         samples = np.stack(known.pairs(), axis=1)
     else:
         known, samples = None, train_ids
+    keep = None
+    if cfg.exclude and ctx.active:
+        raise TracegraphError("excluding training triples (TrainConfig.exclude) runs in one process: "
+                              "torchrun's batch bookkeeping assumes whole batches")
+    if cfg.exclude:  # same samples and batch order as the full set; the excluded triples masked out
+        known, keep = exclude_from_samples(cfg.exclude, data.train, samples, known, mcfg)
     # batches are built on the device (kg/batching.py); the seeded sampler only draws their order
-    store = SampleStore(samples, known, device)
+    store = SampleStore(samples, known, device, keep)
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = torch.utils.data.BatchSampler(
         torch.utils.data.RandomSampler(range(len(samples)), generator=gen), cfg.batch_size, drop_last=False
@@ -261,6 +270,8 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
                 n_global = len(batch) if ddp is None else min(cfg.batch_size, len(samples) - i * cfg.batch_size)
                 if n_global < max(2, ctx.world_size):  # BatchNorm cannot normalise a batch of one; every rank needs a sample
                     continue
+                if not ctx.active:  # dropout masks per batch: a shorter batch elsewhere leaves this one's alone
+                    torch.manual_seed(rank_seed(cfg.seed, epoch, i))  # (a captured graph reads the new seed at replay)
                 if graphed is not None and len(batch) == cfg.batch_size:
                     graphed(batch.index, key=(lr, capacity[0]))  # both are frozen into a capture
                 else:

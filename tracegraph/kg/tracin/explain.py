@@ -47,8 +47,9 @@ class ExplainConfig:
     test_triples: str
     output_dir: str
     checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
-    method: str = "exact"
-    loss: str = "train-loss"
+    method: str = "exact"  # TracIn's engine: exact | autograd | vmap
+    explainer: str = "tracin"  # the explanation method (kg/explain_methods.py); others add a MethodScore column
+    loss: str = "score"  # explains predictions far better than train-loss (README, "Which explanation method")
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
     batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size)
@@ -144,6 +145,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
     written = []
     result = None
+    if todo and cfg.explainer != "tracin" and (ctx.active or (devices and len(devices) > 1)):
+        raise TracegraphError(f"--method {cfg.explainer} runs in one process on one device")
     if todo:
         opts = InfluenceOptions(method=cfg.method, loss=cfg.loss, layers=cfg.layers, label_smoothing=eps,
                                 batch_size=cfg.batch_size or auto_batch_size(len(ents), device),
@@ -162,11 +165,13 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             else:
                 result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress,
                                            read=run.read_checkpoint)
+        by_method = None if cfg.explainer == "tracin" else _method_scores(
+            cfg, run, checkpoints, train_ids, test_ids, [subsets[i] for i, _, _ in todo], eps, device)
         for j, (i, name, (h, r, t)) in enumerate(todo if ctx.is_main else []):
             cols = np.searchsorted(union, subsets[i])
             meta = {
                 "test_triple": {"index": i, "head": ents.labels[h], "relation": rels.labels[r], "tail": ents.labels[t]},
-                "method": cfg.method, "loss": cfg.loss, "label_smoothing": eps, "layers": result.layers,
+                "method": cfg.explainer, "engine": cfg.method, "loss": cfg.loss, "label_smoothing": eps, "layers": result.layers,
                 "checkpoints": [asdict(c) for c in result.checkpoints],
                 "learning_rates": [c.lr for c in result.checkpoints],
                 "test_self_influence": float(result.test_self[j]),
@@ -178,16 +183,17 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
                 pos, sc, self_inf = picks[j]
                 sel = cols[pos]
             rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
-                         ent_names, rel_names)
-            _write_csv(out / f"{name}_tracin.csv", rows)
+                         ent_names, rel_names, None if by_method is None else by_method[j])
+            header = CSV_HEADER if by_method is None else [*CSV_HEADER, "MethodScore"]
+            _write_csv(out / f"{name}_tracin.csv", rows, header)
             if collect is not None:
                 collect.extend(rows)
-            atomic_write_json(out / f"{name}_tracin.json", dict(meta, rows=[dict(zip(CSV_HEADER, row)) for row in rows]))
+            atomic_write_json(out / f"{name}_tracin.json", dict(meta, rows=[dict(zip(header, row)) for row in rows]))
             written += [f"{name}_tracin.csv", f"{name}_tracin.json"]
     summary = {
         "requested": end - cfg.start_index, "explained": len(todo), "skipped_existing": len(skipped),
         "failed": len(failures), "failures": failures, "elapsed_seconds": time.perf_counter() - t0,
-        "files": written, "method": cfg.method, "loss": cfg.loss, "layers": result.layers if result else cfg.layers,
+        "files": written, "method": cfg.explainer, "engine": cfg.method, "loss": cfg.loss, "layers": result.layers if result else cfg.layers,
         "checkpoints": [str(c) for c in checkpoints], "training_triples": int(len(train_ids)),
         "union_of_ranked_training_triples": int(len(union)), "device": str(device),
     }
@@ -246,8 +252,21 @@ def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, pr
                            parts[0].checkpoints, parts[0].layers)
 
 
-def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names):
-    order = np.argsort(-scores, kind="stable")
+def _method_scores(cfg, run, checkpoints, train_ids, test_ids, subsets, eps, device) -> list[np.ndarray]:
+    """Per test triple, the explanation method's score of each of its rows (kg/explain_methods.py)."""
+    from tracegraph.kg.explain_methods import MethodOptions, method_keys_all, single_score
+    from tracegraph.kg.predict import filter_index, run_files
+
+    opts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
+    keys = method_keys_all([cfg.explainer], model=run.model, checkpoints=checkpoints, train_ids=train_ids,
+                           facts=test_ids, subsets=subsets, known=filter_index(run, run_files(run)), opts=opts,
+                           device=device)[cfg.explainer]
+    return [single_score(k, seed=j) for j, k in enumerate(keys)]
+
+
+def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None):
+    """CSV rows ordered by ``method``'s scores when given (then a last MethodScore column), else TracIn."""
+    order = np.argsort(-(scores if method is None else method), kind="stable")
     if top_k is not None and 2 * top_k < len(order):
         order = np.concatenate([order[:top_k], order[-top_k:]])  # proponents, then opponents
     h, r, t = test
@@ -256,16 +275,17 @@ def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent
     for k in order:
         th, tr, tt = train_rows[k]
         out.append(head + [ent_labels[th], ent_names[th], rel_labels[tr], rel_names[tr], ent_labels[tt], ent_names[tt],
-                           float(scores[k]), float(self_inf[k])])
+                           float(scores[k]), float(self_inf[k])] + ([] if method is None else [float(method[k])]))
     return out
 
 
-def _write_csv(path: Path, rows) -> None:
+def _write_csv(path: Path, rows, header=CSV_HEADER) -> None:
+    n_text = 12  # the label columns; the rest are floats, written exactly
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(CSV_HEADER)
+        w.writerow(header)
         for row in rows:
-            w.writerow(row[:-2] + [repr(row[-2]), repr(row[-1])])
+            w.writerow(row[:n_text] + [repr(x) for x in row[n_text:]])
 
 
 def _names(path, labels: list[str]) -> list[str]:

@@ -1,0 +1,240 @@
+"""Explanation methods against brute-force references; the necessity test's arms and bookkeeping."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tracegraph.kg.conve import ConvE, ConvEConfig
+from tracegraph.kg.explain_methods import MethodOptions, influence_parts, method_keys_all
+from tracegraph.kg.local_retrain import LocalRefit, LocalRetrainOptions
+from tracegraph.kg.model_io import build_model
+from tracegraph.kg.necessity import (
+    NecessityConfig, arm_rows, bootstrap_mean, choose_facts, run_necessity, summarize_arm, top_rows,
+)
+from tracegraph.kg.tracin.factors import select_layers
+from tracegraph.kg.tracin.reference import autograd_gradients
+from tracegraph.kg.train import TrainConfig, train
+from tracegraph.kg.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.runtime.checkpoints import load_checkpoint
+
+TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
+
+
+@pytest.fixture(scope="module")
+def tiny_umls(tmp_path_factory, umls_dir):
+    """Three epochs of a tiny ConvE on UMLS, a checkpoint per epoch."""
+    out = tmp_path_factory.mktemp("nec") / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(TrainConfig(train=str(umls_dir / "train.txt"), test=str(umls_dir / "test.txt"), output_dir=str(out),
+                          epochs=3, batch_size=256, checkpoint_every=1, model=dict(TINY)))
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+# --------------------------------------------------------------------------- influence-based methods
+
+
+@pytest.mark.parametrize("loss", ["score", "train-loss"])
+def test_cosine_and_relatif_equal_float64_brute_force(tiny_umls, umls_dir, loss):
+    from tracegraph.kg.model_io import load_model
+
+    lm = load_model(tiny_umls)
+    train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:3]
+    subsets = [np.arange(0, 40), np.arange(30, 70), np.array([5, 500, 900])]
+    ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
+    opts = MethodOptions(loss=loss, label_smoothing=0.1)
+    parts = influence_parts(ckpts, train_ids, facts, subsets, opts, torch.device("cpu"))
+    # reference: full flattened per-triple gradients in float64, one backward per triple
+    union = np.unique(np.concatenate(subsets))
+    tracin = np.zeros((3, len(union)))
+    cos = np.zeros((3, len(union)))
+    self_inf = np.zeros(len(union))
+    for p in ckpts:
+        payload = load_checkpoint(p)
+        model = build_model(payload, p).double().eval()
+        lr = float(payload["lr"])
+        layers = select_layers(model, "all")
+        g_train = autograd_gradients(model, torch.as_tensor(train_ids[union]), loss, 0.1, layers).numpy()
+        g_fact = autograd_gradients(model, torch.as_tensor(facts), loss, 0.1, layers).numpy()
+        dots = g_fact @ g_train.T
+        tracin += lr * dots
+        cos += lr * dots / np.outer(np.linalg.norm(g_fact, axis=1), np.linalg.norm(g_train, axis=1))
+        self_inf += lr * (g_train ** 2).sum(1)
+    relatif = tracin / np.sqrt(self_inf)
+    for j, rows in enumerate(subsets):
+        pos = np.searchsorted(union, rows)
+        for got, ref in ((parts.tracin[j], tracin[j, pos]), (parts.cosine[j], cos[j, pos]),
+                         (parts.relatif[j], relatif[j, pos])):
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * np.abs(ref).max())
+    assert np.all(np.abs(np.concatenate(parts.cosine)) <= len(ckpts) * max(float(load_checkpoint(p)["lr"]) for p in ckpts) + 1e-9)
+
+
+# --------------------------------------------------------------------------- local retrain
+
+
+def _naive_margin(model, entity_rows, query, removed, eps, steps, lr, start):
+    """One mimic, one (relation, tails) sample at a time, targets built from Python sets."""
+    e, q, answer = query
+    data = {}
+    for (a, r, b), row in entity_rows:
+        if row not in removed:
+            data.setdefault(r, set()).add(b)
+    mimic = start.clone().requires_grad_(True)
+    opt = torch.optim.Adam([mimic], lr=lr)
+    N = model.config.num_entities
+    for _ in range(steps):
+        total = 0.0
+        for r, tails in data.items():
+            y = torch.full((N,), eps / N, dtype=start.dtype)
+            for b in tails:
+                y[b] += 1 - eps
+            s = model.score_hidden(model.encode(mimic[None], model.relation.weight[r][None]))[0]
+            total = total + F.binary_cross_entropy_with_logits(s, y, reduction="sum")
+        opt.zero_grad()
+        (total / max(len(data), 1)).backward()
+        opt.step()
+    with torch.no_grad():
+        s = model.score_hidden(model.encode(mimic[None], model.relation.weight[q][None]))[0]
+    return float(s[answer] - max(float(s[j]) for j in range(N) if j != answer))
+
+
+def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
+    torch.manual_seed(3)
+    model = ConvE(ConvEConfig(num_entities=9, num_relations=3, **TINY)).double().eval()
+    train_ids = np.array([[0, 0, 1], [0, 1, 2], [0, 1, 3], [4, 2, 0], [0, 2, 5], [1, 0, 6], [7, 1, 8], [6, 2, 0]])
+    fact = (0, 0, 5)  # not a training triple; known: nothing else for filtering
+    known = KnownTails([with_reciprocals(np.array([fact]), 3)], 6)
+    opts = LocalRetrainOptions(candidates=4, k=2, steps=25, learning_rate=0.05, seed=1)
+    refit = LocalRefit(model, train_ids, known, 0.1, opts, torch.device("cpu"))
+    oriented, rows = refit.side(0, np.zeros(0, np.int64))
+    # the head's triples, written with it first (reciprocal: (4, r2, 0) is (0, r2⁻¹, 4))
+    assert sorted(map(tuple, oriented.tolist())) == sorted([(0, 0, 1), (0, 1, 2), (0, 1, 3), (0, 5, 4), (0, 2, 5),
+                                                              (0, 5, 6)])
+    removals = [np.zeros(0, np.int64), np.array([1]), np.array([1, 2]), np.array([3, 0])]
+    got = refit.margins(fact, oriented, rows, removals)
+    pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
+    ref = [_naive_margin(model, pairs, fact, set(x.tolist()), 0.1, 25, 0.05, refit.start) for x in removals]
+    np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
+
+    # the search against a brute-force greedy on the naive margins (both sides: reciprocal model)
+    cands = np.array([0, 1, 2, 3, 4, 7])  # rows touching head 0 or tail 5
+    pre = np.array([0.5, 0.4, 0.3, 0.2, 0.1, 0.05])  # pre-ranking: the first 4 are searched
+    keys, rec = refit.explain(fact, cands, pre, np.zeros(0, np.int64))
+    tail_side = (5, 3, 0)
+    o_t, r_t = refit.side(5, np.zeros(0, np.int64))
+    sides = [(fact, list(zip(map(tuple, oriented.tolist()), rows.tolist()))),
+             (tail_side, list(zip(map(tuple, o_t.tolist()), r_t.tolist())))]
+
+    def drop(removed):
+        total = 0.0
+        for q, pr in sides:
+            if any(row in removed for _, row in pr):
+                full = _naive_margin(model, pr, q, set(), 0.1, 25, 0.05, refit.start)
+                total += full - _naive_margin(model, pr, q, set(removed), 0.1, 25, 0.05, refit.start)
+        return total
+
+    searched = [0, 1, 2, 3]
+    first = max(searched, key=lambda i: drop({int(cands[i])}))
+    second = max([i for i in searched if i != first], key=lambda i: drop({int(cands[first]), int(cands[i])}))
+    assert rec["chosen_rows"] == [int(cands[first]), int(cands[second])]
+    order = np.argsort(-keys, kind="stable")
+    assert order[:2].tolist() == [first, second]
+    assert set(order[4:].tolist()) == {4, 5} and order[4] == 4  # not searched: pre-ranking order, below
+
+
+# --------------------------------------------------------------------------- arms
+
+
+def test_arms_never_remove_a_fact_and_random_arms_touch_as_defined():
+    fact = (0, 0, 1)
+    train_ids = np.array([[0, 0, 1], [0, 1, 2], [3, 0, 1], [2, 1, 3], [4, 0, 5], [5, 1, 6], [1, 2, 0], [6, 0, 4]])
+    from tracegraph.kg.explain_methods import fact_rows
+
+    assert fact_rows(train_ids, fact).tolist() == [0]
+    cands = np.setdiff1d(np.flatnonzero(np.isin(train_ids[:, 0], (0, 1)) | np.isin(train_ids[:, 2], (0, 1))), [0])
+    for index in range(20):
+        nb = arm_rows("neighbour", train_ids, fact, np.arange(8), 3, seed=0, index=index)  # even if offered the fact
+        far = arm_rows("far", train_ids, fact, cands, 3, seed=0, index=index)
+        assert 0 not in nb and len(nb) == 3
+        assert 0 not in far and not np.isin(train_ids[far][:, [0, 2]], (0, 1)).any() and len(far) == 3
+        assert arm_rows("far", train_ids, fact, cands, 2, 0, index).tolist() == far[:2].tolist()  # k-prefixes
+    keys = [np.array([9.0, 1.0, 2.0, -np.inf])]  # the method's top candidate ...
+    rows = np.array([5, 1, 2, 0])
+    keys[0][0] = -np.inf  # ... is the fact: never removed
+    assert top_rows(keys, rows, 4, 0, 0).tolist() == [2, 1]
+
+
+def test_choose_facts_bootstrap_and_summary():
+    ranks = np.array([1.0, 2.0, 1.0, 1.0, 5.0, 1.0])
+    assert choose_facts(ranks, 10, 0).tolist() == [0, 2, 3, 5]
+    pick = choose_facts(ranks, 2, 0)
+    assert len(pick) == 2 and set(pick) <= {0, 2, 3, 5} and pick.tolist() == sorted(pick.tolist())
+    m, lo, hi = bootstrap_mean(np.array([0.0, 1.0, 1.0, 0.0]), 2000, 0)
+    assert m == 0.5 and 0.0 <= lo < 0.5 < hi <= 1.0
+    s = summarize_arm(np.array([1.0, 1.0, 1.0, 1.0]), np.array([1.0, 3.0, 1.0, 2.0]), 200, 0)
+    assert s["hits@1"] == 0.5 and s["delta_hits@1"] == 0.5
+    assert s["mrr"] == pytest.approx((1 + 1 / 3 + 1 + 1 / 2) / 4) and s["mean_rank"] == 1.75
+    assert s["delta_mrr"] == pytest.approx(1 - s["mrr"])
+
+
+@pytest.mark.slow
+def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
+    out = tmp_path / "nec"
+    res = run_necessity(NecessityConfig(model_dir=str(tiny_umls), train=str(umls_dir / "train.txt"),
+                                        output_dir=str(out), n=3, ks=[1, 2], methods=["tracin", "degree"],
+                                        bootstrap=50, device="cpu", checkpoints=["final"]))
+    assert res["n_facts"] == 3 and all(r == 1.0 for r in res["base_ranks"])
+    arms = res["seeds"]["0"]
+    assert set(arms) == {"reference", *(f"{a}@{k}" for a in ("tracin", "degree", "neighbour", "far") for k in (1, 2))}
+    lt = read_labeled_triples(umls_dir / "train.txt")
+    train_set = set(zip(lt.heads, lt.relations, lt.tails))
+    facts = {tuple(f) for f in res["facts"]}
+    for name, arm in arms.items():
+        if name == "reference":
+            continue
+        ex = read_labeled_triples(out / "retrains" / f"seed0_{name.replace('@', '_k')}" / "excluded.txt")
+        removed = set(zip(ex.heads, ex.relations, ex.tails))
+        assert removed <= train_set and not removed & facts
+        assert 1 <= arm["triples_removed"] == len(removed) <= 3 * arm["k"]
+        ends = [(f[0], f[2]) for f in res["facts"]]
+        touching = [any(h in e or t in e for e in ends) for h, _, t in removed]
+        if not name.startswith("far"):  # explanations and neighbour draws: candidates touch their fact
+            assert all(touching)
+        rc = json.loads((out / "retrains" / f"seed0_{name.replace('@', '_k')}" / "run" / "config.json").read_text())
+        assert rc["train"]["exclude"].endswith("excluded.txt") and rc["train"]["seed"] == 0
+    # far: k triples per fact touching neither of *its* ends (they may touch another fact's)
+    ex = read_labeled_triples(out / "retrains" / "seed0_far_k2" / "excluded.txt")
+    far = set(zip(ex.heads, ex.relations, ex.tails))
+    per_fact_ok = [sum(h not in e and t not in e for h, _, t in far) >= 2 for e in ends]
+    assert all(per_fact_ok)
+    assert (out / "necessity.md").read_text().count("|") > 20
+
+
+def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, umls_dir, tmp_path):
+    import csv
+
+    from tests.conftest import run_cli
+
+    (tmp_path / "t.txt").write_text("".join((umls_dir / "test.txt").read_text().splitlines(True)[:2]))
+    base = ["explain", "--model-dir", tiny_umls, "--train", umls_dir / "train.txt", "--test-triples", tmp_path / "t.txt",
+            "--device", "cpu", "--checkpoints", "final", "--n-hops", "1"]
+    r = run_cli(base + ["-o", tmp_path / "rel", "--method", "relatif", "--loss", "score"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(open(next((tmp_path / "rel").glob("triple_000_*.csv")))))
+    got = np.array([float(x["MethodScore"]) for x in rows])
+    ref = np.array([float(x["TracInScore"]) / np.sqrt(float(x["SelfInfluence"])) for x in rows])
+    np.testing.assert_allclose(got, ref, rtol=1e-4)
+    assert np.all(np.diff(got) <= 0)  # ordered by the method
+    old = run_cli(base + ["-o", tmp_path / "old", "--method", "exact"])  # the option's earlier meaning
+    assert old.exit_code == 0, old.output
+    header = next(csv.reader(open(next((tmp_path / "old").glob("triple_000_*.csv")))))
+    assert header[-1] == "SelfInfluence"
+    bad = run_cli(base + ["-o", tmp_path / "bad", "--method", "magic"])
+    assert bad.exit_code == 2 and "--method must be among" in bad.output
