@@ -32,23 +32,30 @@ def _encode_file(lm: LoadedModel, path) -> np.ndarray:
 
 
 def filter_index(lm: LoadedModel, files) -> KnownTails:
-    ids = [_encode_file(lm, f) for f in files]
+    from tracegraph.kg.unseen import encode_known
+
+    # a triple the model has no id for filters nothing (a run trained with --unseen drop keeps such files)
+    ids = [encode_known(read_labeled_triples(f), lm.entities, lm.relations) for f in files]
     ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
     c = lm.model.config
     return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
 
 
-def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device) -> dict:
+def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device,
+                   unseen: str = "include") -> dict:
+    from tracegraph.kg.unseen import evaluation_triples
+
     dev = resolve_device(device)
     lm = load_model(model_dir, dev)
-    test_ids = _encode_file(lm, test)
     files = list(filter_files) if filter_files else run_files(lm)
+    test_ids, unseen_report = evaluation_triples(lm, test, unseen, run_files(lm)[:1])
     known = filter_index(lm, [*files, test])
     res, sides = evaluate(lm.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
                           top_k=top_k, device=dev)
     out = Path(output_dir) if output_dir else lm.model_dir / "evaluation"
     atomic_write_json(out / "evaluation.json", {"metrics": res, "checkpoint": str(lm.checkpoint),
-                                                "test": str(test), "filter": [str(f) for f in files] + [str(test)]})
+                                                "test": str(test), "filter": [str(f) for f in files] + [str(test)],
+                                                "unseen": unseen_report})
     ent = lm.entities.labels
     rel = lm.relations.labels
     with atomic_path(out / "ranks.csv") as tmp, open(tmp, "w", newline="") as f:
@@ -59,7 +66,7 @@ def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size,
                 top = ";".join(f"{ent[e]}:{s:.4f}" for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])) if top_k else ""
                 w.writerow([ent[h], rel[r], ent[t], rk.side, rk.realistic[i], rk.optimistic[i], rk.pessimistic[i],
                             f"{rk.score[i]:.6f}", top])
-    return {"metrics": res, "output_dir": str(out)}
+    return {"metrics": res, "output_dir": str(out), "unseen": unseen_report}
 
 
 @torch.no_grad()

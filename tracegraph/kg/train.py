@@ -67,6 +67,7 @@ class TrainConfig:
     patience: int = 0  # evaluations without valid-MRR improvement before stopping; 0 = never
     eval_batch_size: int = 256
     resume: bool = False
+    unseen: str = "include"  # valid/test entities never seen in train: include | drop | error (kg/unseen.py)
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
 
 
@@ -75,16 +76,24 @@ class Data:
     train: TripleSet
     valid: np.ndarray
     test: np.ndarray
+    unseen: dict | None = None  # what the --unseen policy found and did (config.json)
 
 
 def load_data(cfg: TrainConfig) -> Data:
-    """Train defines the id maps (unless maps are given); valid/test must use the same ids."""
+    """Train defines the id maps (unless maps are given); valid/test use the same ids, and their
+    entities unseen in train are handled by ``cfg.unseen`` (kg/unseen.py)."""
+    from tracegraph.kg.unseen import apply_policy
+
     lt = read_labeled_triples(cfg.train)
     entities = IdMap.read(cfg.entity_map, "entity map") if cfg.entity_map else IdMap.from_labels(lt.heads + lt.tails)
     relations = IdMap.read(cfg.relation_map, "relation map") if cfg.relation_map else IdMap.from_labels(lt.relations)
+    splits = {name: read_labeled_triples(p) for name, p in (("valid", cfg.valid), ("test", cfg.test)) if p}
+    entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
+    if unseen.describe():
+        log.info(unseen.describe())
     train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
-    split = lambda p: encode_triples(read_labeled_triples(p), entities, relations) if p else np.zeros((0, 3), np.int64)
-    return Data(train, split(cfg.valid), split(cfg.test))
+    split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
+    return Data(train, split("valid"), split("test"), unseen.to_json())
 
 
 class _Batches(torch.utils.data.Dataset):
@@ -345,6 +354,7 @@ def _run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fus
         "sizes": {"entities": data.train.num_entities, "relations": data.train.num_relations,
                   "train_triples": len(data.train), "valid_triples": len(data.valid), "test_triples": len(data.test),
                   "training_samples": n_samples},
+        "unseen": data.unseen,
         "versions": {"tracegraph": __version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }

@@ -106,6 +106,12 @@ class IdMap:
     def __contains__(self, label: str) -> bool:
         return label in self._index
 
+    def contains_all(self, labels: Sequence[str]) -> np.ndarray:
+        """Boolean mask: which of ``labels`` are in the map."""
+        if not len(labels):
+            return np.zeros(0, bool)
+        return self._index.get_indexer(pd.Index(labels, dtype=object)) >= 0
+
     def __eq__(self, other) -> bool:
         return isinstance(other, IdMap) and self.labels == other.labels
 
