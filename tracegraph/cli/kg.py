@@ -49,6 +49,7 @@ def train_cmd(
     eval_every: int = typer.Option(1, min=1, help="Evaluate valid MRR every k epochs."),
     patience: int = typer.Option(0, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run already in --output-dir first (a used run directory is refused otherwise)."),
     num_threads: int = ThreadsOpt,
 ):
     """Train ConvE with 1-N scoring and label-matrix-free BCE.
@@ -76,7 +77,7 @@ def train_cmd(
         seed=seed, device=device, precision=precision, use_mixed_precision=use_mixed_precision,
         gradient_checkpointing=gradient_checkpointing, memory_cleanup=memory_cleanup, compile=compile,
         num_workers=num_workers, checkpoint_every=checkpoint_every, eval_every=eval_every, patience=patience,
-        resume=resume, model=model, unseen=check_policy(unseen),
+        resume=resume, overwrite=overwrite, model=model, unseen=check_policy(unseen),
     )
     summary = recorded(run_train)(cfg)
     if "test" in summary and is_main_process():

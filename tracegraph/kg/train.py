@@ -67,6 +67,7 @@ class TrainConfig:
     patience: int = 0  # evaluations without valid-MRR improvement before stopping; 0 = never
     eval_batch_size: int = 256
     resume: bool = False
+    overwrite: bool = False  # clear a used run directory first (runtime/rundir.py)
     unseen: str = "include"  # valid/test entities never seen in train: include | drop | error (kg/unseen.py)
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
 
@@ -180,15 +181,15 @@ def train(cfg: TrainConfig) -> dict:
     chunk = auto_chunk_size(local_batch)
     objective = TrainingObjective(model, fused, chunk, cfg.label_smoothing)  # the loss of one batch
 
-    # ---- outputs, resume
-    out.mkdir(parents=True, exist_ok=True)
-    if ctx.is_main:
-        data.train.entities.write(out / "node_dict.txt")
-        data.train.relations.write(out / "rel_dict.txt")
+    # ---- outputs, resume: nothing is written before the run directory is claimed and the resume checked
+    run_id = _claim_run_dir(ctx, out, cfg)
     state = {"history": [], "best_mrr": -1.0, "bad_evals": 0, "skipped_steps": 0}
     start_epoch = 1
     if cfg.resume:
-        start_epoch, state = _resume(out, model, optimizer, scheduler, gen, mcfg)
+        start_epoch, state = _resume(out, model, optimizer, scheduler, gen, mcfg, run_id)
+    if ctx.is_main:
+        data.train.entities.write(out / "node_dict.txt")
+        data.train.relations.write(out / "rel_dict.txt")
     ddp = None
     step = objective
     if ctx.active:
@@ -198,7 +199,7 @@ def train(cfg: TrainConfig) -> dict:
     if cfg.compile:
         step = torch.compile(step)
     if ctx.is_main:
-        run_config = _run_config(cfg, mcfg, device, precision.name, fused, data, len(samples))
+        run_config = dict(run_id=run_id, **_run_config(cfg, mcfg, device, precision.name, fused, data, len(samples)))
         if ctx.active:
             run_config["resolved"].update(world_size=ctx.world_size, backend=ctx.backend,
                                           batch_size_semantics="global (per process: about batch_size / world_size)")
@@ -270,7 +271,7 @@ def train(cfg: TrainConfig) -> dict:
                 else:
                     state["bad_evals"] += 1
             state["history"].append(record)
-            payload = model_payload(model, epoch, lr, record)
+            payload = dict(model_payload(model, epoch, lr, record), run_id=run_id)  # explain refuses mixed runs
             if improved and ctx.is_main:
                 save_checkpoint(out / "best_model.pt", payload)
             if (epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs) and ctx.is_main:
@@ -292,7 +293,7 @@ def train(cfg: TrainConfig) -> dict:
     # ---- finish: final weights, test metrics with the best model
     last = state["history"][-1] if state["history"] else {"epoch": start_epoch - 1, "lr": optimizer.param_groups[0]["lr"]}
     if ctx.is_main:
-        save_checkpoint(out / "final_model.pt", model_payload(model, last["epoch"], last["lr"], last))
+        save_checkpoint(out / "final_model.pt", dict(model_payload(model, last["epoch"], last["lr"], last), run_id=run_id))
     summary = {"epochs_run": last["epoch"], "stopped_early": stopped_early, "best_valid_mrr": state["best_mrr"],
                "skipped_steps": state["skipped_steps"]}
     if len(data.test):
@@ -327,11 +328,29 @@ def _state_for_ckpt(state: dict) -> dict:
             "bad_evals": state["bad_evals"], "skipped_steps": state["skipped_steps"]}
 
 
-def _resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig):
+def _claim_run_dir(ctx, out: Path, cfg: TrainConfig) -> str:
+    """rundir.claim on rank 0; under torchrun every rank gets its run id, or its refusal."""
+    from tracegraph.runtime.rundir import claim
+
+    run_id, refusal = None, None
+    if ctx.is_main:
+        try:
+            run_id = claim(out, resume=cfg.resume, overwrite=cfg.overwrite)
+        except TracegraphError as e:
+            refusal = str(e)
+    run_id, refusal = broadcast_object((run_id, refusal))  # one process: unchanged
+    if refusal is not None:
+        raise TracegraphError(refusal)
+    return run_id
+
+
+def _resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_id: str):
     ckpts = list_epoch_checkpoints(out)
     if not ckpts:
         raise TracegraphError(f"--resume: no checkpoints in {out / 'checkpoints'}")
     payload = load_checkpoint(ckpts[-1])
+    if payload.get("run_id", run_id) != run_id:
+        raise TracegraphError(f"--resume: {ckpts[-1]} belongs to another run than {out / 'config.json'} records")
     if payload["model_config"] != mcfg.to_dict():
         raise TracegraphError(f"--resume: {ckpts[-1]} was trained with another model configuration")
     model.load_state_dict(payload["model"])
