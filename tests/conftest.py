@@ -11,6 +11,12 @@ UMLS = PACKAGE / "kg" / "datasets" / "umls"
 NEURONS = PACKAGE / "trees" / "datasets" / "neurons"
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own user cache dir: nothing lands in ~/.cache, no test sees another's entries."""
+    monkeypatch.setenv("TRACEGRAPH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture(scope="session")
 def umls_dir() -> Path:
     if not (UMLS / "train.txt").exists():

@@ -76,7 +76,7 @@ def filter_cmd(
     strict_path_filtering: bool = STRICT_PATH,
     save_edges_only: bool = EDGES_ONLY,
     cache: bool = typer.Option(True, "--cache/--no-cache",
-                               help="Reuse/write the graph index <train>.tgindex.npz (keyed by file hash)."),
+                               help="Reuse/write the graph index in the user cache dir (keyed by the file's content; $TRACEGRAPH_CACHE_DIR)."),
 ):
     """Write the filtered training graph for each test triple, with per-triple statistics.
 

@@ -63,7 +63,9 @@ def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size,
         w.writerow(["head", "relation", "tail", "side", "rank", "rank_optimistic", "rank_pessimistic", "score", "top_predictions"])
         for rk in sides:
             for i, (h, r, t) in enumerate(test_ids):
-                top = ";".join(f"{ent[e]}:{s:.4f}" for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])) if top_k else ""
+                # a JSON list of [entity, score] pairs: unambiguous for ids containing ':' or ';' (CURIEs, URLs)
+                top = json.dumps([[ent[e], round(float(s), 4)] for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])],
+                                 ensure_ascii=False) if top_k else ""
                 w.writerow([ent[h], rel[r], ent[t], rk.side, rk.realistic[i], rk.optimistic[i], rk.pessimistic[i],
                             f"{rk.score[i]:.6f}", top])
     return {"metrics": res, "output_dir": str(out), "unseen": unseen_report}

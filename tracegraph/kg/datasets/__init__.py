@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracegraph.errors import TracegraphError
+from tracegraph.runtime.cachedir import cache_dir
 
 SPLITS = ("train", "valid", "test")
 _HERE = Path(__file__).resolve().parent
@@ -57,18 +58,6 @@ def lookup(name: str) -> Dataset:
     if key not in DATASETS:
         raise TracegraphError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)} (`tracegraph data list`)")
     return DATASETS[key]
-
-
-def cache_dir() -> Path:
-    """Where downloaded datasets (and other derived files) are kept; ``$TRACEGRAPH_CACHE_DIR`` wins."""
-    import os
-
-    env = os.environ.get("TRACEGRAPH_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("tracegraph"))
 
 
 def cached_path(ds: Dataset) -> Path:
