@@ -73,6 +73,7 @@ def download(source: str, dest: Path, label: str) -> str:
 
 def fetch_archive(source: str, sha256: str, target: Path, members: list[str], label: str) -> None:
     """Make ``target`` a directory holding ``members`` (base names) from the tar.gz at ``source``."""
+    created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent)
     os.close(fd)
@@ -91,10 +92,22 @@ def fetch_archive(source: str, sha256: str, target: Path, members: list[str], la
     except OSError as e:
         if target.is_dir() and all((target / m).is_file() for m in members):
             return  # another process finished the same fetch first
+        _remove_empty(created)
         raise TracegraphError(f"cannot write the dataset cache at {target.parent}: {e}") from None
+    except BaseException:
+        archive.unlink(missing_ok=True)
+        shutil.rmtree(unpacked, ignore_errors=True)
+        _remove_empty(created)  # a failed fetch leaves the cache as it found it
+        raise
     finally:
         archive.unlink(missing_ok=True)
         shutil.rmtree(unpacked, ignore_errors=True)
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    for d in dirs:  # innermost first
+        with contextlib.suppress(OSError):
+            d.rmdir()
 
 
 def _unpack(archive: Path, members: list[str], into: Path, source: str) -> None:
