@@ -44,11 +44,12 @@ class UnseenReport:
                 "entities_per_split": self.per_split, "triples": self.triples, "dropped": self.policy == "drop"}
 
     def describe(self) -> str | None:
-        if not self.entities:
+        if not self.entities or self.policy == "error":  # error: the id map's own message says it
             return None
-        where = ", ".join(f"{self.per_split[s]} in {s} ({n} triples)" for s, n in self.triples.items() if n)
+        where = ", ".join(f"{self.per_split[s]} in {s} ({n} triple{'s' * (n != 1)})"
+                          for s, n in self.triples.items() if n)
         action = {"include": "included untrained and ranked among all entities",
-                  "drop": "their triples dropped from evaluation", "error": "stopping"}[self.policy]
+                  "drop": "their triples dropped from evaluation"}[self.policy]
         return f"{len(self.entities)} entities unseen in train, {where}: {action}"
 
 
