@@ -34,7 +34,7 @@ def test_help_is_whole_at_60_columns_when_piped(path, cmd):
         for opt in [*param.opts, *param.secondary_opts]:
             if opt.startswith("-"):
                 assert opt in words, f"{' '.join(path)} --help lost {opt}"
-    assert "…" not in res.stdout and "<bool>" not in res.stdout
+    assert not [w for w in words if w.startswith("-") and w.endswith("…")] and "<bool>" not in res.stdout
 
 
 @pytest.mark.parametrize("args,contains", [
@@ -81,7 +81,8 @@ def test_a_header_line_is_skipped_with_a_note(tmp_path, header, skipped, caplog)
 
     f = tmp_path / "t.txt"
     f.write_text(f"{header}\nx\tr\ty\n")
-    log.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger=log.name)
+    log.addHandler(caplog.handler)  # tracegraph's logger does not propagate once the CLI set it up
     try:
         lt = read_labeled_triples(f)
     finally:

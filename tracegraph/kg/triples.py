@@ -248,7 +248,7 @@ HEADER_WORDS = {"head", "relation", "tail", "subject", "predicate", "object", "s
 
 
 def is_header(fields: Sequence[str]) -> bool:
-    return all(f.strip().strip("#:").lower() in HEADER_WORDS for f in fields)
+    return all(f.strip("#: ").lower() in HEADER_WORDS for f in fields)
 
 
 def read_labeled_triples(path: str | Path) -> LabeledTriples:
