@@ -111,3 +111,10 @@ def test_progress_logs_a_line_every_interval_when_not_a_terminal(monkeypatch):
         pg.log.removeHandler(handler)
         pg.log.setLevel(old_level)
     assert len(lines) >= 3 and lines[-1].startswith("epoch 1: 4/4 (100%), loss 0.125")
+
+
+def test_removal_ratio_is_described_never_none():
+    from tracegraph.kg.removal import describe_ratio
+
+    assert describe_ratio({"ratio_delta_rr": 1.114}) == "ratio 1.11"
+    assert "None" not in describe_ratio({"ratio_delta_rr": None}) and "undefined" in describe_ratio({})

@@ -46,6 +46,7 @@ def test_every_bundled_file_is_in_the_clone(clone):
     assert found >= 3 + 5  # UMLS splits, five neurons
 
 
+@pytest.mark.slow
 def test_the_clone_reads_its_own_data_with_nothing_beside_it(clone):
     code = ("from tracegraph.kg.datasets import split_paths; from tracegraph.kg.triples import read_triples; "
             "from tracegraph.trees.data import read_swc; import pathlib; "
