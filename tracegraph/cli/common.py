@@ -19,7 +19,7 @@ def set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-UNSEEN_HELP = ("Valid/test entities never seen in train: include (default; an untrained embedding, ranked among all "
+UNSEEN_HELP = ("Valid/test entities never seen in train: include (default; an embedding never trained as a positive, ranked among all "
                "entities, as LibKGE and the ConvE code do), drop (leave those triples out, counted), error (stop).")
 UnseenOpt = typer.Option("include", "--unseen", help=UNSEEN_HELP)
 

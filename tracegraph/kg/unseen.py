@@ -4,7 +4,8 @@ Standard benchmarks have them (FB15k-237: 8 in valid, 29 in test). Three policie
 
 - ``include`` (default, as LibKGE and the original ConvE code do): the entity gets an id — after
   every training entity, so a training-only map is a prefix of this one — and an embedding that
-  no training step touches; its triples are ranked among all entities like any other.
+  is never a positive target (1-N scoring still pushes it down as a negative, as it does every
+  entity); its triples are ranked among all entities like any other.
 - ``drop``: triples mentioning such an entity leave valid/test; how many is reported.
 - ``error``: the first one stops the run, naming file and line (the id map's own message).
 
@@ -48,7 +49,7 @@ class UnseenReport:
             return None
         where = ", ".join(f"{self.per_split[s]} in {s} ({n} triple{'s' * (n != 1)})"
                           for s, n in self.triples.items() if n)
-        action = {"include": "included untrained and ranked among all entities",
+        action = {"include": "included (never a training positive) and ranked among all entities",
                   "drop": "their triples dropped from evaluation"}[self.policy]
         return f"{len(self.entities)} entities unseen in train, {where}: {action}"
 
