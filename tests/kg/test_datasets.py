@@ -168,3 +168,10 @@ def test_get_from_the_local_benchmark_mirror(benchmark_mirror, tmp_path, name):
     counts = tuple(count_lines(tmp_path / name / f"{s}.txt") for s in ("train", "valid", "test"))
     assert counts == ds.triples
     assert snapshot(benchmark_mirror) == before
+
+
+def test_unwritable_cache_is_a_clean_error(tiny_registry, tmp_path, monkeypatch):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")  # a file where the cache dir should be: unwritable for root too
+    monkeypatch.setenv("TRACEGRAPH_CACHE_DIR", str(blocker))
+    run_cli_error(["data", "get", "tiny", "-o", tmp_path / "out"], tmp_path, contains="cannot write the dataset cache")

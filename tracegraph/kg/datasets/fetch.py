@@ -73,13 +73,15 @@ def download(source: str, dest: Path, label: str) -> str:
 
 def fetch_archive(source: str, sha256: str, target: Path, members: list[str], label: str) -> None:
     """Make ``target`` a directory holding ``members`` (base names) from the tar.gz at ``source``."""
-    created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent)
-    os.close(fd)
-    archive = Path(tmp)
-    unpacked = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".unpack", dir=target.parent))
+    created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]  # innermost first
+    archive = unpacked = None
+    done = False
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent)
+        os.close(fd)
+        archive = Path(tmp)
+        unpacked = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".unpack", dir=target.parent))
         got = download(source, archive, label)
         if got != sha256:
             raise TracegraphError(f"checksum mismatch for {source}: expected sha256 {sha256}, got {got}; "
@@ -88,20 +90,20 @@ def fetch_archive(source: str, sha256: str, target: Path, members: list[str], la
         umask = os.umask(0)  # mkdtemp makes 0700; the entry gets what a plain mkdir would
         os.umask(umask)
         os.chmod(unpacked, 0o777 & ~umask)
-        os.replace(unpacked, target)  # an entry from a concurrent fetch is complete too: fine either way
+        os.replace(unpacked, target)
+        done = True
     except OSError as e:
         if target.is_dir() and all((target / m).is_file() for m in members):
-            return  # another process finished the same fetch first
-        _remove_empty(created)
+            done = True  # another process finished the same fetch first: its entry is complete too
+            return
         raise TracegraphError(f"cannot write the dataset cache at {target.parent}: {e}") from None
-    except BaseException:
-        archive.unlink(missing_ok=True)
-        shutil.rmtree(unpacked, ignore_errors=True)
-        _remove_empty(created)  # a failed fetch leaves the cache as it found it
-        raise
     finally:
-        archive.unlink(missing_ok=True)
-        shutil.rmtree(unpacked, ignore_errors=True)
+        if archive is not None:
+            archive.unlink(missing_ok=True)
+        if unpacked is not None:
+            shutil.rmtree(unpacked, ignore_errors=True)
+        if not done:
+            _remove_empty(created)  # a failed fetch leaves the cache as it found it
 
 
 def _remove_empty(dirs: list[Path]) -> None:
