@@ -26,6 +26,12 @@ UMLS = PACKAGE / "kg" / "datasets" / "umls"
 NEURONS = PACKAGE / "trees" / "datasets" / "neurons"
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own user cache dir: nothing lands in ~/.cache, no test sees another's entries."""
+    monkeypatch.setenv("TRACEGRAPH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture(scope="session")
 def umls_dir() -> Path:
     if not (UMLS / "train.txt").exists():
@@ -47,3 +53,48 @@ def run_cli(args, **kw):
     from tracegraph.cli import app
 
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False, **kw)
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def benchmark_mirror() -> Path:
+    """The local mirror of the published benchmark archives (FB15k-237, WN18RR): $TRACEGRAPH_BENCHMARK_MIRROR,
+    else a ``shared/data/benchmarks`` folder beside the checkout or one of its parents. Tests that need
+    it skip on a fresh clone, where it does not exist."""
+    env = os.environ.get("TRACEGRAPH_BENCHMARK_MIRROR")
+    candidates = [Path(env)] if env else [p / "shared" / "data" / "benchmarks" for p in REPO.parents[:3]]
+    for c in candidates:
+        if (c / "FB15k-237.tar.gz").is_file():
+            return c
+    pytest.skip("no local benchmark mirror (set TRACEGRAPH_BENCHMARK_MIRROR to a folder holding FB15k-237.tar.gz, "
+                "WN18RR.tar.gz); the tiny self-made archive tests cover the same code")
+
+
+def snapshot(*roots: Path) -> dict:
+    """Every file and folder under ``roots``, with size and content hash: what a failing command must not change."""
+    import hashlib
+
+    out = {}
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            out[str(root)] = None
+            continue
+        for p in sorted([root, *root.rglob("*")]):
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    return out
+
+
+def run_cli_error(args, *watch: Path, contains: str = "", **kw):
+    """Run a command that must fail the user-facing way: exit code 2, one ``error: …`` line on stderr,
+    and every path in ``watch`` (output dirs, input dirs, the cache) exactly as it was before."""
+    before = snapshot(*watch)
+    res = run_cli(args, **kw)
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert contains in lines[0], lines[0]
+    assert snapshot(*watch) == before, "a failing command changed its output locations"
+    return res

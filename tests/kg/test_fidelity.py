@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_error
 from tracegraph.errors import DataError
 from tracegraph.kg import fidelity as fid
 from tracegraph.kg.synthetic import SyntheticConfig, generate, write
@@ -201,6 +201,5 @@ def test_fidelity_cli(tiny_run):
     assert set(res["recovery"]["summary"]["tracin"]) == set(fid.METRICS)
     assert res["recovery"]["influence"]["loss"] == "score"
     assert res["recovery"]["per_triple"] and "removal" not in res
-    bad = run_cli(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
-                   "--mechanisms", d / "train.txt", "-o", out])
-    assert bad.exit_code == 2
+    run_cli_error(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test",
+                   d / "test.txt", "--mechanisms", d / "train.txt", "-o", out], out, tiny_run / "run")

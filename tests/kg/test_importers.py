@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_error
 from tracegraph.kg.model_io import load_model
 
 ATOL = 1e-5
@@ -87,11 +87,8 @@ def test_pykeen_pickled_model_scores_equal_score_t(pykeen_run, tmp_path):
 
 def test_pykeen_pickle_refused_without_trust(pykeen_run, tmp_path):
     d, _, _ = pykeen_run
-    res = run_cli(["import", "pykeen", d / "trained_model.pkl", "--triples-factory-dir", d / "training_triples",
-                   "--output-dir", tmp_path / "x"])
-    assert res.exit_code == 2
-    assert "--trust-pickle" in res.output
-    assert not (tmp_path / "x" / "final_model.pt").exists()
+    run_cli_error(["import", "pykeen", d / "trained_model.pkl", "--triples-factory-dir", d / "training_triples",
+                   "--output-dir", tmp_path / "x"], tmp_path / "x", d, contains="--trust-pickle")
 
 
 def test_pykeen_state_dict_imports_safely(pykeen_run, tmp_path):
@@ -244,8 +241,7 @@ def test_earlier_checkpoint_never_unpickles_without_trust(tmp_path):
                 "embedding_dim": 24, "embedding_height": 4, "embedding_width": 6}, "args": argparse.Namespace(seed=1)}, f)
     args = ["import", "checkpoint", f, "--entity-to-id", tmp_path / "node_dict.txt",
             "--relation-to-id", tmp_path / "rel_dict.txt", "--output-dir", tmp_path / "o"]
-    res = run_cli(args)
-    assert res.exit_code == 2 and "--trust-pickle" in res.output
+    run_cli_error(args, tmp_path / "o", f, contains="--trust-pickle")
     res = run_cli(args + ["--trust-pickle"])
     assert res.exit_code == 0, res.output
     assert "lr set to 1.0" in res.output

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_error
 from tracegraph.kg.neighborhood import FilterOptions, GraphIndex, _path_edges
 from tracegraph.kg.triples import read_triples
 
@@ -203,13 +203,16 @@ def test_umls_matches_networkx(umls):
 # --------------------------------------------------------------------------- cache
 
 
-def test_cache_is_reused_and_invalidated(tmp_path):
-    train = tmp_path / "train.txt"
+def test_cache_is_reused_and_invalidated(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "data"
+    data.mkdir()
+    train = data / "train.txt"
     train.write_text("a\tr\tb\nb\tr\tc\nc\tr\ta\n")
     ts = read_triples(train)
     first = GraphIndex.load_or_build(train, ts.ids, ts.num_entities)
-    cache = tmp_path / "train.txt.tgindex.npz"
-    assert first.loaded_from is None and cache.is_file()
+    (cache,) = (tmp_path / "cache" / "index").iterdir()  # in the user cache, keyed by content
+    assert first.loaded_from is None and sorted(p.name for p in data.iterdir()) == ["train.txt"]
     second = GraphIndex.load_or_build(train, ts.ids, ts.num_entities)
     assert second.loaded_from == cache
     for name in GraphIndex.ARRAYS:
@@ -224,18 +227,12 @@ def test_cache_is_reused_and_invalidated(tmp_path):
 
 
 def test_unwritable_cache_location_falls_back(tmp_path, monkeypatch, caplog):
-    # A directory squatting on the cache name makes the sibling location unwritable for anyone
-    # (root included, unlike chmod); the user cache dir is used instead, then nothing at all.
+    # A file squatting on the cache dir makes it unwritable for anyone (root included, unlike
+    # chmod): the index is then built every time, never written beside the data.
     train = tmp_path / "train.txt"
     train.write_text("a\tr\tb\n")
-    (tmp_path / "train.txt.tgindex.npz").mkdir()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    ts = read_triples(train)
-    GraphIndex.load_or_build(train, ts.ids, ts.num_entities)
-    again = GraphIndex.load_or_build(train, ts.ids, ts.num_entities)
-    assert again.loaded_from is not None and again.loaded_from.is_relative_to(tmp_path / "xdg")
     (tmp_path / "blocker").write_text("")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "blocker"))
+    monkeypatch.setenv("TRACEGRAPH_CACHE_DIR", str(tmp_path / "blocker"))
     train.write_text("a\tr\tc\n")
     ts = read_triples(train)
     idx = GraphIndex.load_or_build(train, ts.ids, ts.num_entities)
@@ -280,8 +277,7 @@ def test_cli_single_triple_file_and_unknown_entity(tmp_path):
                    "--path-filtering", "--max-total-path-length", "3", "--save-edges-only"])
     assert res.exit_code == 0, res.output
     assert out.read_text().splitlines() == ["z 3\trel\tx:1", "z 3\trel\tw", "w\trel\tv"]
-    assert (tmp_path / "train.txt.tgindex.npz").is_file()
+    assert not list(tmp_path.glob("*.tgindex.npz"))  # the index went to the user cache, not beside the data
     test.write_text("x:1\trel\tmissing\n")
-    res = run_cli(["filter", "--train", train, "--test-triples", test, "--output", out])
-    assert res.exit_code == 2
-    assert "'missing' is not in the training graph" in res.stderr and "Traceback" not in res.output
+    run_cli_error(["filter", "--train", train, "--test-triples", test, "--output", out], tmp_path,
+                  contains="'missing' is not in the training graph")  # the earlier output stays as it was

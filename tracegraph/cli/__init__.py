@@ -13,17 +13,43 @@ from typer.core import TyperGroup
 from tracegraph.errors import TracegraphError
 
 
+# typer >= 0.20 vendors click (typer._click); its BadParameter's UsageError is the one raised, whichever it is
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
 class _Group(TyperGroup):
+    """The top-level group: every user error, from a bad file to a bad option value, ends as one
+    ``error: …`` line on stderr and exit code 2 (option errors name the command's --help)."""
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except TracegraphError as e:
-            from rich.markup import escape
+            _fail(str(e))
+        except _UsageError as e:
+            _usage_error(e)
 
-            from tracegraph.runtime.progress import console
+    def parse_args(self, ctx, args):
+        try:  # errors before any subcommand runs: an unknown command, a bad global option
+            return super().parse_args(ctx, args)
+        except _UsageError as e:
+            _usage_error(e)
 
-            console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)  # one line, never wrapped
-            raise typer.Exit(2) from None
+
+def _usage_error(e):
+    if type(e).__name__ == "NoArgsIsHelpError":  # `tracegraph data` alone: the help, as asked
+        raise e
+    where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+    _fail(e.format_message().replace("\n", " ") + where)
+
+
+def _fail(message: str):
+    from rich.markup import escape
+
+    from tracegraph.runtime.progress import console
+
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)  # one line, never wrapped
+    raise typer.Exit(2) from None
 
 
 app = typer.Typer(
@@ -33,7 +59,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # plain click help: wraps at any width, never truncates option names (rich tables cut them)
 )
 
 

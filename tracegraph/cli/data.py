@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List
+import shutil
+from typing import List, Optional
 
 import typer
+
+from tracegraph.cli.common import table_console
 
 data_app = typer.Typer(help="Inspect, split and import knowledge-graph data.", no_args_is_help=True)
 
@@ -17,7 +20,6 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ):
     """Counts per file (and combined): triples, entities, relations, duplicates, degrees."""
-    from rich.console import Console
     from rich.table import Table
 
     from tracegraph.kg.split import triple_stats
@@ -37,7 +39,7 @@ def stats(
             name, str(s["triples"]), str(s["entities"]), str(s["relations"]),
             str(s["duplicate_triples"]), str(s["self_loops"]), f"{d['min']}/{d['median']:g}/{d['max']}",
         )
-    Console().print(table)
+    table_console().print(table)
 
 
 @data_app.command("split")
@@ -109,6 +111,49 @@ def synthetic(
         f"valid {counts['valid']}  test {counts['test']} ({counts['test_mechanism_paths']} mechanism paths)"
         f"  -> {output_dir}"
     )
+
+
+@data_app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
+    """Datasets known by name: bundled (UMLS) or downloaded on first use into the cache ($TRACEGRAPH_CACHE_DIR)."""
+    from rich.table import Table
+
+    from tracegraph.kg.datasets import DATASETS, cache_dir, cached_path
+
+    rows = []
+    for d in DATASETS.values():
+        cached = d.bundled or cached_path(d).is_dir()
+        rows.append({"name": d.name, "source": d.source, "sha256": d.sha256, "entities": d.entities,
+                     "relations": d.relations, "train": d.triples[0], "valid": d.triples[1], "test": d.triples[2],
+                     "conve_mrr": d.conve_mrr, "available": cached, "description": d.description})
+    if as_json:
+        typer.echo(json.dumps({"cache_dir": str(cache_dir()), "datasets": rows}, indent=2))
+        return
+    table = Table(title=f"datasets (cache: {cache_dir()})")
+    for c in ("name", "source", "entities", "relations", "train/valid/test", "ConvE MRR (published)", "here"):
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["source"], str(r["entities"]), str(r["relations"]),
+                      f"{r['train']}/{r['valid']}/{r['test']}", r["conve_mrr"], "yes" if r["available"] else "no")
+    table_console().print(table)
+
+
+@data_app.command("get")
+def get_cmd(
+    name: str = typer.Argument(..., help="A name from `tracegraph data list`."),
+    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Writes train.txt, valid.txt, test.txt here."),
+    source: Optional[str] = typer.Option(None, "--from", help="A local copy or mirror URL of the archive (same sha256) instead of the published address."),
+):
+    """Write a dataset's train/valid/test files into a directory (downloading it into the cache first if needed)."""
+    from tracegraph.kg.datasets import split_paths
+    from tracegraph.runtime.checkpoints import atomic_path
+
+    paths = split_paths(name, source)
+    for split, path in paths.items():
+        with atomic_path(output_dir / path.name) as tmp:
+            shutil.copyfile(path, tmp)
+    counts = "  ".join(f"{s} {sum(1 for line in open(p, 'rb') if line.strip())}" for s, p in paths.items())
+    typer.echo(f"{name}: {counts}  -> {output_dir}")
 
 
 def register(app: typer.Typer) -> None:

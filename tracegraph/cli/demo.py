@@ -52,6 +52,7 @@ def fidelity_cmd(
 ):
     """Grade TracIn explanations: ground-truth recovery vs baselines, and removal-and-retrain."""
     from tracegraph.kg.fidelity import FidelityConfig, RemovalOptions, run_fidelity
+    from tracegraph.kg.removal import describe_ratio
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
@@ -68,7 +69,7 @@ def fidelity_cmd(
     if "removal" in res and res["removal"].get("graded"):
         r = res["removal"]
         typer.echo(f"removal: mean ΔRR proponents {r['proponents']['delta_rr']['mean']:.3f}, random "
-                   f"{r['random']['delta_rr']['mean']:.3f}, ratio {r['ratio_delta_rr']}")
+                   f"{r['random']['delta_rr']['mean']:.3f}, {describe_ratio(r)}")
     typer.echo(f"-> {output_dir / 'fidelity.json'}")
 
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
+from tracegraph.cli.common import DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
 
 # chosen by the necessity and recovery results (README, "Which explanation method")
 DEFAULT_METHOD = "tracin"
@@ -20,7 +20,8 @@ from tracegraph.cli.filter import (
 
 def explain_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory written by `tracegraph train` (or an imported model)."),
-    train: Path = typer.Option(..., "--train", help="Training triples whose influence is ranked."),
+    train: Optional[Path] = typer.Option(None, "--train", help="Training triples whose influence is ranked (or --dataset: its train split)."),
+    dataset: Optional[str] = DatasetOpt,
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
@@ -65,6 +66,7 @@ def explain_cmd(
     if method in ("exact", "autograd", "vmap"):  # the option's earlier meaning
         method, engine = "tracin", method
     check_methods([method])
+    train = dataset_splits(dataset, ("train",), train=train)["train"]
     cfg = ExplainConfig(
         model_dir=str(model_dir), train=str(train), test_triples=str(test_triples), output_dir=str(output_dir),
         checkpoints=checkpoints, method=engine, explainer=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,

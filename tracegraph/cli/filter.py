@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Optional
 
 import typer
+
+from tracegraph.cli.common import DatasetOpt, dataset_splits, table_console
 
 N_HOPS = typer.Option(2, "--n-hops", min=0, help="Keep nodes within this many hops of the head AND of the tail.")
 MIN_DEGREE = typer.Option(2, "--min-degree", min=0,
@@ -59,7 +62,8 @@ def output_name(k: int, head: str, tail: str, width: int = 3) -> str:
 
 
 def filter_cmd(
-    train: Path = typer.Option(..., "--train", help="Training triples (head<TAB>relation<TAB>tail)."),
+    train: Optional[Path] = typer.Option(None, "--train", help="Training triples (head<TAB>relation<TAB>tail), or --dataset."),
+    dataset: Optional[str] = DatasetOpt,
     test_triples: Path = typer.Option(..., "--test-triples", help="Test triples to filter around."),
     output: Path = typer.Option(..., "--output", "-o",
                                 help="A file when there is one test triple, otherwise a directory."),
@@ -72,14 +76,13 @@ def filter_cmd(
     strict_path_filtering: bool = STRICT_PATH,
     save_edges_only: bool = EDGES_ONLY,
     cache: bool = typer.Option(True, "--cache/--no-cache",
-                               help="Reuse/write the graph index <train>.tgindex.npz (keyed by file hash)."),
+                               help="Reuse/write the graph index in the user cache dir (keyed by the file's content; $TRACEGRAPH_CACHE_DIR)."),
 ):
     """Write the filtered training graph for each test triple, with per-triple statistics.
 
     Semantics: docs/filtering.md. An unknown head/tail marks that triple as failed and the others go on; exit code 0 if any triple succeeded, 2 if none did.
     """
     import numpy as np
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -91,6 +94,7 @@ def filter_cmd(
     from tracegraph.runtime.progress import console, make_progress, setup_logging
 
     setup_logging()  # the index cache reports where it was read or written
+    train = dataset_splits(dataset, ("train",), train=train)["train"]
 
     options = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint,
                                       path_filtering, max_total_path_length, strict_path_filtering,
@@ -136,7 +140,7 @@ def filter_cmd(
                           str(rec["edges_kept"]), f"{100 * rec['reduction_ratio']:.2f} %", f"{rec['seconds']:.3f} s")
         else:
             table.add_row(str(rec["index"]), Text(rec["head"]), Text(rec["tail"]), "-", "-", "failed", "-")
-    Console().print(table)  # results on stdout (like `data stats`); progress and warnings on stderr
+    table_console().print(table)  # results on stdout (like `data stats`); progress and warnings on stderr
     ok = sum(rec["status"] == "ok" for rec in records)
     if not single:
         atomic_write_json(output / "filter_summary.json", {

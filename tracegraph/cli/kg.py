@@ -7,15 +7,19 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from tracegraph.cli.common import DEVICE_HELP, DeviceOpt, PrecisionOpt, ThreadsOpt, set_threads
+from tracegraph.cli.common import (
+    DEVICE_HELP, DatasetOpt, DeviceOpt, PrecisionOpt, ThreadsOpt, UnseenOpt, dataset_splits, set_threads,
+)
 
 
 def train_cmd(
     ctx: typer.Context,
-    train: Path = typer.Option(..., "--train", help="Training triples (head<TAB>relation<TAB>tail)."),
+    train: Optional[Path] = typer.Option(None, "--train", help="Training triples (head<TAB>relation<TAB>tail); or --dataset."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Run directory: config.json, checkpoints/, models, history."),
     valid: Optional[Path] = typer.Option(None, "--valid", help="Validation triples: best_model.pt and early stopping use filtered MRR on them."),
     test: Optional[Path] = typer.Option(None, "--test", help="Test triples, evaluated with the best model at the end."),
+    dataset: Optional[str] = DatasetOpt,
+    unseen: str = UnseenOpt,
     entity_to_id: Optional[Path] = typer.Option(None, "--entity-to-id", "--node-dict", help="Existing node_dict.txt (label<TAB>index); built from --train when absent."),
     relation_to_id: Optional[Path] = typer.Option(None, "--relation-to-id", "--rel-dict", help="Existing rel_dict.txt."),
     epochs: int = typer.Option(100, "--epochs", "--num-epochs", min=1),
@@ -62,6 +66,7 @@ def train_cmd(
     relation_dropout: float = typer.Option(0.0, min=0.0, max=1.0, help="Dropout on the relation embedding."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Start from a shipped preset (conve-paper, fb15k-237, wn18rr, umls) or a preset .json file; options given on the command line override it; config.json records its name and sha256."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run already in --output-dir first (a used run directory is refused otherwise)."),
     num_threads: int = ThreadsOpt,
 ):
     """Train ConvE with 1-N scoring and label-matrix-free BCE.
@@ -69,11 +74,14 @@ def train_cmd(
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph train …` (DistributedDataParallel,
     --batch-size stays global; see docs/scaling.md)."""
     from tracegraph.kg.train import TrainConfig, train as run_train
+    from tracegraph.kg.unseen import check_policy
     from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
     set_threads(num_threads)
+    files = dataset_splits(dataset, ("train",), train=train, valid=valid, test=test)
+    train, valid, test = files["train"], files["valid"], files["test"]
     model = dict(embedding_dim=embedding_dim, embedding_height=embedding_height, embedding_width=embedding_width,
                  output_channels=output_channels, kernel_size=kernel_size, input_dropout=input_dropout,
                  feature_map_dropout=feature_map_dropout, output_dropout=output_dropout, reciprocal=reciprocal,
@@ -88,9 +96,9 @@ def train_cmd(
         gradient_checkpointing=gradient_checkpointing, memory_cleanup=memory_cleanup, compile=compile,
         cuda_graphs=cuda_graphs, tf32=tf32, deterministic=deterministic,
         num_workers=num_workers, checkpoint_every=checkpoint_every, eval_every=eval_every, patience=patience,
-        resume=resume, model=model, min_epochs=min_epochs, lr_scheduler=lr_scheduler, lr_factor=lr_factor,
-        lr_patience=lr_patience, lr_step_size=lr_step_size, lr_min=lr_min, lr_threshold=lr_threshold,
-        optimizer=optimizer, weight_decay=weight_decay, loss=loss,
+        resume=resume, overwrite=overwrite, model=model, unseen=check_policy(unseen), min_epochs=min_epochs,
+        lr_scheduler=lr_scheduler, lr_factor=lr_factor, lr_patience=lr_patience, lr_step_size=lr_step_size,
+        lr_min=lr_min, lr_threshold=lr_threshold, optimizer=optimizer, weight_decay=weight_decay, loss=loss,
     )
     if preset is not None:
         from tracegraph.kg.presets import apply_preset, explicit_options, load_preset
@@ -104,7 +112,9 @@ def train_cmd(
 
 def evaluate_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
-    test: Path = typer.Option(..., "--test", help="Triples to rank."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Triples to rank (or --dataset: its test split)."),
+    dataset: Optional[str] = DatasetOpt,
+    unseen: str = UnseenOpt,
     filter_files: Optional[List[Path]] = typer.Option(None, "--filter", help="Files of known true triples to filter (default: the run's train/valid/test plus --test)."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Writes evaluation.json and ranks.csv (default: MODEL_DIR/evaluation)."),
     top_k: int = typer.Option(10, min=0, help="Top predicted entities listed per triple in ranks.csv."),
@@ -115,7 +125,8 @@ def evaluate_cmd(
     """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
     from tracegraph.kg.predict import evaluate_files
 
-    res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device)
+    test = dataset_splits(dataset, ("test",), test=test)["test"]
+    res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
     for side in ("tail", "head", "both"):
         if side in res["metrics"]:
             m = res["metrics"][side]

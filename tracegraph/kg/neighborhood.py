@@ -11,7 +11,6 @@ one CSR index (:class:`GraphIndex`), built once per training graph and cached as
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -182,18 +181,19 @@ class GraphIndex:
     @classmethod
     def load_or_build(cls, train_path: str | Path, ids: np.ndarray, num_entities: int,
                       use_cache: bool = True) -> "GraphIndex":
-        """Reuse ``<train>.tgindex.npz`` when it was built from the same file bytes and ids.
+        """Reuse the index cached in the user cache dir when it was built from the same file bytes and ids.
 
         The key is sha256(file bytes) + format version + a digest of the id arrays (the same
-        file read with another entity map gives other ids). A stale or unreadable cache is
-        rebuilt; an unwritable directory falls back to the user cache dir, then to no cache.
+        file read with another entity map gives other ids), and names the cache file, so nothing
+        is ever written beside the user's data. An unreadable cache is rebuilt; an unwritable
+        cache dir means no cache.
         """
         require_file(train_path, "training file")
         if not use_cache:
             return cls.build(ids, num_entities)
         heads, tails = _endpoints(ids, num_entities)
         key = _cache_key(train_path, heads, tails, num_entities)
-        candidates = cache_paths(train_path)
+        candidates = cache_paths(key)
         for path in candidates:
             idx = cls._try_load(path, key, heads, tails, num_entities)
             if idx is not None:
@@ -207,7 +207,7 @@ class GraphIndex:
                 log.debug(f"graph index cached at {path}")
                 break
             except OSError as e:
-                log.info(f"cannot write graph index cache {path} ({e.strerror or e}); trying elsewhere")
+                log.info(f"cannot write graph index cache {path} ({e.strerror or e})")
         else:
             log.info("graph index not cached (no writable location); it is rebuilt on every run")
         return idx
@@ -317,12 +317,11 @@ def _cache_key(train_path, heads, tails, n) -> str:
     return f"v{INDEX_FORMAT_VERSION}:{h.hexdigest()}:{n}:{ids.hexdigest()[:16]}"
 
 
-def cache_paths(train_path: str | Path) -> list[Path]:
-    """Where the index cache may live, in order: next to the file, then the user cache dir."""
-    p = Path(train_path).resolve()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracegraph" / "index"
-    digest = hashlib.sha256(str(p).encode()).hexdigest()[:16]
-    return [p.with_name(p.name + INDEX_SUFFIX), base / f"{digest}-{p.name}{INDEX_SUFFIX}"]
+def cache_paths(key: str) -> list[Path]:
+    """Where the index of content ``key`` may be cached: the user cache dir only (never beside the data)."""
+    from tracegraph.runtime.cachedir import cache_dir
+
+    return [cache_dir() / "index" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}{INDEX_SUFFIX}"]
 
 
 # --------------------------------------------------------------------------- path filtering

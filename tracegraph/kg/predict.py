@@ -16,19 +16,21 @@ def filter_index(run: Run, files) -> KnownTails:
     return run.known_tails(files)
 
 
-def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device) -> dict:
+def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device,
+                   unseen: str = "include") -> dict:
     run = Run(model_dir, device)
     files = list(filter_files) if filter_files else run_files(run)
-    ev = run.evaluate(test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk)
+    ev = run.evaluate(test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk, unseen=unseen)
     out = Path(output_dir) if output_dir else run.path / "evaluation"
     atomic_write_json(out / "evaluation.json", {"metrics": ev.metrics, "checkpoint": str(ev.checkpoint),
-                                                "test": str(test), "filter": [str(f) for f in files] + [str(test)]})
+                                                "test": str(test), "filter": [str(f) for f in files] + [str(test)],
+                                                "unseen": ev.unseen})
     with atomic_path(out / "ranks.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(list(ev.ranks.columns))
         for row in ev.ranks.itertuples(index=False):
             w.writerow([*row[:7], f"{row.score:.6f}", row.top_predictions])
-    return {"metrics": ev.metrics, "output_dir": str(out)}
+    return {"metrics": ev.metrics, "output_dir": str(out), "unseen": ev.unseen}
 
 
 def predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device) -> None:

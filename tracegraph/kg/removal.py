@@ -110,8 +110,10 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
             write_triples(d / "excluded.txt", [(ent[a], rel[b], ent[c]) for a, b, c in train_ids[rows]])
             if on_retrain:
                 on_retrain(f"triple {case.index} {arm}")
-            # the full file with the removed triples masked out: same batches otherwise (kg/exclusion.py)
-            train(replace(base_cfg, train=str(train_path), exclude=str(d / "excluded.txt"), output_dir=str(d / "run")))
+            # the full file with the removed triples masked out: same batches otherwise (kg/exclusion.py);
+            # a fresh run each time: never --resume (the original may have been resumed); a rerun replaces its own
+            train(replace(base_cfg, train=str(train_path), exclude=str(d / "excluded.txt"), output_dir=str(d / "run"),
+                          resume=False, overwrite=True))
             lm = load_model(d / "run" / "final_model.pt")
             (r1,), (s1,) = tail_ranks(lm.model, np.array([case.triple]), known)
             removed = train_ids[rows]
@@ -148,3 +150,9 @@ def _removal_summary(cases, opts, seconds, labels, base_cfg) -> dict:
     out["per_triple"] = [{"index": c.index, "triple": labels(*c.triple) if labels else list(c.triple),
                           "base_rank": c.base_rank, "base_score": c.base_score, "arms": c.arms} for c in cases]
     return out
+
+
+def describe_ratio(removal: dict) -> str:
+    """'ratio 1.11', or why there is none (the random arm's mean drop is zero or negative)."""
+    r = removal.get("ratio_delta_rr")
+    return f"ratio {r:.2f}" if r is not None else "ratio undefined (the random arm's reciprocal rank did not drop)"

@@ -74,6 +74,7 @@ class Evaluation:
     metrics: dict
     ranks: pd.DataFrame
     checkpoint: Path
+    unseen: dict | None = None  # what --unseen did with test triples naming entities absent from training
 
     def __repr__(self) -> str:
         both = self.metrics.get("both", {})
@@ -217,8 +218,13 @@ class Run:
                          self.entities.ids(t, "entity")], axis=1).reshape(-1, 3)
 
     def known_tails(self, sources: Iterable) -> KnownTails:
-        """The filter index of the true triples in ``sources`` (files or label triples), with reciprocals."""
-        ids = [self.encode(s) for s in sources]
+        """The filter index of the true triples in ``sources`` (files or label triples), with reciprocals.
+        A file's triple naming a label the model has no id for filters nothing (a run trained with
+        ``--unseen drop`` keeps such files)."""
+        from tracegraph.kg.unseen import encode_known
+
+        ids = [encode_known(read_labeled_triples(s), self.entities, self.relations) if isinstance(s, (str, Path))
+               else self.encode(s) for s in sources]
         ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
         c = self.model.config
         return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
@@ -264,15 +270,24 @@ class Run:
         return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
     def evaluate(self, test, filter_triples=None, top_k: int = 10, batch_size: int = 256,
-                 entity_chunk: int = 65536) -> Evaluation:
+                 entity_chunk: int = 65536, unseen: str = "include") -> Evaluation:
         """Filtered ranks of ``test`` (a file or label triples) against every entity.
 
         ``filter_triples``: the known true triples (files or label triples) removed from each ranking;
         default the run's train/valid/test files; ``test`` itself is always added. Returns the
-        metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions`` as label:score;…)."""
-        from tracegraph.kg.evaluate import evaluate
+        metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions``: a JSON list of
+        [entity, score] pairs, unambiguous for ids holding ':' or ';'). ``unseen`` (a test file's
+        entities absent from the training file): include | drop | error, see kg/unseen.py."""
+        import json
 
-        test_ids = self.encode(test)
+        from tracegraph.kg.evaluate import evaluate
+        from tracegraph.kg.unseen import evaluation_triples
+
+        report = None
+        if isinstance(test, (str, Path)):
+            test_ids, report = evaluation_triples(self, test, unseen, run_files(self)[:1])
+        else:
+            test_ids = self.encode(test)
         sources = list(filter_triples) if filter_triples else list(self.data_files.values())
         known = self.known_tails([*sources, test])
         metrics, sides = evaluate(self.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
@@ -281,10 +296,11 @@ class Run:
         rows = []
         for rk in sides:
             for i, (h, r, t) in enumerate(test_ids):
-                top = ";".join(f"{ent[e]}:{s:.4f}" for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])) if top_k else ""
+                top = json.dumps([[ent[e], round(float(s), 4)] for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])],
+                                 ensure_ascii=False) if top_k else ""
                 rows.append((ent[h], rel[r], ent[t], rk.side, rk.realistic[i], rk.optimistic[i], rk.pessimistic[i],
                              float(rk.score[i]), top))
-        return Evaluation(metrics, pd.DataFrame(rows, columns=RANKS_COLUMNS), self.checkpoint)
+        return Evaluation(metrics, pd.DataFrame(rows, columns=RANKS_COLUMNS), self.checkpoint, report)
 
     def explain(self, test_triples, train=None, top_k: int | None = None, output_dir=None, **options) -> pd.DataFrame:
         """Exact TracIn: every training triple's influence on each test triple, summed over the checkpoints.

@@ -88,6 +88,8 @@ class TrainConfig:
     resume: bool = False
     # training triples (a triples file) left out while every batch keeps its place: see kg/exclusion.py
     exclude: str | None = None
+    overwrite: bool = False  # clear a used run directory first (runtime/rundir.py)
+    unseen: str = "include"  # valid/test entities never seen in train: include | drop | error (kg/unseen.py)
     model: dict = field(default_factory=dict)  # ConvEConfig overrides (sizes, dropouts, reciprocal…)
     filter_triples: list = field(default_factory=list)  # more known-true triple files, only filtered out of rankings
     preset: str | None = None  # the preset these settings came from (tracegraph/kg/presets)
@@ -99,16 +101,24 @@ class Data:
     train: TripleSet
     valid: np.ndarray
     test: np.ndarray
+    unseen: dict | None = None  # what the --unseen policy found and did (config.json)
 
 
 def load_data(cfg: TrainConfig) -> Data:
-    """Train defines the id maps (unless maps are given); valid/test must use the same ids."""
+    """Train defines the id maps (unless maps are given); valid/test use the same ids, and their
+    entities unseen in train are handled by ``cfg.unseen`` (kg/unseen.py)."""
+    from tracegraph.kg.unseen import apply_policy
+
     lt = read_labeled_triples(cfg.train)
     entities = IdMap.read(cfg.entity_map, "entity map") if cfg.entity_map else IdMap.from_labels(lt.heads + lt.tails)
     relations = IdMap.read(cfg.relation_map, "relation map") if cfg.relation_map else IdMap.from_labels(lt.relations)
+    splits = {name: read_labeled_triples(p) for name, p in (("valid", cfg.valid), ("test", cfg.test)) if p}
+    entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
+    if unseen.describe():
+        log.info(unseen.describe())
     train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
-    split = lambda p: encode_triples(read_labeled_triples(p), entities, relations) if p else np.zeros((0, 3), np.int64)
-    return Data(train, split(cfg.valid), split(cfg.test))
+    split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
+    return Data(train, split("valid"), split("test"), unseen.to_json())
 
 
 class TrainingObjective(torch.nn.Module):
@@ -199,15 +209,15 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
     objective = TrainingObjective(model, fused, chunk, cfg.label_smoothing, cfg.loss)  # the loss of one batch
     eval_bs = cfg.eval_batch_size or (256 if device.type != "cuda" else int(min(4096, max(256, 2**26 // E))))
 
-    # ---- outputs, resume
-    out.mkdir(parents=True, exist_ok=True)
-    if ctx.is_main:
-        data.train.entities.write(out / "node_dict.txt")
-        data.train.relations.write(out / "rel_dict.txt")
+    # ---- outputs, resume: nothing is written before the run directory is claimed and the resume checked
+    run_id = _claim_run_dir(ctx, out, cfg)
     state = {"history": [], "best_mrr": -1.0, "bad_evals": 0, "skipped_steps": 0}
     start_epoch = 1
     if cfg.resume:
-        start_epoch, state = _resume(out, model, optimizer, scheduler, gen, mcfg)
+        start_epoch, state = _resume(out, model, optimizer, scheduler, gen, mcfg, run_id)
+    if ctx.is_main:
+        data.train.entities.write(out / "node_dict.txt")
+        data.train.relations.write(out / "rel_dict.txt")
     ddp = None
     step = objective
     if ctx.active:
@@ -217,7 +227,7 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
     if cfg.compile:
         step = torch.compile(step)
     if ctx.is_main:
-        run_config = _run_config(cfg, mcfg, device, precision.name, fused, data, len(samples))
+        run_config = dict(run_id=run_id, **_run_config(cfg, mcfg, device, precision.name, fused, data, len(samples)))
         run_config["resolved"]["patience"] = patience  # what --patience's default became for this run
         if ctx.active:
             run_config["resolved"].update(world_size=ctx.world_size, backend=ctx.backend,
@@ -313,7 +323,7 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
                 if on_evaluation is not None:
                     on_evaluation(epoch, res["both"]["mrr"])
             state["history"].append(record)
-            payload = model_payload(model, epoch, lr, record)
+            payload = dict(model_payload(model, epoch, lr, record), run_id=run_id)  # explain refuses mixed runs
             if improved and ctx.is_main:
                 save_checkpoint(out / "best_model.pt", payload)
             if (epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs) and ctx.is_main:
@@ -335,7 +345,7 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
     # ---- finish: final weights, test metrics with the best model
     last = state["history"][-1] if state["history"] else {"epoch": start_epoch - 1, "lr": optimizer.param_groups[0]["lr"]}
     if ctx.is_main:
-        save_checkpoint(out / "final_model.pt", model_payload(model, last["epoch"], last["lr"], last))
+        save_checkpoint(out / "final_model.pt", dict(model_payload(model, last["epoch"], last["lr"], last), run_id=run_id))
     summary = {"epochs_run": last["epoch"], "stopped_early": stopped_early, "best_valid_mrr": state["best_mrr"],
                "skipped_steps": state["skipped_steps"]}
     if len(data.test):
@@ -381,11 +391,29 @@ def _state_for_ckpt(state: dict) -> dict:
             "bad_evals": state["bad_evals"], "skipped_steps": state["skipped_steps"]}
 
 
-def _resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig):
+def _claim_run_dir(ctx, out: Path, cfg: TrainConfig) -> str:
+    """rundir.claim on rank 0; under torchrun every rank gets its run id, or its refusal."""
+    from tracegraph.runtime.rundir import claim
+
+    run_id, refusal = None, None
+    if ctx.is_main:
+        try:
+            run_id = claim(out, resume=cfg.resume, overwrite=cfg.overwrite)
+        except TracegraphError as e:
+            refusal = str(e)
+    run_id, refusal = broadcast_object((run_id, refusal))  # one process: unchanged
+    if refusal is not None:
+        raise TracegraphError(refusal)
+    return run_id
+
+
+def _resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_id: str):
     ckpts = list_epoch_checkpoints(out)
     if not ckpts:
         raise TracegraphError(f"--resume: no checkpoints in {out / 'checkpoints'}")
     payload = load_checkpoint(ckpts[-1])
+    if payload.get("run_id", run_id) != run_id:
+        raise TracegraphError(f"--resume: {ckpts[-1]} belongs to another run than {out / 'config.json'} records")
     if payload["model_config"] != mcfg.to_dict():
         raise TracegraphError(f"--resume: {ckpts[-1]} was trained with another model configuration")
     model.load_state_dict(payload["model"])
@@ -408,6 +436,7 @@ def _run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fus
         "sizes": {"entities": data.train.num_entities, "relations": data.train.num_relations,
                   "train_triples": len(data.train), "valid_triples": len(data.valid), "test_triples": len(data.test),
                   "training_samples": n_samples},
+        "unseen": data.unseen,
         "versions": {"tracegraph": __version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }

@@ -31,8 +31,17 @@ from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text
 
 
 def read_text(path: str | Path, what: str = "file") -> str:
+    """The file's UTF-8 text; a ``.gz`` file is decompressed first."""
     p = require_file(path, what)
     data = p.read_bytes()
+    if p.name.endswith(".gz"):
+        import gzip
+        import zlib
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataError(f"not a readable gzip file ({e})", p) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -133,6 +142,12 @@ class IdMap:
     def __repr__(self) -> str:
         shown = ", ".join(repr(lab) for lab in self.labels[:3])
         return f"IdMap([{shown}{', …' if len(self) > 3 else ''}], {len(self)} labels)"
+
+    def contains_all(self, labels: Sequence[str]) -> np.ndarray:
+        """Boolean mask: which of ``labels`` are in the map."""
+        if not len(labels):
+            return np.zeros(0, bool)
+        return self._index.get_indexer(pd.Index(labels, dtype=object)) >= 0
 
     def __eq__(self, other) -> bool:
         return isinstance(other, IdMap) and self.labels == other.labels
@@ -269,8 +284,26 @@ class LabeledTriples:
         return len(self.heads)
 
 
+#: words a header line of a triples file is made of ("head relation tail", "subject predicate object", …)
+HEADER_WORDS = {"head", "relation", "tail", "subject", "predicate", "object", "source", "target", "h", "r", "t",
+                "s", "p", "o", "rel", "edge", "from", "to", "head_id", "relation_id", "tail_id", "subject_id",
+                "object_id", "head_label", "tail_label", "relation_label", "label", "type"}
+
+
+def is_header(fields: Sequence[str]) -> bool:
+    return all(f.strip("#: ").lower() in HEADER_WORDS for f in fields)
+
+
 def read_labeled_triples(path: str | Path) -> LabeledTriples:
+    """A triples file; a first line made of column names (``head relation tail``…) is skipped with a note."""
     (h, r, t), lines = read_tsv(path, 3, "triples file", "head<TAB>relation<TAB>tail")
+    if is_header((h[0], r[0], t[0])):
+        from tracegraph.runtime.progress import log
+
+        log.info(f"{path}:{lines[0]}: skipped the header line {h[0]!r} {r[0]!r} {t[0]!r}")
+        h, r, t, lines = h[1:], r[1:], t[1:], lines[1:]
+        if not len(lines):
+            raise DataError("triples file holds only a header line", path)
     return LabeledTriples(h, r, t, lines, str(path))
 
 

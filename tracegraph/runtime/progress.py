@@ -1,7 +1,9 @@
 """Rich progress bars and logging, shared by every long-running command.
 
 Progress goes to stderr so that stdout stays clean for results; it is disabled automatically
-when stderr is not a terminal (CI logs) unless forced.
+when stderr is not a terminal (CI logs, batch jobs) unless forced. Then a long task still reports:
+one log line every ``$TRACEGRAPH_LOG_EVERY`` seconds (default 30) with its count, rate and ETA, and
+log lines are plain ``time level message`` lines, never wrapped at 80 columns.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -30,8 +33,12 @@ def setup_logging(verbose: bool = False) -> None:
     if log.handlers:
         log.setLevel(logging.DEBUG if verbose else logging.INFO)
         return
-    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False, markup=True)
-    handler.setFormatter(logging.Formatter("%(message)s", datefmt="[%X]"))
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_path=False, rich_tracebacks=False, markup=True)
+        handler.setFormatter(logging.Formatter("%(message)s", datefmt="[%X]"))
+    else:  # a file or a pipe: one unwrapped line per message, greppable
+        handler = _CurrentStderrHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S"))
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
@@ -43,9 +50,60 @@ def progress_enabled() -> bool:
     return console.is_terminal or os.environ.get("TRACEGRAPH_PROGRESS") == "1"
 
 
+class _CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (test runners swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
+def heartbeat_seconds() -> float:
+    try:
+        return float(os.environ.get("TRACEGRAPH_LOG_EVERY", "30"))
+    except ValueError:
+        return 30.0
+
+
+class _Progress(Progress):
+    """A rich Progress that, when it cannot draw (not a terminal), logs each running task every
+    :func:`heartbeat_seconds` instead: a batch job sees an epoch advance, not minutes of silence."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._heartbeat = heartbeat_seconds() if self.disable and heartbeat_seconds() > 0 else None
+        self._last_beat: dict = {}
+
+    def update(self, task_id, **kwargs) -> None:
+        super().update(task_id, **kwargs)
+        if self._heartbeat is None:
+            return
+        now = time.monotonic()
+        last = self._last_beat.setdefault(task_id, now)
+        if now - last >= self._heartbeat:
+            self._last_beat[task_id] = now
+            log.info(describe_task(self._tasks[task_id]))
+
+
+def describe_task(task) -> str:
+    """'epoch 3: 120/1165 (10%), loss 0.0123, 45 s, eta 390 s' for a log line."""
+    done = f"{task.completed:g}" + (f"/{task.total:g} ({100 * task.completed / task.total:.0f}%)" if task.total else "")
+    info = task.fields.get("info")
+    parts = [f"{task.description}: {done}"] + ([str(info)] if info else [])
+    if task.elapsed is not None:
+        parts.append(f"{task.elapsed:.0f} s")
+    if task.time_remaining is not None:
+        parts.append(f"eta {task.time_remaining:.0f} s")
+    return ", ".join(parts)
+
+
 def make_progress(transient: bool = False) -> Progress:
-    """A progress display with ETA; a no-op renderer when output is not a terminal."""
-    return Progress(
+    """A progress display with ETA; when output is not a terminal, periodic log lines instead."""
+    return _Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
         BarColumn(),

@@ -28,6 +28,7 @@ from tracegraph.kg.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
 )
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
+from tracegraph.runtime.rundir import check_one_run
 from tracegraph.runtime.distributed import (
     batch_aligned_shard, broadcast_object, gather_to_main, init_distributed, parse_devices, run_on_devices, shard_range,
 )
@@ -109,6 +110,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     ents, rels = run.entities, run.relations
     train_ids = encode_triples(read_labeled_triples(cfg.train), ents, rels)
     checkpoints = resolve_checkpoint_list(mdir, cfg.checkpoints)
+    check_one_run(mdir, checkpoints)  # TracIn sums over them: they must be one run's
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else run.label_smoothing
     ent_names = _names(cfg.node_name_dict, ents.labels)
     rel_names = _rel_names(cfg.edge_map, rels.labels)

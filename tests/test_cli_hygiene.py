@@ -1,0 +1,120 @@
+"""What a user in a terminal, a pipe or a batch job sees: whole help, one-line errors, progress lines,
+uncut tables, and the input forms that just work (.gz, CRLF, a header line)."""
+
+import gzip
+import logging
+
+import pytest
+
+from tests.conftest import run_cli, run_cli_error
+
+
+def leaf_commands():
+    import typer.main
+
+    from tracegraph.cli import app
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield path, cmd
+
+    return list(walk(typer.main.get_command(app), []))
+
+
+@pytest.mark.parametrize("path,cmd", leaf_commands(), ids=lambda x: " ".join(x) if isinstance(x, list) else "")
+def test_help_is_whole_at_60_columns_when_piped(path, cmd):
+    res = run_cli([*path, "--help"], env={"COLUMNS": "60", "TERMINAL_WIDTH": "60"})  # CliRunner: not a TTY
+    assert res.exit_code == 0, res.output
+    words = set(res.stdout.replace(",", " ").replace("/", " ").split())
+    for param in cmd.params:
+        for opt in [*param.opts, *param.secondary_opts]:
+            if opt.startswith("-"):
+                assert opt in words, f"{' '.join(path)} --help lost {opt}"
+    assert not [w for w in words if w.startswith("-") and w.endswith("…")] and "<bool>" not in res.stdout
+
+
+@pytest.mark.parametrize("args,contains", [
+    (["train", "--train", "x.txt", "-o", "run", "--epochs", "0"], "--epochs"),
+    (["train", "--no-such-option"], "No such option: --no-such-option"),
+    (["no-such-command"], "No such command"),
+    (["data", "get"], "Missing argument"),
+])
+def test_option_errors_are_one_error_line(tmp_path, args, contains):
+    run_cli_error(args, tmp_path, contains=contains)
+
+
+def test_tables_are_not_cut_when_piped(tmp_path):
+    deep = tmp_path / ("a_rather_long_folder_name_" * 4)
+    deep.mkdir()
+    f = deep / "train_with_a_long_name.txt"
+    f.write_text("a\tr\tb\nb\tr\tc\n")
+    res = run_cli(["data", "stats", f])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if "train_with_a_long_name" in ln)
+    assert str(f) in line and "1/1/2" in line  # the whole path and the last column on one line
+
+
+def test_gz_crlf_and_plain_triples_read_the_same(tmp_path):
+    from tracegraph.kg.triples import read_labeled_triples
+
+    text = "a\tr\tb\nb\ts\tc\n"
+    (tmp_path / "plain.txt").write_text(text)
+    (tmp_path / "crlf.txt").write_bytes(text.replace("\n", "\r\n").encode())
+    (tmp_path / "packed.txt.gz").write_bytes(gzip.compress(text.replace("\n", "\r\n").encode()))
+    read = [read_labeled_triples(tmp_path / n) for n in ("plain.txt", "crlf.txt", "packed.txt.gz")]
+    assert all((lt.heads, lt.relations, lt.tails) == (["a", "b"], ["r", "s"], ["b", "c"]) for lt in read)
+    (tmp_path / "broken.txt.gz").write_bytes(b"\x1f\x8b not really")
+    run_cli_error(["data", "stats", tmp_path / "broken.txt.gz"], tmp_path, contains="broken.txt.gz: not a readable gzip")
+
+
+@pytest.mark.parametrize("header,skipped", [
+    ("head\trelation\ttail", True), ("subject\tpredicate\tobject", True), ("# h\tr\tt", True),
+    ("headache\ttreated_by\taspirin", False),
+])
+def test_a_header_line_is_skipped_with_a_note(tmp_path, header, skipped, caplog):
+    from tracegraph.kg.triples import read_labeled_triples
+    from tracegraph.runtime.progress import log
+
+    f = tmp_path / "t.txt"
+    f.write_text(f"{header}\nx\tr\ty\n")
+    caplog.set_level(logging.INFO, logger=log.name)
+    log.addHandler(caplog.handler)  # tracegraph's logger does not propagate once the CLI set it up
+    try:
+        lt = read_labeled_triples(f)
+    finally:
+        log.removeHandler(caplog.handler)
+    assert len(lt) == (1 if skipped else 2) and lt.lines.tolist()[-1] == 2
+    assert ("skipped the header line" in caplog.text) == skipped
+
+
+def test_progress_logs_a_line_every_interval_when_not_a_terminal(monkeypatch):
+    from tracegraph.runtime import progress as pg
+
+    monkeypatch.setenv("TRACEGRAPH_LOG_EVERY", "0.000001")
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "0")
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    pg.log.addHandler(handler)
+    old_level = pg.log.level
+    pg.log.setLevel(logging.INFO)
+    try:
+        with pg.make_progress() as p:
+            task = p.add_task("epoch 1", total=4, info="")
+            for i in range(4):
+                p.update(task, advance=1, info=f"loss {0.5 / (i + 1):.3f}")
+    finally:
+        pg.log.removeHandler(handler)
+        pg.log.setLevel(old_level)
+    assert len(lines) >= 3 and lines[-1].startswith("epoch 1: 4/4 (100%), loss 0.125")
+
+
+def test_removal_ratio_is_described_never_none():
+    from tracegraph.kg.removal import describe_ratio
+
+    assert describe_ratio({"ratio_delta_rr": 1.114}) == "ratio 1.11"
+    assert "None" not in describe_ratio({"ratio_delta_rr": None}) and "undefined" in describe_ratio({})
