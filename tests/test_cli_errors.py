@@ -74,6 +74,9 @@ CASES = [
     ("layers-name", lambda d: explain_args(d, "--layers", "conv.weight,nonsense"), ["--layers", "nonsense"], "expl"),
     ("layers-last", lambda d: explain_args(d, "--layers", "last:99"), ["last:N", "last:99"], "expl"),
     ("explain-device", lambda d: explain_args(d, "--device", "nonsense"), ["--device", "nonsense"], "expl"),
+    ("devices-empty", lambda d: explain_args(d, "--devices", ","), ["--devices", "at least one device"], "expl"),
+    ("devices-cuda-index", lambda d: explain_args(d, "--devices", f"cuda:{torch.cuda.device_count()}"),
+     ["--devices", "does not exist"] if torch.cuda.is_available() else ["CUDA is not available"], "expl"),
     ("checkpoint-missing", lambda d: explain_args(d, "--checkpoints", str(d / "gone.pt")), ["gone.pt", "not found"], "expl"),
     ("checkpoint-best-missing", lambda d: explain_args(d, "--checkpoints", "best"), ["--checkpoints best"], "expl"),
     ("evaluate-empty-model-dir", lambda d: ["evaluate", "--model-dir", d / "empty_dir", "--test", d / "test.txt",
@@ -90,6 +93,9 @@ CASES = [
     ("data-split-fractions", lambda d: ["data", "split", d / "train.txt", "-o", d / "split", "--valid-fraction", "0.6",
                                         "--test-fraction", "0.6"], ["fractions"], "split"),
     ("trees-readout", lambda d: ["trees", "pretrain", "--readout", "max", "-o", d / "tr"], ["--readout", "max"], "tr"),
+    ("trees-accumulation", lambda d: ["trees", "pretrain", "--gradient-accumulation-steps", "0", "--num-trees", "2",
+                                      "--max-nodes", "12", "--device", "cpu", "-o", d / "acc"],
+     ["--gradient-accumulation-steps"], None),
     ("trees-resume-nothing", lambda d: ["trees", "pretrain", "--resume", "--num-trees", "2", "--max-nodes", "20",
                                         "--device", "cpu", "-o", d / "empty_dir"], ["--resume", "no checkpoint"], None),
     ("trees-probe-no-encoder", lambda d: ["trees", "probe"], ["--encoder"], None),
@@ -119,9 +125,15 @@ def test_pretrain_into_an_existing_run_is_refused(files, tmp_path):
     args = ["trees", "pretrain", "--num-trees", "2", "--max-nodes", "12", "--epochs", "1", "--batch-size", "2",
             "--hidden-channels", "8", "--num-interactions", "1", "--num-rbf", "4", "--device", "cpu", "-o", tmp_path]
     assert run_cli(args).exit_code == 0
-    history = (tmp_path / "history.json").read_text()
+    history, config = (tmp_path / "history.json").read_text(), (tmp_path / "config.json").read_text()
     one_line_error(run_cli(args), "already holds a run", "--resume")
     assert (tmp_path / "history.json").read_text() == history  # untouched
+    finetune = ["trees", "finetune", "--num-trees", "2", "--max-nodes", "12", "--epochs", "2", "--batch-size", "2",
+                "--hidden-channels", "8", "--num-interactions", "1", "--num-rbf", "4", "--device", "cpu",
+                "--resume", "-o", tmp_path]
+    one_line_error(run_cli(finetune), "last.pt", "checkpoint is from 'pretrain', not 'finetune'")
+    assert (tmp_path / "history.json").read_text() == history
+    assert (tmp_path / "config.json").read_text() == config  # the pretraining run's record is kept
 
 
 @pytest.mark.parametrize("args, option", [
