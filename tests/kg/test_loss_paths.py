@@ -60,3 +60,70 @@ def test_tied_lookup_takes_over_the_loss_buffer():
     assert sink == {}
     (g_plain,) = torch.autograd.grad(fused_bce_1n(torch.tanh(E[h]), E, None, t, 0.1, chunk_size=4), E)
     torch.testing.assert_close(g_tied, g_plain, rtol=1e-6, atol=1e-7)
+
+
+def _dense_reference(x, E, b, t, eps):
+    x, E, b = (v.detach().double().requires_grad_() for v in (x, E, b))
+    B, N = x.shape[0], E.shape[0]
+    y = torch.full((B, N), eps / N, dtype=torch.float64)
+    y[t.batch_index, t.entity_index] += 1 - eps
+    loss = F.binary_cross_entropy_with_logits(x @ E.t() + b, y, reduction="none").mean(1).mean()
+    return loss, torch.autograd.grad(loss, (x, E, b))
+
+
+def test_fused_loss_of_bf16_inputs_accumulates_in_float32():
+    """Mixed precision hands the loss bf16 tensors: scores and sums run in float32 (the loss is
+    float32, within float32 rounding of the float64 value of the same bf16 numbers), and each
+    gradient comes back in its input's dtype."""
+    gen = torch.Generator().manual_seed(10)
+    x, E, b = (torch.randn(*s, generator=gen).bfloat16().requires_grad_() for s in ((6, 16), (40, 16), (40,)))
+    t = Targets(torch.tensor([0, 1, 1, 2, 3, 4, 5]), torch.tensor([3, 9, 0, 39, 5, 5, 17]))
+    got = fused_bce_1n(x, E, b, t, 0.1, chunk_size=16)
+    want, g_want = _dense_reference(x, E, b, t, 0.1)
+    assert got.dtype == torch.float32
+    assert abs(float(got) - float(want)) < 1e-6 * float(want)
+    g_got = torch.autograd.grad(got, (x, E, b))
+    for g, w in zip(g_got, g_want):
+        assert g.dtype == torch.bfloat16
+        torch.testing.assert_close(g.double(), w, rtol=2**-7, atol=1e-6)
+
+
+def test_fused_backward_with_a_frozen_table_and_without_deprecated_resizes():
+    """Only x needs a gradient (a frozen entity table): dL/dx still comes back, the table gets
+    none; and no chunk writes through an ``out=`` slice of the wrong size (PyTorch resizes
+    those with a deprecation warning today and will refuse them)."""
+    import warnings
+
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(4, 3, generator=gen, requires_grad=True)
+    E = torch.randn(19, 3, generator=gen)
+    b = torch.randn(19, generator=gen, requires_grad=True)
+    t = Targets.one_per_sample(torch.tensor([0, 5, 18, 7]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gx, gb = torch.autograd.grad(fused_bce_1n(x, E, b, t, 0.1, chunk_size=5), (x, b))
+        E.requires_grad_(True)
+        gE = torch.autograd.grad(fused_bce_1n(x, E, b, t, 0.1, chunk_size=5), E)[0]
+    _, (wx, wE, wb) = _dense_reference(x, E, b, t, 0.1)
+    for g, w in ((gx, wx), (gb, wb), (gE, wE)):
+        torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-7)
+
+
+def test_the_loss_hands_its_table_gradient_to_the_tied_lookup():
+    """Between the loss's backward and the lookup's, the shared dict holds the loss's dL/dE (an
+    N×d tensor) for the lookup to add into: the memory saving is the protocol, so it is checked."""
+    gen = torch.Generator().manual_seed(12)
+    E = torch.randn(9, 4, generator=gen, requires_grad=True)
+    sink: dict = {}
+    seen = {}
+    e_h = tied_lookup(E, torch.tensor([1, 3]), sink)
+    e_h.register_hook(lambda g: seen.update(buf=sink.get("grad")))  # runs after the loss's backward
+    fused_bce_1n(torch.tanh(e_h), E, None, Targets.one_per_sample(torch.tensor([0, 8])), 0.1, sink=sink).backward()
+    assert seen["buf"] is not None and seen["buf"].shape == E.shape
+    assert sink == {} and E.grad is not None
+
+
+def test_targets_move_both_index_tensors():
+    t = Targets(torch.tensor([0, 0, 1]), torch.tensor([4, 2, 7])).to("meta")
+    assert t.batch_index.device.type == "meta" and t.entity_index.device.type == "meta"
+    assert t.batch_index.shape == (3,) and t.entity_index.shape == (3,)
