@@ -12,7 +12,7 @@ of plain indexing.
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.loss import Targets, fused_bce_1n, tied_lookup
+from tracegraph.kg.loss import Targets, bce_1n, fused_bce_1n, tied_lookup
 
 
 def test_fused_backward_in_float64_under_a_float32_default():
@@ -127,3 +127,30 @@ def test_targets_move_both_index_tensors():
     t = Targets(torch.tensor([0, 0, 1]), torch.tensor([4, 2, 7])).to("meta")
     assert t.batch_index.device.type == "meta" and t.entity_index.device.type == "meta"
     assert t.batch_index.shape == (3,) and t.entity_index.shape == (3,)
+
+
+def test_losses_follow_their_inputs_device():
+    """Every buffer is made on the inputs' device (CUDA in real runs). The 'meta' device stands in
+    for a second device on a CPU-only machine: one tensor made on the default device would fail."""
+    x = torch.empty(3, 4, device="meta", requires_grad=True)
+    E = torch.empty(10, 4, device="meta", requires_grad=True)
+    b = torch.empty(10, device="meta", requires_grad=True)
+    t = Targets.one_per_sample(torch.tensor([1, 2, 9], device="meta"))
+    assert t.batch_index.device.type == "meta"
+    sink: dict = {}
+    loss = fused_bce_1n(tied_lookup(E, torch.tensor([0, 4, 4], device="meta"), sink) + x, E, b, t, 0.1,
+                        chunk_size=4, sink=sink)
+    grads = torch.autograd.grad(loss, (x, E, b))
+    assert loss.device.type == "meta" and all(g.device.type == "meta" for g in grads)
+    assert bce_1n(x @ E.t() + b, t, 0.1).device.type == "meta"
+
+
+def test_sparse_loss_in_float64_under_a_float32_default():
+    gen = torch.Generator().manual_seed(13)
+    s = torch.randn(4, 7, generator=gen, dtype=torch.float64)
+    t = Targets(torch.tensor([0, 1, 1, 3]), torch.tensor([6, 0, 2, 3]))
+    y = torch.full((4, 7), 0.3 / 7, dtype=torch.float64)
+    y[t.batch_index, t.entity_index] += 0.7
+    got = bce_1n(s, t, 0.3)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, F.binary_cross_entropy_with_logits(s, y), rtol=1e-13, atol=0)
