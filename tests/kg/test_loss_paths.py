@@ -12,7 +12,7 @@ of plain indexing.
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.loss import Targets, bce_1n, fused_bce_1n, tied_lookup
+from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 
 
 def test_fused_backward_in_float64_under_a_float32_default():
@@ -154,3 +154,23 @@ def test_sparse_loss_in_float64_under_a_float32_default():
     got = bce_1n(s, t, 0.3)
     assert got.dtype == torch.float64
     torch.testing.assert_close(got, F.binary_cross_entropy_with_logits(s, y), rtol=1e-13, atol=0)
+
+
+def test_loss_defaults_and_the_chunk_rule():
+    gen = torch.Generator().manual_seed(14)
+    x, E = torch.randn(2, 3, generator=gen), torch.randn(5, 3, generator=gen)
+    t = Targets.one_per_sample(torch.tensor([0, 4]))
+    assert torch.equal(fused_bce_1n(x, E, None, t), fused_bce_1n(x, E, None, t, 0.0))  # no smoothing by default
+    # one B×chunk float32 block within 64 MiB, never below 1024 entities
+    assert auto_chunk_size(128) == 64 * 2**20 // (4 * 128) == 131072
+    assert auto_chunk_size(0) == auto_chunk_size(1) == 16 * 2**20
+    assert auto_chunk_size(10**6) == 1024 and auto_chunk_size(16384) == 1024
+    assert auto_chunk_size(100, budget_bytes=4 * 100 * 3000 + 7) == 3000
+    assert isinstance(auto_chunk_size(3), int)
+
+
+def test_tied_lookup_dense_fallback_keeps_the_table_dtype():
+    E = torch.arange(12.0, dtype=torch.float64).reshape(4, 3).requires_grad_()
+    (g,) = torch.autograd.grad(tied_lookup(E, torch.tensor([3, 3]), {}).sum() * (1 + 1e-12), E)
+    assert g.dtype == torch.float64
+    assert g[3].tolist() == [2 * (1 + 1e-12)] * 3 and g[:3].abs().sum() == 0

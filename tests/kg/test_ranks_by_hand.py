@@ -102,3 +102,15 @@ def test_top_k_ids_and_scores_across_entity_chunks(entity_chunk):
     # (0, 0, ?): 6 and 1 are other known tails (filtered); (1, 1, ?): 3 and 9 are
     np.testing.assert_array_equal(rk.topk_ids, [[9, 4, 2, 7], [6, 4, 1, 2]])
     np.testing.assert_allclose(rk.topk_scores, [[2.3, 2.2, 2.0, 1.1], [3.0, 2.2, 2.1, 2.0]], rtol=1e-6)
+
+
+def test_metrics_of_no_ranks_and_of_a_single_rank():
+    assert metrics([]) == {"count": 0}
+    one = metrics(np.array([4], dtype=np.int64))
+    assert one["count"] == 1 and one["mrr"] == 0.25 and one["mr"] == 4.0
+    assert (one["hits@1"], one["hits@3"], one["hits@5"], one["hits@10"]) == (0.0, 0.0, 1.0, 1.0)
+
+
+def test_evaluate_lists_no_top_k_unless_asked():
+    _, (tail,) = evaluate(bias_model(), QUERIES, KnownTails([FILTER], 2))
+    assert tail.topk_ids.shape == (len(QUERIES), 0) and tail.topk_scores.shape == (len(QUERIES), 0)
