@@ -123,19 +123,20 @@ def test_reciprocal_evaluate_ranks_heads_through_the_inverse_relation():
     with torch.no_grad():
         m.entity.weight.zero_()
         m.entity_bias.copy_(torch.tensor(BIAS))
-    filt = np.array([[0, 0, 4], [1, 0, 4], [9, 0, 4], [3, 1, 7]])
+    filt = np.array([[0, 0, 4], [1, 0, 4], [9, 0, 4], [3, 1, 7], [3, 1, 6]])
     test = [[0, 0, 4], [3, 1, 7]]  # a list: evaluate takes any [M, 3] array-like
     known = KnownTails([np.concatenate([filt, filt[:, [2, 1, 0]] + [0, 2, 0]])], 4)
     res, sides = evaluate(m, test, known, batch_size=1, entity_chunk=3, top_k=1)
     assert [s.side for s in sides] == ["tail", "head"]
-    # tail side: (0, 0, ?) answer 4 (other known tails: none); (3, 1, ?) answer 7
-    np.testing.assert_array_equal(sides[0].optimistic, [2, 6])
-    np.testing.assert_array_equal(sides[0].pessimistic, [5, 7])
+    # tail side: (0, 0, ?) answer 4 (other known tails: none); (3, 1, ?) answer 7 with 6 filtered
+    np.testing.assert_array_equal(sides[0].optimistic, [2, 5])
+    np.testing.assert_array_equal(sides[0].pessimistic, [5, 6])
+    assert sides[0].topk_ids[0].tolist() == [6]
     # head side: (4, 0⁻¹, ?) answer 0 with heads 1 and 9 filtered; (7, 1⁻¹, ?) answer 3
     heads = loop_ranks(np.array([[4, 0, 0], [7, 1, 3]]), np.array([[4, 0, 1], [4, 0, 9]]))
     np.testing.assert_array_equal(sides[1].optimistic, heads[:, 0])
     np.testing.assert_array_equal(sides[1].pessimistic, heads[:, 1])
     np.testing.assert_array_equal(sides[1].topk_ids, [[6], [6]])
-    assert res["tail"]["mrr"] == pytest.approx((1 / 3.5 + 1 / 6.5) / 2)
+    assert res["tail"]["mrr"] == pytest.approx((1 / 3.5 + 1 / 5.5) / 2)
     real = np.concatenate([sides[0].realistic, sides[1].realistic])
     assert res["head"]["count"] == 2 and res["both"]["mrr"] == pytest.approx(np.mean(1 / real))
