@@ -143,6 +143,8 @@ def test_losses_follow_their_inputs_device():
     grads = torch.autograd.grad(loss, (x, E, b))
     assert loss.device.type == "meta" and all(g.device.type == "meta" for g in grads)
     assert bce_1n(x @ E.t() + b, t, 0.1).device.type == "meta"
+    (g_fallback,) = torch.autograd.grad(tied_lookup(E, torch.tensor([1], device="meta"), {}).sum(), E)
+    assert g_fallback.device.type == "meta"
 
 
 def test_sparse_loss_in_float64_under_a_float32_default():
