@@ -154,3 +154,20 @@ def test_pretrain_resume_continues_the_checkpoint_not_a_rerun(tmp_path):
     a = torch.load(tmp_path / "fresh" / "encoder.pt", weights_only=True)["encoder"]
     b = torch.load(part / "encoder.pt", weights_only=True)["encoder"]
     assert max(float((a[k] - b[k]).abs().max()) for k in a if a[k].is_floating_point()) > 0.1
+
+
+def test_soft_histogram_and_emd_by_hand():
+    from tracegraph.trees.gtssl import emd_1d, soft_histogram
+
+    # values outside [0, 1] count as the nearest end; any leading shape; float32 whatever the default
+    h = soft_histogram(torch.tensor([[-0.3, 1.7], [0.0, 1.0]], dtype=torch.float64), 4)
+    assert h.shape == (2, 2, 4) and h.dtype == torch.float32
+    torch.testing.assert_close(h[0], h[1])
+    torch.testing.assert_close(h.sum(-1), torch.ones(2, 2))
+    # value 0: bin centres 1/8, 3/8, 5/8, 7/8 at distances 0.5, 1.5, 2.5, 3.5 bin widths
+    w = np.exp(-0.5 * np.array([0.5, 1.5, 2.5, 3.5]) ** 2)
+    np.testing.assert_allclose(h[1, 0].numpy(), w / w.sum(), rtol=1e-6)
+    assert soft_histogram(torch.zeros(3, device="meta"), 4).device.type == "meta"
+    # all mass moved by two bins: EMD 2 (default bin width 1), or 2·0.25
+    p, q = torch.tensor([1.0, 0, 0, 0]), torch.tensor([0, 0, 1.0, 0])
+    assert float(emd_1d(p, q)) == 2.0 and float(emd_1d(p, q, 0.25)) == 0.5
