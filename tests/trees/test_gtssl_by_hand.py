@@ -171,3 +171,30 @@ def test_soft_histogram_and_emd_by_hand():
     # all mass moved by two bins: EMD 2 (default bin width 1), or 2·0.25
     p, q = torch.tensor([1.0, 0, 0, 0]), torch.tensor([0, 0, 1.0, 0])
     assert float(emd_1d(p, q)) == 2.0 and float(emd_1d(p, q, 0.25)) == 0.5
+
+
+def test_order_pairs_cover_every_ancestor_and_every_non_ancestor():
+    """0 → {1, 2}, 1 → 3. With many draws every true pair shows up, shallower cousins included."""
+    t = tree([0, 0, 0, 1])
+    anc, desc, u, v = sample_order_pairs(t.parent, t.depth, torch.zeros(4, dtype=torch.long), 200,
+                                         torch.Generator().manual_seed(1))
+    assert set(zip(anc.tolist(), desc.tolist())) == {(0, 1), (0, 2), (1, 3), (0, 3)}
+    assert set(zip(u.tolist(), v.tolist())) == {(1, 0), (2, 0), (3, 0), (2, 1), (3, 1), (1, 2), (3, 2), (2, 3)}
+
+
+def test_order_loss_pairs_stay_within_each_tree_of_a_batch():
+    """Two three-node chains in one batch: the loss must draw its pairs per tree."""
+    z = np.array([[0.9, 0.7], [0.6, 0.8], [0.3, 0.1], [0.2, 0.9], [0.8, 0.2], [0.5, 0.5]])
+    t = tree([0, 0, 1, 3, 3, 4])
+    t.batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    m = order_model(z, num_samples=6)
+    assert (GTSSL(StubEncoder()).margin, GTSSL(StubEncoder()).num_samples) == (1.0, 2)  # the documented defaults
+    out = m.losses(t, torch.Generator().manual_seed(2))
+    anc, desc, u, v = sample_order_pairs(t.parent, t.depth, t.batch, 6, torch.Generator().manual_seed(2))
+    assert torch.equal(t.batch[u], t.batch[v]) and torch.equal(t.batch[anc], t.batch[desc])
+
+    def E(upper, lower):
+        return float((np.maximum(0.0, z[lower] - z[upper]) ** 2).sum())
+
+    neg = np.mean([max(0.0, 1.0 - E(a, b)) for a, b in zip(u.tolist(), v.tolist())])
+    assert float(out["order_neg"]) == pytest.approx(neg, abs=1e-5)
