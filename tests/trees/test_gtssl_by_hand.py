@@ -198,3 +198,10 @@ def test_order_loss_pairs_stay_within_each_tree_of_a_batch():
 
     neg = np.mean([max(0.0, 1.0 - E(a, b)) for a, b in zip(u.tolist(), v.tolist())])
     assert float(out["order_neg"]) == pytest.approx(neg, abs=1e-5)
+
+
+def test_a_single_node_has_no_pairs_and_zero_order_loss():
+    out = order_model([[0.4, 0.6]]).losses(tree([0]), torch.Generator().manual_seed(0))
+    assert set(out) == {"order", "order_pos", "order_neg", "growth", "order_z_max"}
+    assert float(out["order"]) == 0.0 and float(out["order_pos"]) == 0.0 and float(out["order_neg"]) == 0.0
+    assert float(out["order_z_max"]) == pytest.approx(0.6)
