@@ -133,8 +133,11 @@ def test_influence_equals_float64_first_principles(checkpoints, loss, method):
 def test_influence_without_reciprocal_relations(tmp_path, method):
     paths, states = _save_checkpoints(tmp_path, reciprocal=False)
     ref, ref_train_self, ref_test_self = reference_influence(states, "train-loss", reciprocal=False)
-    opts = InfluenceOptions(method=method, label_smoothing=SMOOTHING, batch_size=4, test_batch_size=1)
+    opts = InfluenceOptions(method=method, label_smoothing=SMOOTHING, batch_size=4, test_batch_size=2)
     res = compute_influence(paths, TRAIN, TEST, opts, torch.device("cpu"))
+    assert [(c.path, c.epoch, c.lr) for c in res.checkpoints] == [(str(p), k + 1, lr) for k, (p, lr) in
+                                                                 enumerate(zip(paths, LRS))]
+    assert res.layers[0] == "relation.weight" and res.layers[-1] == "entity_bias" and len(res.layers) == 13
     np.testing.assert_allclose(res.scores, ref, rtol=0, atol=2e-5 * np.abs(ref).max())
     np.testing.assert_allclose(res.train_self, ref_train_self, rtol=2e-5)
     np.testing.assert_allclose(res.test_self, ref_test_self, rtol=2e-5)
