@@ -25,6 +25,15 @@ def test_demo_quick_end_to_end(tmp_path):
     assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
     assert rec["graded"] > 0 and rec["per_triple"]
     assert rec["influence"]["loss"] == "score" and fid["recovery_other_loss"]["influence"]["loss"] == "train-loss"
+    # TracIn (score convention) finds mechanism edges better than a random order of the same
+    # candidates. Measured on the quick demo, seeds 0/1/2 (tracin vs random): MRR 0.144/0.100,
+    # 0.103/0.084, 0.093/0.073; MAP 0.102/0.065, 0.073/0.048, 0.070/0.046; recall@10 0.217/0.093,
+    # 0.189/0.071, 0.167/0.063. The train-loss convention does not beat random on every seed
+    # (MRR 0.036, 0.025, 0.120), and the removal test grades only 1–2 facts here: neither is asserted.
+    s = {k: {m: v["mean"] for m, v in rec["summary"][k].items()} for k in ("tracin", "random")}
+    for m in ("mrr", "map", "recall@10"):
+        assert s["tracin"][m] > s["random"][m], (m, s)
+    assert s["tracin"]["recall@10"] > 1.5 * s["random"]["recall@10"], s
     rem = fid["removal"]
     assert "options" in rem and "graded" in rem
     if rem["graded"]:

@@ -266,7 +266,6 @@ def _scores(csv_dir):
 
 
 def test_explain_exact_equals_autograd_on_imported(pykeen_run, tmp_path, umls_dir):
-    pytest.importorskip("tracegraph.kg.tracin.explain")
     d, _, _ = pykeen_run
     out = tmp_path / "imported"
     assert run_cli(["import", "pykeen", d / "trained_model.pkl", "--triples-factory-dir", d / "training_triples",

@@ -107,7 +107,11 @@ def test_bf16_autocast_on_cpu_is_finite_and_close():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             low = enc(d.x, d.pos, d.paths)[1].float()
     assert torch.isfinite(low).all()
-    assert (low - ref).abs().max() < 0.1 * ref.abs().max() + 0.05
+    # bf16 keeps 8 significant bits (unit roundoff 2⁻⁸ ≈ 0.0039). Measured over 6 encoder seeds ×
+    # 3 trees (2 shared CPU cores): max error 0.0025–0.0072 of max |output|, 0.0045 here; the bound is
+    # 4 roundoffs. Nonzero: autocast did run in bf16.
+    err = float((low - ref).abs().max())
+    assert 0 < err < 4 * 2**-8 * float(ref.abs().max())
 
 
 def test_sum_readout_is_sum_of_node_embeddings():

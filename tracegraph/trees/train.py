@@ -157,7 +157,6 @@ def _prepare_out(out: Path, cfg: TrainConfig, resume: bool):
         raise TracegraphError(f"--resume: no checkpoint in {out}")
     if not resume and (out / "last.pt").exists():
         raise TracegraphError(f"{out} already holds a run; pass --resume or choose another --output-dir")
-    atomic_write_json(out / "config.json", cfg.to_dict())
 
 
 def pretrain(cfg: TrainConfig, output_dir: str | Path, resume: bool = False, data=None) -> list[dict]:
@@ -172,6 +171,8 @@ def pretrain(cfg: TrainConfig, output_dir: str | Path, resume: bool = False, dat
     runner = _Runner(cfg, model, out, "pretrain")
     if resume:
         runner.resume()
+    # only now: a resume that fails (another kind of run) must leave that run's config.json alone
+    atomic_write_json(out / "config.json", cfg.to_dict())
 
     def step(batch):
         ls = model.losses(batch)
@@ -224,6 +225,8 @@ def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str 
     runner = _Runner(cfg, model, out, "finetune")
     if resume:
         runner.resume()
+    # only now: a resume that fails (another kind of run) must leave that run's config.json alone
+    atomic_write_json(out / "config.json", cfg.to_dict())
 
     def step(batch):
         logits = model(batch)
