@@ -58,7 +58,7 @@ def explain_args(d, *extra):
 # (id, argument builder, words the one error line must contain, output path that must hold no file)
 CASES = [
     ("training-mode", lambda d: train_args(d, "--training-mode", "bogus", out="tm"), ["--training-mode", "kvsall"], "tm"),
-    ("resume-nothing", lambda d: train_args(d, "--resume", out="res"), ["--resume", "no checkpoints"], None),
+    ("resume-nothing", lambda d: train_args(d, "--resume", out="res"), ["--resume", "does not exist"], None),
     ("resume-other-model", lambda d: ["train", "--train", d / "train.txt", "-o", d / "run", "--epochs", "2",
                                       "--device", "cpu", "--resume"], ["another model configuration"], None),
     ("device-name", lambda d: train_args(d, "--device", "nonsense", out="dev"), ["--device", "nonsense"], "dev"),
@@ -69,7 +69,7 @@ CASES = [
     ("kernel-size", lambda d: train_args(d, "--kernel-size", "5", out="ks"), ["kernel size 5"], None),
     ("train-file-missing", lambda d: ["train", "--train", d / "nope.txt", "-o", d / "miss", "--device", "cpu"],
      ["nope.txt", "not found"], None),
-    ("method", lambda d: explain_args(d, "--method", "magic"), ["--method", "magic", "exact"], "expl"),
+    ("method", lambda d: explain_args(d, "--method", "magic"), ["--method", "magic", "tracin"], "expl"),
     ("loss", lambda d: explain_args(d, "--loss", "hinge"), ["--loss", "hinge", "train-loss"], "expl"),
     ("layers-name", lambda d: explain_args(d, "--layers", "conv.weight,nonsense"), ["--layers", "nonsense"], "expl"),
     ("layers-last", lambda d: explain_args(d, "--layers", "last:99"), ["last:N", "last:99"], "expl"),

@@ -96,7 +96,6 @@ def run_trial(trial, cfg: TuneConfig, space, base, device: str) -> float:
     doc = preset_document(f"{cfg.study_name}-trial-{trial.number}", _description(cfg, trial.number, base),
                           settings)
     text = _dump(doc)
-    atomic_write_text(run_dir / "preset.json", text)
     preset = parse_preset(text.encode("utf-8"), str(run_dir / "preset.json"))
     # valid is ranked with the test triples filtered out, as in any run given --test (the standard
     # protocol; unfiltered, UMLS valid MRR drops by 0.2), but no trial ever ranks test
@@ -115,6 +114,8 @@ def run_trial(trial, cfg: TuneConfig, space, base, device: str) -> float:
         summary = train(tcfg, on_evaluation=report)
     finally:
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        # after training: train() claims only an empty run directory (runtime/rundir.py)
+        atomic_write_text(run_dir / "preset.json", text)
     return float(summary["best_valid_mrr"])
 
 
@@ -146,9 +147,19 @@ def work(cfg: TuneConfig, device: str, worker: int = 0) -> None:
         return
     done = optuna.study.MaxTrialsCallback(cfg.trials, states=(optuna.trial.TrialState.COMPLETE,
                                                               optuna.trial.TrialState.PRUNED))
+    failures_allowed = max(3, cfg.trials)
+
+    def give_up(study, trial):  # failures are not finished trials: without this a broken set-up retries forever
+        if sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials) >= failures_allowed:
+            study.stop()
+
     # a trial that diverges (NaN loss) or is misconfigured fails alone; the study goes on
-    study.optimize(lambda t: run_trial(t, cfg, space, base, device), timeout=cfg.timeout, callbacks=[done],
+    study.optimize(lambda t: run_trial(t, cfg, space, base, device), timeout=cfg.timeout, callbacks=[done, give_up],
                    catch=(TracegraphError,), gc_after_trial=True)
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    if len(failed) >= failures_allowed and len(finished_trials(study)) < cfg.trials:
+        reason = failed[-1].system_attrs.get("fail_reason", "see the log above")
+        raise TracegraphError(f"tune: {len(failed)} trials failed, the study stopped; the last: {reason}")
 
 
 def _worker_main(cfg_dict: dict, device: str, worker: int) -> None:
