@@ -111,3 +111,14 @@ def test_two_workers_share_one_study(umls_dir, tmp_path):
     # each worker finishes the trial it started: 2, or 3 when both started before either ended
     assert 2 <= len(done) <= 3 and len(study.trials) == len(done)
     assert len({t.params["learning_rate"] for t in done}) == len(done)  # workers sample with their own seeds
+
+
+def test_a_study_whose_trials_all_fail_stops_with_an_error(umls_dir, tmp_path):
+    # every trial is misconfigured (the CE loss has no fused variant): Optuna would retry forever,
+    # since failed trials never count towards --trials; tune gives up after max(3, trials) failures
+    space = dict(SPACE, fixed=dict(SPACE["fixed"], epochs=1, loss="ce", loss_impl="fused"))
+    (tmp_path / "space.json").write_text(json.dumps(space))
+    res = _tune(umls_dir, tmp_path / "study", tmp_path / "space.json", 2)
+    assert res.exit_code == 2 and "3 trials failed" in res.stderr, res.stderr
+    study = optuna.load_study(study_name="tracegraph", storage=f"sqlite:///{tmp_path / 'study' / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL] * 3
