@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_vs_pykeen import make_graph  # noqa: E402
 
-from tracegraph.kg.train import TrainConfig, train  # noqa: E402
+from tracegraph.kg.model.train import TrainConfig, train  # noqa: E402
 
 
 def main():

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracegraph.kg.neighborhood import FilterOptions, GraphIndex
+from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
 from tracegraph.runtime.memory import peak_rss_bytes
 
 

@@ -1,6 +1,6 @@
 """What ``--memory-cleanup`` (gc + CUDA empty_cache every 8 batches) does on this device (issue 3).
 
-Trains ConvE on UMLS (``tracegraph.kg.train.train``, default model, kvsall, batch 128, no
+Trains ConvE on UMLS (``tracegraph.kg.model.train.train``, default model, kvsall, batch 128, no
 validation) for a few epochs with ``memory_cleanup`` off and on, each run in its own subprocess
 (peak RSS cannot be reset in-process), the two settings interleaved over ``--repeats`` rounds so
 machine-load drift hits both alike. Reports per setting: median seconds per epoch (first epoch
@@ -8,7 +8,7 @@ dropped as warm-up, with the per-round medians) and peak RSS (median over rounds
 ratios, and — because epoch times on a shared machine are noisy — the direct cost: one
 ``cleanup()`` call timed in the trained process × calls per epoch.
 
-    python benchmarks/memory_cleanup.py [--quick] [--data tracegraph/kg/datasets/umls] [--device cpu]
+    python benchmarks/memory_cleanup.py [--quick] [--data tracegraph/kg/data/datasets/umls] [--device cpu]
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from pathlib import Path
 from tracegraph.runtime.memory import peak_rss_bytes
 
 HERE = os.path.abspath(__file__)
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tracegraph" / "kg" / "datasets" / "umls"
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tracegraph" / "kg" / "data" / "datasets" / "umls"
 
 
 def worker(a) -> dict:
     os.environ.setdefault("TRACEGRAPH_PROGRESS", "0")
     import torch
 
-    from tracegraph.kg.train import TrainConfig, train
+    from tracegraph.kg.model.train import TrainConfig, train
 
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(train=str(Path(a.data) / "train.txt"), output_dir=out, epochs=a.epochs, batch_size=128,

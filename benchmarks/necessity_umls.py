@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
-from tracegraph.kg.local_retrain import LocalRetrainOptions
-from tracegraph.kg.necessity import NecessityConfig, run_necessity
-from tracegraph.kg.train import TrainConfig, train
+from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
+from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
+from tracegraph.kg.model.train import TrainConfig, train
 
-UMLS = Path(__file__).resolve().parents[1] / "tracegraph" / "kg" / "datasets" / "umls"
+UMLS = Path(__file__).resolve().parents[1] / "tracegraph" / "kg" / "data" / "datasets" / "umls"
 
 
 def emit(**kw):

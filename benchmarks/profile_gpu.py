@@ -24,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 
 
 def profile_train(args):
-    import tracegraph.kg.train as tr
+    import tracegraph.kg.model.train as tr
 
     cfg = tr.TrainConfig(train=f"{args.data}/train.txt", output_dir=tempfile.mkdtemp(), epochs=1,
                          batch_size=args.batch_size, device="cuda", cuda_graphs=False, checkpoint_every=1000)
@@ -38,8 +38,8 @@ def profile_train(args):
 
 
 def profile_tracin(args):
-    from tracegraph.kg.conve import ConvE, ConvEConfig
-    from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
+    from tracegraph.kg.model.conve import ConvE, ConvEConfig
+    from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
     from tracegraph.runtime.checkpoints import save_checkpoint
 
     E, R, M = 10_000, 50, args.train

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
-from tracegraph.kg.tracin.factors import select_layers
-from tracegraph.kg.tracin.reference import autograd_gradients
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
+from tracegraph.kg.explain.tracin.factors import select_layers
+from tracegraph.kg.explain.tracin.reference import autograd_gradients
 from tracegraph.runtime.checkpoints import save_checkpoint
 
 

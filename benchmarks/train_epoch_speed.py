@@ -1,4 +1,4 @@
-"""Training speed through the real loop (`tracegraph.kg.train.train`): seconds per epoch and per batch.
+"""Training speed through the real loop (`tracegraph.kg.model.train.train`): seconds per epoch and per batch.
 
 Settings (issue 13's targets on one H100 or better):
   * fb15k-237: ConvE paper defaults (d=200, batch 128, KvsAll, reciprocal), from the ConvE authors'
@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_vs_pykeen import make_graph  # noqa: E402
 
-from tracegraph.kg.train import TrainConfig, train  # noqa: E402
+from tracegraph.kg.model.train import TrainConfig, train  # noqa: E402
 
 
 def fb15k237_dir(src: str, tmp: Path) -> Path:

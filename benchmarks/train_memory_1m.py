@@ -42,9 +42,9 @@ def worker(a) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from tracegraph.kg.conve import ConvE, ConvEConfig
-    from tracegraph.kg.loss import Targets, auto_chunk_size
-    from tracegraph.kg.train import TrainingObjective, make_optimizer
+    from tracegraph.kg.model.conve import ConvE, ConvEConfig
+    from tracegraph.kg.model.loss import Targets, auto_chunk_size
+    from tracegraph.kg.model.train import TrainingObjective, make_optimizer
 
     torch.manual_seed(0)
     N, B = a.entities, a.batch_size

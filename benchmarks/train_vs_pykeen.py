@@ -62,10 +62,10 @@ def make_graph(n_ent: int, n_rel: int, n_triples: int, seed: int = 0) -> np.ndar
 def worker_tracegraph(a, fused: bool, compile: bool = False) -> dict:
     import torch
 
-    from tracegraph.kg.conve import ConvE, ConvEConfig
-    from tracegraph.kg.loss import auto_chunk_size
-    from tracegraph.kg.train import TrainingObjective, make_optimizer
-    from tracegraph.kg.triples import KnownTails, with_reciprocals
+    from tracegraph.kg.model.conve import ConvE, ConvEConfig
+    from tracegraph.kg.model.loss import auto_chunk_size
+    from tracegraph.kg.model.train import TrainingObjective, make_optimizer
+    from tracegraph.kg.data.triples import KnownTails, with_reciprocals
 
     torch.manual_seed(0)
     ids = make_graph(a.entities, a.relations, a.triples)
@@ -89,7 +89,7 @@ def worker_tracegraph(a, fused: bool, compile: bool = False) -> dict:
         h, r = torch.from_numpy(s[:, 0]), torch.from_numpy(s[:, 1])
         bi, tails = torch.as_tensor(bi), torch.as_tensor(tails)
         t0, c0 = time.perf_counter(), time.process_time()
-        # the step of tracegraph.kg.train.train(), fp32
+        # the step of tracegraph.kg.model.train.train(), fp32
         loss = step(h, r, bi, tails)
         opt.zero_grad(set_to_none=True)
         loss.backward()

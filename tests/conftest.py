@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config, items):
 
 # Bundled with the package, so a fresh clone with nothing beside it runs the whole suite.
 PACKAGE = Path(__file__).resolve().parents[1] / "tracegraph"
-UMLS = PACKAGE / "kg" / "datasets" / "umls"
+UMLS = PACKAGE / "kg" / "data" / "datasets" / "umls"
 NEURONS = PACKAGE / "trees" / "datasets" / "neurons"
 
 

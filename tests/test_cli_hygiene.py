@@ -59,7 +59,7 @@ def test_tables_are_not_cut_when_piped(tmp_path):
 
 
 def test_gz_crlf_and_plain_triples_read_the_same(tmp_path):
-    from tracegraph.kg.triples import read_labeled_triples
+    from tracegraph.kg.data.triples import read_labeled_triples
 
     text = "a\tr\tb\nb\ts\tc\n"
     (tmp_path / "plain.txt").write_text(text)
@@ -76,7 +76,7 @@ def test_gz_crlf_and_plain_triples_read_the_same(tmp_path):
     ("headache\ttreated_by\taspirin", False),
 ])
 def test_a_header_line_is_skipped_with_a_note(tmp_path, header, skipped, caplog):
-    from tracegraph.kg.triples import read_labeled_triples
+    from tracegraph.kg.data.triples import read_labeled_triples
     from tracegraph.runtime.progress import log
 
     f = tmp_path / "t.txt"
@@ -114,7 +114,7 @@ def test_progress_logs_a_line_every_interval_when_not_a_terminal(monkeypatch):
 
 
 def test_removal_ratio_is_described_never_none():
-    from tracegraph.kg.removal import describe_ratio
+    from tracegraph.kg.explain.removal import describe_ratio
 
     assert describe_ratio({"ratio_delta_rr": 1.114}) == "ratio 1.11"
     assert "None" not in describe_ratio({"ratio_delta_rr": None}) and "undefined" in describe_ratio({})

@@ -48,7 +48,7 @@ def test_every_bundled_file_is_in_the_clone(clone):
 
 @pytest.mark.slow
 def test_the_clone_reads_its_own_data_with_nothing_beside_it(clone):
-    code = ("from tracegraph.kg.datasets import split_paths; from tracegraph.kg.triples import read_triples; "
+    code = ("from tracegraph.kg.data.datasets import split_paths; from tracegraph.kg.data.triples import read_triples; "
             "from tracegraph.trees.data import read_swc; import pathlib; "
             "p = split_paths('umls'); print(p['train']); print(len(read_triples(p['train']))); "
             "swc = sorted(pathlib.Path('tracegraph/trees/datasets/neurons').glob('*.swc')); "

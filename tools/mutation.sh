@@ -2,7 +2,7 @@
 # Mutation testing of the core modules listed in pyproject.toml [tool.mutmut] (mutmut 3).
 # Slow, so not part of CI. Usage, from anywhere:
 #   tools/mutation.sh                          every core module
-#   tools/mutation.sh 'tracegraph.kg.loss*'    one module (mutant-name glob)
+#   tools/mutation.sh 'tracegraph.kg.model.loss*'    one module (mutant-name glob)
 # Then: `mutmut results` (survivors), `mutmut show NAME` (one diff). Results: docs/testing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."

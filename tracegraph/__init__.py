@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 # Imported on first use: the CLI starts by importing this package, and torch/pandas are slow to load.
 _LAZY = {"open_run": "tracegraph.kg.api", "train": "tracegraph.kg.api", "import_pykeen": "tracegraph.kg.api",
          "import_checkpoint": "tracegraph.kg.api", "Run": "tracegraph.kg.run", "Evaluation": "tracegraph.kg.run",
-         "IdMap": "tracegraph.kg.triples", "load_model": "tracegraph.kg"}
+         "IdMap": "tracegraph.kg.data.triples", "load_model": "tracegraph.kg"}
 
 
 def __getattr__(name):

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from tests.kg.test_tracin import TINY, assert_rel_close
-from tracegraph.kg.model_io import list_epoch_checkpoints, load_model
-from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import encode_triples, read_labeled_triples
+from tracegraph.kg.model.model_io import list_epoch_checkpoints, load_model
+from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 from tracegraph.runtime.checkpoints import load_checkpoint
 
 pytestmark = pytest.mark.gpu

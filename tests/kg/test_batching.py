@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.batching import SampleStore
-from tracegraph.kg.loss import bce_1n, fused_bce_1n
-from tracegraph.kg.triples import KnownTails
+from tracegraph.kg.model.batching import SampleStore
+from tracegraph.kg.model.loss import bce_1n, fused_bce_1n
+from tracegraph.kg.data.triples import KnownTails
 
 
 def _graph(seed=0, n=60, E=25, R=4):

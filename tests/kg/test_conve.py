@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.loss import Targets, bce_1n
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.loss import Targets, bce_1n
 
 
 def small_model(**kw):

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from tests.conftest import run_cli, run_cli_error, snapshot
-from tracegraph.kg import datasets
-from tracegraph.kg.datasets import DATASETS, Dataset, cached_path
+from tracegraph.kg.data import datasets
+from tracegraph.kg.data.datasets import DATASETS, Dataset, cached_path
 
 TINY_SPLITS = {
     "train.txt": "a\tr\tb\nb\tr\tc\nc\ts\ta\nd\ts\ta\n",

@@ -50,7 +50,7 @@ def test_demo_quick_end_to_end(tmp_path):
 def test_report_escapes_text_and_embeds_images(tmp_path):
     import numpy as np
 
-    from tracegraph.kg.report import write_report
+    from tracegraph.kg.demo.report import write_report
 
     ents = ["CHEBI:1", "MONDO:2", "NCBIGene:3", "HP:4"]
     rels = ["biolink:treats", "biolink:affects", "biolink:gene_associated_with_condition"]

@@ -24,11 +24,11 @@ import pytest
 import torch
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.evaluate import evaluate
-from tracegraph.kg.model_io import load_model
-from tracegraph.kg.tracin.explain import ExplainConfig, run_explain
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.model.evaluate import evaluate
+from tracegraph.kg.model.model_io import load_model
+from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.runtime.distributed import (
     ShardedBatchSampler, batch_aligned_shard, parse_devices, run_on_devices, shard_range, timeout_seconds,
 )
@@ -226,7 +226,7 @@ def test_devices_shard_test_triples(single_run, explain_inputs, tmp_path):
 FAILING = """
 import os, sys, time
 if os.environ["RANK"] == "1":
-    import tracegraph.kg.train as tr
+    import tracegraph.kg.model.train as tr
     real, calls = tr.bce_1n, [0]
     def failing(*a, **k):
         calls[0] += 1

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-import tracegraph.kg.train as tr
+import tracegraph.kg.model.train as tr
 from tracegraph.errors import DataError
-from tracegraph.kg.split import write_triples
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import IdMap, read_labeled_triples
+from tracegraph.kg.data.split import write_triples
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import IdMap, read_labeled_triples
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
 

@@ -1,4 +1,4 @@
-"""Explanation-quality metrics, baselines and removal bookkeeping (tracegraph/kg/fidelity.py)."""
+"""Explanation-quality metrics, baselines and removal bookkeeping (tracegraph/kg/explain/fidelity.py)."""
 
 import json
 from itertools import combinations
@@ -10,10 +10,10 @@ import torch
 
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.errors import DataError
-from tracegraph.kg import fidelity as fid
-from tracegraph.kg.synthetic import SyntheticConfig, generate, write
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import read_labeled_triples
+from tracegraph.kg.explain import fidelity as fid
+from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import read_labeled_triples
 
 TINY = dict(embedding_dim=16, embedding_height=4, embedding_width=4, output_channels=4)
 

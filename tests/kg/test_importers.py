@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from tests.conftest import run_cli, run_cli_error
-from tracegraph.kg.model_io import load_model
+from tracegraph.kg.model.model_io import load_model
 
 ATOL = 1e-5
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.loss import Targets, bce_1n, fused_bce_1n
+from tracegraph.kg.model.loss import Targets, bce_1n, fused_bce_1n
 
 
 
@@ -97,8 +97,8 @@ def test_float32_inputs_accumulate_stably():
 def test_tied_lookup_objective_gradients_equal_dense(mode, ckpt):
     """The training objective's fused path (head lookup adding into the loss's dE buffer) gives
     every parameter the gradient of the plain dense-BCE objective."""
-    from tracegraph.kg.conve import ConvE, ConvEConfig
-    from tracegraph.kg.train import TrainingObjective
+    from tracegraph.kg.model.conve import ConvE, ConvEConfig
+    from tracegraph.kg.model.train import TrainingObjective
 
     gen = torch.Generator().manual_seed(5)
     m = ConvE(ConvEConfig(num_entities=23, num_relations=3, embedding_dim=12, embedding_height=3,

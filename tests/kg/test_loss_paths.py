@@ -12,7 +12,7 @@ of plain indexing.
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
+from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 
 
 def test_fused_backward_in_float64_under_a_float32_default():

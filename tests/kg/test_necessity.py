@@ -7,17 +7,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.explain_methods import MethodOptions, influence_parts, method_keys_all
-from tracegraph.kg.local_retrain import LocalRefit, LocalRetrainOptions
-from tracegraph.kg.model_io import build_model
-from tracegraph.kg.necessity import (
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method_keys_all
+from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
+from tracegraph.kg.model.model_io import build_model
+from tracegraph.kg.explain.necessity import (
     NecessityConfig, arm_rows, bootstrap_mean, choose_facts, run_necessity, summarize_arm, top_rows,
 )
-from tracegraph.kg.tracin.factors import select_layers
-from tracegraph.kg.tracin.reference import autograd_gradients
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.explain.tracin.factors import select_layers
+from tracegraph.kg.explain.tracin.reference import autograd_gradients
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.runtime.checkpoints import load_checkpoint
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
@@ -42,7 +42,7 @@ def tiny_umls(tmp_path_factory, umls_dir):
 
 @pytest.mark.parametrize("loss", ["score", "train-loss"])
 def test_cosine_and_relatif_equal_float64_brute_force(tiny_umls, umls_dir, loss):
-    from tracegraph.kg.model_io import load_model
+    from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)
     train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
@@ -155,7 +155,7 @@ def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
 def test_arms_never_remove_a_fact_and_random_arms_touch_as_defined():
     fact = (0, 0, 1)
     train_ids = np.array([[0, 0, 1], [0, 1, 2], [3, 0, 1], [2, 1, 3], [4, 0, 5], [5, 1, 6], [1, 2, 0], [6, 0, 4]])
-    from tracegraph.kg.explain_methods import fact_rows
+    from tracegraph.kg.explain.methods import fact_rows
 
     assert fact_rows(train_ids, fact).tolist() == [0]
     cands = np.setdiff1d(np.flatnonzero(np.isin(train_ids[:, 0], (0, 1)) | np.isin(train_ids[:, 2], (0, 1))), [0])

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli, run_cli_error
-from tracegraph.kg.neighborhood import FilterOptions, GraphIndex, _path_edges
-from tracegraph.kg.triples import read_triples
+from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex, _path_edges
+from tracegraph.kg.data.triples import read_triples
 
 # --------------------------------------------------------------------------- the reference
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.evaluate import evaluate, metrics, rank_queries
-from tracegraph.kg.triples import KnownTails
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.evaluate import evaluate, metrics, rank_queries
+from tracegraph.kg.data.triples import KnownTails
 
 #        entity:  0    1    2    3    4     5    6    7    8    9
 BIAS = [0.5, 2.0, 2.0, 1.0, 2.0, -1.0, 3.0, 1.0, 0.0, 2.0]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracegraph.errors import DataError
-from tracegraph.kg.triples import IdMap, read_edge_map, read_labeled_triples, read_name_dict
+from tracegraph.kg.data.triples import IdMap, read_edge_map, read_labeled_triples, read_name_dict
 
 alphabet = st.sampled_from(list("ab\t\n\r :x0") + ["\u00e9", "\x00"])
 

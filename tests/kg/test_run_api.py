@@ -13,7 +13,7 @@ import torch
 import tracegraph
 from tests.conftest import UMLS, run_cli
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.triples import IdMap, UnknownLabelError
+from tracegraph.kg.data.triples import IdMap, UnknownLabelError
 
 TINY_MODEL = {"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8, "output_channels": 4}
 QUERY = ("steroid", "interacts_with", "eicosanoid")  # the first UMLS test triple
@@ -40,7 +40,7 @@ def run_dir(tmp_path_factory) -> Path:
 
 def _float64_model(path: Path):
     """A checkpoint rebuilt in float64, independently of the Run."""
-    from tracegraph.kg.conve import ConvE, ConvEConfig
+    from tracegraph.kg.model.conve import ConvE, ConvEConfig
 
     payload = torch.load(path, map_location="cpu", weights_only=True)
     model = ConvE(ConvEConfig.from_dict(payload["model_config"]))
@@ -98,9 +98,9 @@ def test_run_exposes_maps_config_and_checkpoints(run_dir):
 @pytest.mark.slow
 def test_doctests_of_the_api(run_dir):
     import tracegraph.kg.api as api
-    import tracegraph.kg.datasets as datasets
+    import tracegraph.kg.data.datasets as datasets
     import tracegraph.kg.run as run_module
-    import tracegraph.kg.triples as triples
+    import tracegraph.kg.data.triples as triples
 
     for module in (api, run_module, triples, datasets):
         res = doctest.testmod(module, extraglobs={"RUN_DIR": str(run_dir)}, optionflags=doctest.ELLIPSIS)
@@ -256,7 +256,7 @@ def test_import_checkpoint_returns_a_run_that_scores_like_the_source(tmp_path):
 
 
 def test_conve_given_labels_says_what_to_use_instead():
-    from tracegraph.kg.conve import ConvE, ConvEConfig
+    from tracegraph.kg.model.conve import ConvE, ConvEConfig
 
     model = ConvE(ConvEConfig(num_entities=5, num_relations=2, embedding_dim=8, embedding_height=2, embedding_width=4)).eval()
     with pytest.raises(TypeError, match="run.predict"):

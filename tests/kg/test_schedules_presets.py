@@ -12,15 +12,15 @@ import torch
 
 from tests.conftest import run_cli
 from tracegraph.errors import DataError
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.loss import Targets
-from tracegraph.kg.presets import apply_preset, load_preset, shipped_presets
-from tracegraph.kg.schedules import DEFAULT_PATIENCE, LRSchedule, make_optimizer, resolve_patience
-from tracegraph.kg.softmax_loss import ce_1n
-from tracegraph.kg.train import TrainConfig, train
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.loss import Targets
+from tracegraph.kg.model.presets import apply_preset, load_preset, shipped_presets
+from tracegraph.kg.model.schedules import DEFAULT_PATIENCE, LRSchedule, make_optimizer, resolve_patience
+from tracegraph.kg.model.softmax_loss import ce_1n
+from tracegraph.kg.model.train import TrainConfig, train
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
-PRESETS = Path(__file__).resolve().parents[2] / "tracegraph" / "kg" / "presets"
+PRESETS = Path(__file__).resolve().parents[2] / "tracegraph" / "kg" / "model" / "presets"
 
 
 def _cfg(umls_dir, out, **kw):

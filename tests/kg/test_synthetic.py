@@ -9,8 +9,8 @@ import scipy.sparse as sp
 
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.synthetic import TEMPLATES, TREATS, SyntheticConfig, generate, write
-from tracegraph.kg.triples import IdMap, read_labeled_triples, read_name_dict
+from tracegraph.kg.demo.synthetic import TEMPLATES, TREATS, SyntheticConfig, generate, write
+from tracegraph.kg.data.triples import IdMap, read_labeled_triples, read_name_dict
 
 FILES = ("train.txt", "valid.txt", "test.txt", "node_dict.txt", "rel_dict.txt", "node_name_dict.txt",
          "node_category.txt", "mechanisms.tsv", "synthetic_config.json")

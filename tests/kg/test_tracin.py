@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
-from tracegraph.kg.model_io import list_epoch_checkpoints, load_model
-from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
-from tracegraph.kg.tracin.explain import CSV_HEADER
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import encode_triples, read_labeled_triples
+from tracegraph.kg.model.model_io import list_epoch_checkpoints, load_model
+from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
+from tracegraph.kg.explain.tracin.explain import CSV_HEADER
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
 
@@ -128,7 +128,7 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
 
 @pytest.mark.slow
 def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp_path):
-    from tracegraph.kg.neighborhood import FilterOptions, GraphIndex
+    from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
 
     out, train_ids, test_ids = trained
     lm = load_model(out)

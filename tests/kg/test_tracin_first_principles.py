@@ -19,9 +19,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.model_io import model_payload
-from tracegraph.kg.tracin.engine import InfluenceOptions, compute_influence
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.model_io import model_payload
+from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
 from tracegraph.runtime.checkpoints import save_checkpoint
 
 N_ENT, N_REL = 7, 2

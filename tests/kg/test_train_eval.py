@@ -7,10 +7,10 @@ import torch
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.errors import TracegraphError
 from tracegraph.kg import load_model
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.evaluate import evaluate, rank_queries
-from tracegraph.kg.triples import KnownTails, with_reciprocals
-from tracegraph.kg.train import TrainConfig, train
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.evaluate import evaluate, rank_queries
+from tracegraph.kg.data.triples import KnownTails, with_reciprocals
+from tracegraph.kg.model.train import TrainConfig, train
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
 
@@ -93,7 +93,7 @@ def test_resume_gives_identical_weights(umls_dir, tmp_path, mode):
 
 
 def test_nan_loss_stops_without_checkpoint(umls_dir, tmp_path, monkeypatch):
-    import tracegraph.kg.train as tr
+    import tracegraph.kg.model.train as tr
 
     calls = {"n": 0}
     real = tr.bce_1n

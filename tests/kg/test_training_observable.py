@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-import tracegraph.kg.train as train_module
-from tracegraph.kg.conve import ConvE, ConvEConfig
-from tracegraph.kg.train import TrainConfig, train
+import tracegraph.kg.model.train as train_module
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.runtime.seeding import seed_everything
 
 TINY = dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2,

@@ -6,9 +6,9 @@ from hypothesis import given, settings, strategies as st
 
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.errors import DataError
-from tracegraph.kg.kgx import import_kgx
-from tracegraph.kg.split import split_file
-from tracegraph.kg.triples import (
+from tracegraph.kg.data.kgx import import_kgx
+from tracegraph.kg.data.split import split_file
+from tracegraph.kg.data.triples import (
     IdMap,
     KnownTails,
     read_edge_map,

@@ -9,9 +9,9 @@ import pytest
 from tests.conftest import run_cli, run_cli_error
 from tests.kg.test_train_eval import TINY, brute_force_ranks
 from tracegraph.kg import load_model
-from tracegraph.kg.train import TrainConfig, train
-from tracegraph.kg.triples import IdMap, LabeledTriples
-from tracegraph.kg.unseen import apply_policy
+from tracegraph.kg.model.train import TrainConfig, train
+from tracegraph.kg.data.triples import IdMap, LabeledTriples
+from tracegraph.kg.data.unseen import apply_policy
 
 TRAIN = "".join(f"e{i}\tr{i % 3}\te{(i * 7 + 1) % 12}\n" for i in range(12))
 VALID = "e1\tr0\te5\nnew1\tr1\te2\n"

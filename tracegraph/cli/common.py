@@ -34,7 +34,7 @@ def dataset_splits(dataset: str | None, required: tuple[str, ...], **given):
     from tracegraph.errors import TracegraphError
 
     if dataset is not None:
-        from tracegraph.kg.datasets import split_paths
+        from tracegraph.kg.data.datasets import split_paths
 
         paths = split_paths(dataset)
         given = {k: v if v is not None else Path(paths[k]) for k, v in given.items()}

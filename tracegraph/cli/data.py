@@ -22,7 +22,7 @@ def stats(
     """Counts per file (and combined): triples, entities, relations, duplicates, degrees."""
     from rich.table import Table
 
-    from tracegraph.kg.split import triple_stats
+    from tracegraph.kg.data.split import triple_stats
 
     res = triple_stats(list(files))
     if as_json:
@@ -51,7 +51,7 @@ def split(
     seed: int = typer.Option(0, help="Shuffle seed; the same seed gives the same split."),
 ):
     """Reproducible split. Valid/test triples with entities or relations unseen in train are dropped and reported."""
-    from tracegraph.kg.split import split_file
+    from tracegraph.kg.data.split import split_file
 
     res = split_file(file, output_dir, valid_fraction, test_fraction, seed)
     typer.echo(f"train {len(res.train)}  valid {len(res.valid)}  test {len(res.test)}  -> {output_dir}")
@@ -67,7 +67,7 @@ def import_kgx_cmd(
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
 ):
     """KGX JSON Lines -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json."""
-    from tracegraph.kg.kgx import import_kgx
+    from tracegraph.kg.data.kgx import import_kgx
 
     res = import_kgx(nodes, edges, output_dir)
     typer.echo(f"{res.triples} triples, {res.entities} entities, {res.relations} relations -> {output_dir}")
@@ -95,7 +95,7 @@ def synthetic(
         None, help="Mechanism-free treats edges per planted one (default 0.1)."),
 ):
     """A generated biomedical KG with treats edges planted through mechanisms; test mechanisms in mechanisms.tsv."""
-    from tracegraph.kg.synthetic import SyntheticConfig, generate, write
+    from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
 
     given = {
         "n_drugs": drugs, "n_genes": genes, "n_pathways": pathways, "n_diseases": diseases,
@@ -118,7 +118,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON inst
     """Datasets known by name: bundled (UMLS) or downloaded on first use into the cache ($TRACEGRAPH_CACHE_DIR)."""
     from rich.table import Table
 
-    from tracegraph.kg.datasets import DATASETS, cache_dir, cached_path
+    from tracegraph.kg.data.datasets import DATASETS, cache_dir, cached_path
 
     rows = []
     for d in DATASETS.values():
@@ -145,7 +145,7 @@ def get_cmd(
     source: Optional[str] = typer.Option(None, "--from", help="A local copy or mirror URL of the archive (same sha256) instead of the published address."),
 ):
     """Write a dataset's train/valid/test files into a directory (downloading it into the cache first if needed)."""
-    from tracegraph.kg.datasets import split_paths
+    from tracegraph.kg.data.datasets import split_paths
     from tracegraph.runtime.checkpoints import atomic_path
 
     paths = split_paths(name, source)

@@ -19,7 +19,7 @@ def demo_cmd(
     threads: int = typer.Option(1, "--num-threads", "--threads", min=1, help="torch CPU threads. 1 (default): the demo's tensors are small, and on a busy machine 2+ threads can be 10x slower (docs/demo.md)."),
 ):
     """Generate a graph, train ConvE, explain its best predictions with exact TracIn, grade the explanations, write report.html."""
-    from tracegraph.kg.demo import DemoConfig, run_demo
+    from tracegraph.kg.demo.pipeline import DemoConfig, run_demo
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
@@ -51,8 +51,8 @@ def fidelity_cmd(
     device: str = DeviceOpt,
 ):
     """Grade TracIn explanations: ground-truth recovery vs baselines, and removal-and-retrain."""
-    from tracegraph.kg.fidelity import FidelityConfig, RemovalOptions, run_fidelity
-    from tracegraph.kg.removal import describe_ratio
+    from tracegraph.kg.explain.fidelity import FidelityConfig, RemovalOptions, run_fidelity
+    from tracegraph.kg.explain.removal import describe_ratio
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()

@@ -55,13 +55,13 @@ def explain_cmd(
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph explain …` shards the training
     triples across processes and writes the same files (docs/scaling.md)."""
     from tracegraph.kg.run import Run
-    from tracegraph.kg.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
     from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()
     set_threads(num_threads)
-    from tracegraph.kg.explain_methods import check_methods
+    from tracegraph.kg.explain.methods import check_methods
 
     if method in ("exact", "autograd", "vmap"):  # the option's earlier meaning
         method, engine = "tracin", method

@@ -45,8 +45,8 @@ FILTER_PARAMS = ("n_hops", "min_degree", "preserve_test_edges", "strict_hop_cons
 
 def filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,
                             max_total_path_length, strict_path_filtering, save_edges_only):
-    """The parsed flag values -> :class:`~tracegraph.kg.neighborhood.FilterOptions`."""
-    from tracegraph.kg.neighborhood import FilterOptions
+    """The parsed flag values -> :class:`~tracegraph.kg.explain.neighborhood.FilterOptions`."""
+    from tracegraph.kg.explain.neighborhood import FilterOptions
 
     return FilterOptions(n_hops=n_hops, min_degree=min_degree, preserve_test_edges=preserve_test_edges,
                          strict_hop=strict_hop_constraint, path_filtering=path_filtering,
@@ -56,7 +56,7 @@ def filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_
 
 def output_name(k: int, head: str, tail: str, width: int = 3) -> str:
     """``triple_NNN_<head>_<tail>_train.txt``; ':', '/', '\\' and whitespace become '_'."""
-    from tracegraph.kg.triples import triple_file_stem
+    from tracegraph.kg.data.triples import triple_file_stem
 
     return f"{triple_file_stem(k, head, tail, width)}_train.txt"
 
@@ -87,9 +87,9 @@ def filter_cmd(
     from rich.text import Text
 
     from tracegraph.errors import TracegraphError
-    from tracegraph.kg.neighborhood import GraphIndex
-    from tracegraph.kg.split import write_triples
-    from tracegraph.kg.triples import read_labeled_triples, read_triples
+    from tracegraph.kg.explain.neighborhood import GraphIndex
+    from tracegraph.kg.data.split import write_triples
+    from tracegraph.kg.data.triples import read_labeled_triples, read_triples
     from tracegraph.runtime.checkpoints import atomic_write_json
     from tracegraph.runtime.progress import console, make_progress, setup_logging
 

@@ -73,8 +73,8 @@ def train_cmd(
 
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph train …` (DistributedDataParallel,
     --batch-size stays global; see docs/scaling.md)."""
-    from tracegraph.kg.train import TrainConfig, train as run_train
-    from tracegraph.kg.unseen import check_policy
+    from tracegraph.kg.model.train import TrainConfig, train as run_train
+    from tracegraph.kg.data.unseen import check_policy
     from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
 
@@ -101,7 +101,7 @@ def train_cmd(
         lr_min=lr_min, lr_threshold=lr_threshold, optimizer=optimizer, weight_decay=weight_decay, loss=loss,
     )
     if preset is not None:
-        from tracegraph.kg.presets import apply_preset, explicit_options, load_preset
+        from tracegraph.kg.model.presets import apply_preset, explicit_options, load_preset
 
         cfg = apply_preset(cfg, load_preset(preset), explicit_options(ctx))
     summary = recorded(run_train)(cfg)
@@ -123,7 +123,7 @@ def evaluate_cmd(
     device: str = DeviceOpt,
 ):
     """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
-    from tracegraph.kg.predict import evaluate_files
+    from tracegraph.kg.model.predict import evaluate_files
 
     test = dataset_splits(dataset, ("test",), test=test)["test"]
     res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
@@ -145,7 +145,7 @@ def predict_cmd(
     device: str = DeviceOpt,
 ):
     """Labels in, labels + scores out."""
-    from tracegraph.kg.predict import predict
+    from tracegraph.kg.model.predict import predict
 
     predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device)
 

@@ -42,8 +42,8 @@ def necessity_cmd(
     num_threads: int = ThreadsOpt,
 ):
     """Necessity of explanations on any graph: H@1/MRR of the facts after removing their top-k triples."""
-    from tracegraph.kg.local_retrain import LocalRetrainOptions
-    from tracegraph.kg.necessity import NecessityConfig, run_necessity
+    from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
+    from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
     from tracegraph.runtime.progress import setup_logging
 
     setup_logging()

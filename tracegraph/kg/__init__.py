@@ -1,13 +1,13 @@
 """Knowledge graphs: data, ConvE, training, evaluation, TracIn, filtering.
 
 The entry point for Python users is the run object: ``tracegraph.open_run`` / ``tracegraph.train``
-(:mod:`tracegraph.kg.api`, :mod:`tracegraph.kg.run`). (``tracegraph.kg.train`` is the training module, not a function.)
+(:mod:`tracegraph.kg.api`, :mod:`tracegraph.kg.run`). (``tracegraph.kg.model.train`` is the training module, not a function.)
 """
 
 
 def load_model(model_dir_or_checkpoint, device="cpu"):
-    """Load a trained ConvE in eval mode with its id maps (see :mod:`tracegraph.kg.model_io`)."""
-    from tracegraph.kg.model_io import load_model as _load
+    """Load a trained ConvE in eval mode with its id maps (see :mod:`tracegraph.kg.model.model_io`)."""
+    from tracegraph.kg.model.model_io import load_model as _load
 
     return _load(model_dir_or_checkpoint, device=device)
 

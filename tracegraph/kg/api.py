@@ -29,10 +29,10 @@ def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
 def train(config=None, **settings) -> Run:
     """Train ConvE (what ``tracegraph train`` does) and return the finished run, opened.
 
-    ``config``: a :class:`~tracegraph.kg.train.TrainConfig` or a dict of its fields; ``settings``
+    ``config``: a :class:`~tracegraph.kg.model.train.TrainConfig` or a dict of its fields; ``settings``
     override it (``tracegraph.train(train="train.txt", output_dir="runs/x", epochs=5)`` works too).
     Field names are the CLI's option names with ``_``; ``model`` holds ConvE sizes and dropouts."""
-    from tracegraph.kg.train import TrainConfig, train as run_training
+    from tracegraph.kg.model.train import TrainConfig, train as run_training
 
     if isinstance(config, TrainConfig):
         cfg = dataclasses.replace(config, **settings)
@@ -40,7 +40,7 @@ def train(config=None, **settings) -> Run:
         fields = {**(dict(config) if config else {}), **settings}
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrainConfig)})
         if unknown:
-            raise TracegraphError(f"unknown training setting(s) {', '.join(unknown)}; see tracegraph.kg.train.TrainConfig")
+            raise TracegraphError(f"unknown training setting(s) {', '.join(unknown)}; see tracegraph.kg.model.train.TrainConfig")
         cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields.items()})
     run_training(cfg)
     return Run(cfg.output_dir, cfg.device)
@@ -48,9 +48,9 @@ def train(config=None, **settings) -> Run:
 
 def import_pykeen(model_file, output_dir, **options) -> Run:
     """A PyKEEN ConvE -> a run directory (``tracegraph import pykeen``); ``options`` as
-    :func:`tracegraph.kg.importers.import_pykeen` (``triples_factory_dir``, ``trust_pickle``, ``lr``, …).
+    :func:`tracegraph.kg.data.importers.import_pykeen` (``triples_factory_dir``, ``trust_pickle``, ``lr``, …).
     What was recorded (source, notes, learning rate) is ``run.config``."""
-    from tracegraph.kg.importers import import_pykeen as write
+    from tracegraph.kg.data.importers import import_pykeen as write
 
     write(model_file, output_dir, **options)
     return Run(output_dir)
@@ -58,7 +58,7 @@ def import_pykeen(model_file, output_dir, **options) -> Run:
 
 def import_checkpoint(file, output_dir, entity_to_id, relation_to_id, **options) -> Run:
     """An earlier-format ConvE checkpoint -> a run directory (``tracegraph import checkpoint``)."""
-    from tracegraph.kg.importers import import_checkpoint as write
+    from tracegraph.kg.data.importers import import_checkpoint as write
 
     write(file, output_dir, entity_to_id, relation_to_id, **options)
     return Run(output_dir)

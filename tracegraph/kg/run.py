@@ -24,10 +24,10 @@ on the bundled UMLS for 2 epochs; tests/kg/test_run_api.py runs these examples o
 >>> run.predict("steroids", "interacts_with")
 Traceback (most recent call last):
 ...
-tracegraph.kg.triples.UnknownLabelError: entity 'steroids' is not in the id map; closest: 'steroid'
+tracegraph.kg.data.triples.UnknownLabelError: entity 'steroids' is not in the id map; closest: 'steroid'
 
 :mod:`tracegraph.kg.api` opens, trains and imports runs; the CLI commands are thin calls into
-them, and so is :func:`tracegraph.kg.tracin.explain.run_explain`.
+them, and so is :func:`tracegraph.kg.explain.tracin.explain.run_explain`.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ import pandas as pd
 import torch
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model_io import (
+from tracegraph.kg.model.model_io import (
     build_model, list_epoch_checkpoints, model_dir_of, read_id_maps, resolve_checkpoint, run_label_smoothing,
 )
-from tracegraph.kg.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 from tracegraph.runtime.precision import resolve_device
 
@@ -221,7 +221,7 @@ class Run:
         """The filter index of the true triples in ``sources`` (files or label triples), with reciprocals.
         A file's triple naming a label the model has no id for filters nothing (a run trained with
         ``--unseen drop`` keeps such files)."""
-        from tracegraph.kg.unseen import encode_known
+        from tracegraph.kg.data.unseen import encode_known
 
         ids = [encode_known(read_labeled_triples(s), self.entities, self.relations) if isinstance(s, (str, Path))
                else self.encode(s) for s in sources]
@@ -277,11 +277,11 @@ class Run:
         default the run's train/valid/test files; ``test`` itself is always added. Returns the
         metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions``: a JSON list of
         [entity, score] pairs, unambiguous for ids holding ':' or ';'). ``unseen`` (a test file's
-        entities absent from the training file): include | drop | error, see kg/unseen.py."""
+        entities absent from the training file): include | drop | error, see kg/data/unseen.py."""
         import json
 
-        from tracegraph.kg.evaluate import evaluate
-        from tracegraph.kg.unseen import evaluation_triples
+        from tracegraph.kg.model.evaluate import evaluate
+        from tracegraph.kg.data.unseen import evaluation_triples
 
         report = None
         if isinstance(test, (str, Path)):
@@ -306,16 +306,16 @@ class Run:
         """Exact TracIn: every training triple's influence on each test triple, summed over the checkpoints.
 
         ``test_triples``: a file or label triples; ``train``: the training triples to rank (default
-        the run's training file). ``options``: those of :class:`~tracegraph.kg.tracin.explain.ExplainConfig`
+        the run's training file). ``options``: those of :class:`~tracegraph.kg.explain.tracin.explain.ExplainConfig`
         (``method``, ``loss``, ``layers``, ``checkpoints``, ``batch_size``, ``node_name_dict``, …) and
-        ``n_hops`` plus :class:`~tracegraph.kg.neighborhood.FilterOptions` fields to rank only each
+        ``n_hops`` plus :class:`~tracegraph.kg.explain.neighborhood.FilterOptions` fields to rank only each
         test triple's filtered subgraph. Returns one DataFrame with the ``_tracin.csv`` columns, the
         test triples one after the other; ``output_dir`` also keeps the files ``explain`` writes."""
         import dataclasses
         import tempfile
 
-        from tracegraph.kg.neighborhood import FilterOptions
-        from tracegraph.kg.tracin.explain import CSV_HEADER, ExplainConfig, run_explain
+        from tracegraph.kg.explain.neighborhood import FilterOptions
+        from tracegraph.kg.explain.tracin.explain import CSV_HEADER, ExplainConfig, run_explain
 
         filter_fields = {f.name for f in dataclasses.fields(FilterOptions)}
         n_hops = options.pop("n_hops", None)
@@ -342,7 +342,7 @@ class Run:
 
     def training_subsets(self, train, filter_options):
         """``(head_id, tail_id) -> rows`` of ``train`` kept by the filter, on one cached graph index."""
-        from tracegraph.kg.neighborhood import GraphIndex
+        from tracegraph.kg.explain.neighborhood import GraphIndex
 
         index = GraphIndex.load_or_build(train, self.encode(train), len(self.entities))
         return lambda h, t: index.filter(h, t, filter_options).triple_rows

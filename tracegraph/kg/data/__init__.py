@@ -1,0 +1,1 @@
+"""Reading knowledge graphs: triples and id maps, splits, KGX, bundled and downloadable datasets, importers."""

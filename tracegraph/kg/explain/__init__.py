@@ -1,0 +1,1 @@
+"""Why a prediction: exact TracIn and the other explanation methods, training-graph filtering, faithfulness tests."""

@@ -1,0 +1,142 @@
+"""Explanation methods behind one ``--method``: sort keys for each fact's candidate training triples.
+
+* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (DESIGN.md §3), with either loss convention;
+* ``tracin-cosine``: Σ_k η_k cos(∇ℓ_k(train), ∇ℓ_k(fact)) — the gradients' lengths out of it, so
+  a "generic" training triple with a large gradient (one the model fits badly, whose gradient
+  points everywhere) no longer tops every list;
+* ``relatif``: TracIn / sqrt(self-influence of the training triple), the ℓ-relative influence of
+  RelatIF (Barshan et al. 2020) with TracIn's self-influence Σ_k η_k ‖∇ℓ_k(train)‖² in place of
+  the inverse-Hessian norm: the projection of the training gradient on the fact's;
+* ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
+  the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
+* ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
+
+Every method returns, per fact, a list of key arrays aligned with the fact's candidates: sorted
+descending, the first most significant (ties broken at random by the caller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
+
+INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
+BASELINE_METHODS = ("degree", "path", "random")
+METHODS = (*INFLUENCE_METHODS, "local-retrain", *BASELINE_METHODS)
+
+
+@dataclass
+class MethodOptions:
+    loss: str = "score"  # the TracIn loss convention (tracin*, relatif, local-retrain's pre-ranking)
+    layers: str = "all"
+    label_smoothing: float = 0.1
+    local: LocalRetrainOptions = field(default_factory=LocalRetrainOptions)
+
+
+def check_methods(methods) -> list[str]:
+    out = list(dict.fromkeys(methods))
+    bad = [m for m in out if m not in METHODS]
+    if bad or not out:
+        raise TracegraphError(f"--method must be among {', '.join(METHODS)}, not {', '.join(bad) or 'nothing'}")
+    return out
+
+
+@dataclass
+class InfluenceParts:
+    """Per fact, aligned with its candidates: the three influence-based scores."""
+
+    tracin: list[np.ndarray]
+    cosine: list[np.ndarray]
+    relatif: list[np.ndarray]
+
+    def of(self, method: str) -> list[np.ndarray]:
+        return {"tracin": self.tracin, "tracin-cosine": self.cosine, "relatif": self.relatif}[method]
+
+
+def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.ndarray, subsets: list[np.ndarray],
+                    opts: MethodOptions, device, progress=None) -> InfluenceParts:
+    """One engine pass per checkpoint over the union of the candidates; the per-checkpoint
+    self-influences give the cosine (the learning rate cancels in it) and the RelatIF norm."""
+    from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
+
+    union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
+    if union.size == 0:
+        raise TracegraphError("no candidate training triples for any fact")
+    iopts = InfluenceOptions(method="exact", loss=opts.loss, layers=opts.layers, label_smoothing=opts.label_smoothing)
+    T, U = len(facts), len(union)
+    tracin, cosine, self_sum = np.zeros((T, U)), np.zeros((T, U)), np.zeros(U)
+    for path in checkpoints:
+        res = compute_influence([path], train_ids[union], facts, iopts, device, progress)
+        lr = res.checkpoints[0].lr
+        s = np.asarray(res.scores, np.float64)  # η_k ⟨g, g'⟩
+        tracin += s
+        norm = np.sqrt(np.outer(res.test_self, res.train_self))  # η_k ‖g‖ ‖g'‖
+        cosine += lr * np.divide(s, norm, out=np.zeros_like(s), where=norm > 0)
+        self_sum += res.train_self
+    rel = tracin / np.sqrt(np.maximum(self_sum, 1e-300))[None, :]
+    pos = [np.searchsorted(union, rows) for rows in subsets]
+    return InfluenceParts([tracin[j, p] for j, p in enumerate(pos)], [cosine[j, p] for j, p in enumerate(pos)],
+                          [rel[j, p] for j, p in enumerate(pos)])
+
+
+def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
+    """Training rows equal to the fact (or, written backwards, to its inverse): never explanations."""
+    h, r, t = (int(x) for x in fact)
+    return np.flatnonzero(((train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)))
+
+
+def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.ndarray, facts: np.ndarray,
+                    subsets: list[np.ndarray], known, opts: MethodOptions, device, progress=None) -> dict:
+    """method -> per fact, the list of key arrays for its candidates (see the module doc).
+
+    ``facts`` are base-relation triples (h, r, t) predicted on the tail side; candidates equal to
+    the fact never reach the top (they get -inf)."""
+    from tracegraph.kg.explain.fidelity import degrees, method_keys
+
+    methods = check_methods(methods)
+    out: dict[str, list] = {}
+    need_influence = any(m in INFLUENCE_METHODS or m == "local-retrain" for m in methods)
+    parts = influence_parts(checkpoints, train_ids, facts, subsets, opts, device, progress) if need_influence else None
+    deg = degrees(train_ids, model.config.num_entities)
+    for m in methods:
+        if m in INFLUENCE_METHODS:
+            out[m] = [[k] for k in parts.of(m)]
+        elif m in BASELINE_METHODS:
+            out[m] = [method_keys(np.zeros(len(rows)), train_ids[rows], int(f[0]), int(f[2]), deg)[m]
+                      for f, rows in zip(facts, subsets)]
+    if "local-retrain" in methods:
+        refit = LocalRefit(model, train_ids, known, opts.label_smoothing, opts.local, device)
+        keys, records = [], []
+        for f, rows, pre in zip(facts, subsets, parts.tracin):
+            k, rec = refit.explain(tuple(int(x) for x in f), rows, pre, fact_rows(train_ids, f))
+            keys.append([k])
+            records.append(rec)
+        out["local-retrain"] = keys
+        out["_local_retrain_records"] = records
+    for m, per in out.items():  # a fact never explains itself
+        if m.startswith("_"):
+            continue
+        for f, rows, ks in zip(facts, subsets, per):
+            bad = np.isin(rows, fact_rows(train_ids, f))
+            if bad.any():
+                ks[0] = np.where(bad, -np.inf, np.asarray(ks[0], np.float64))
+    return out
+
+
+
+def single_score(keys: list[np.ndarray], seed: int = 0) -> np.ndarray:
+    """One score per candidate with the same order as the keys (several keys, or ties broken at
+    random for ``random``: minus the rank position)."""
+    from tracegraph.kg.explain.fidelity import ranked_order
+
+    if len(keys) == 1 and np.any(np.asarray(keys[0]) != 0):
+        return np.asarray(keys[0], np.float64)
+    order = ranked_order(keys, np.random.default_rng(seed).permutation(len(keys[0])))
+    out = np.empty(len(order))
+    out[order] = -np.arange(1, len(order) + 1, dtype=np.float64)
+    return out

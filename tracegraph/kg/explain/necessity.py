@@ -1,0 +1,290 @@
+"""The necessity test: are an explanation's triples what a prediction needs? (after Kelpie's protocol)
+
+Facts: N test triples the trained model ranks first (filtered, tail side), or the triples of
+``--facts``. For each *arm* and k, every fact's top-k explanation triples are removed **at once**
+and the model is retrained **once** with the run's own configuration; the facts are then ranked
+again. Arms:
+
+* each explanation method asked for, on the candidates = training triples touching the fact's
+  head or tail (the fact itself never);
+* ``neighbour``: k random candidates per fact (what a method must beat);
+* ``far``: k random training triples touching neither the fact's head nor its tail (the noise
+  floor: with the batch-preserving retrain of kg/data/exclusion.py it should move nothing).
+
+Per arm and k: H@1, MRR and mean rank of the facts after retraining; ΔH@1 and ΔMRR against the
+reference model (the original run for its own seed, else a retrain of the full set with that
+seed), with bootstrap 95 % intervals over the facts; triples removed; seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from tracegraph.errors import DataError, TracegraphError, require_file
+from tracegraph.kg.explain.methods import MethodOptions, check_methods, fact_rows, method_keys_all
+from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
+from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
+from tracegraph.runtime.progress import log
+
+RANDOM_ARMS = ("neighbour", "far")
+
+
+@dataclass
+class NecessityConfig:
+    model_dir: str
+    train: str
+    output_dir: str
+    facts: str | None = None  # default: N test triples (the run's test file) ranked first
+    n: int = 100
+    ks: list[int] = field(default_factory=lambda: [1, 2, 4])
+    methods: list[str] = field(default_factory=lambda: ["local-retrain"])
+    seeds: list[int] | None = None  # default: the run's own seed (its reference is the run itself)
+    loss: str = "score"
+    layers: str = "all"
+    checkpoints: list[str] | None = None
+    filter_files: list[str] | None = None
+    bootstrap: int = 1000
+    sample_seed: int = 0  # which facts, the random arms' draws and tie-breaks
+    local: LocalRetrainOptions = field(default_factory=LocalRetrainOptions)
+    device: str = "auto"  # explanations; retrains use the run's device unless this names one
+    keep_models: bool = False
+
+
+def choose_facts(ranks: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Positions of up to n triples ranked first, drawn at random (seeded), in file order."""
+    first = np.flatnonzero(np.asarray(ranks) <= 1.0)
+    if len(first) > n:
+        first = np.sort(np.random.default_rng(seed).choice(first, size=n, replace=False))
+    return first
+
+
+def arm_rows(arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
+    """The k random rows of a random arm for one fact (seeded by fact position; never the fact)."""
+    h, _, t = (int(x) for x in fact)
+    if arm == "neighbour":
+        pool = candidates
+    else:
+        touch = np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))
+        pool = np.flatnonzero(~touch)
+    pool = pool[~np.isin(pool, fact_rows(train_ids, fact))]
+    rng = np.random.default_rng([seed, index, 0 if arm == "neighbour" else 1])
+    return rng.permutation(pool)[:k]  # a permutation prefix: the k-draw contains the smaller k's
+
+
+def top_rows(keys: list[np.ndarray], candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
+    from tracegraph.kg.explain.fidelity import ranked_order
+
+    tiebreak = np.random.default_rng([seed, index, 2]).permutation(len(candidates))
+    order = ranked_order(keys, tiebreak)
+    order = order[np.isfinite(np.asarray(keys[0], np.float64)[order])]  # -inf: the fact itself
+    return candidates[order[:k]]
+
+
+def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, float, float]:
+    """(mean, 2.5 %, 97.5 %) of the mean over facts, by resampling the facts."""
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    idx = np.random.default_rng(seed).integers(0, v.size, size=(n_boot, v.size))
+    means = v[idx].mean(1)
+    return float(v.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: int) -> dict:
+    b, a = np.asarray(base_ranks, np.float64), np.asarray(ranks, np.float64)
+    out = {"hits@1": float(np.mean(a <= 1)), "mrr": float(np.mean(1 / a)), "mean_rank": float(np.mean(a))}
+    for name, diff in (("delta_hits@1", (b <= 1).astype(float) - (a <= 1)), ("delta_mrr", 1 / b - 1 / a)):
+        m, lo, hi = bootstrap_mean(diff, n_boot, seed)
+        out[name], out[f"{name}_ci95"] = m, [lo, hi]
+    return out
+
+
+class Retrainer:
+    """Retrains of the run with some training triples excluded (same seed ⇒ same batches)."""
+
+    def __init__(self, run_dir: Path, train_path: str, device: str, out: Path, keep_models: bool):
+        from tracegraph.kg.model.train import TrainConfig
+
+        cfg = TrainConfig(**read_json(require_file(run_dir / "config.json", "run config (config.json of the run)"))["train"])
+        if Path(cfg.train).resolve() != Path(train_path).resolve():
+            log.warning(f"--train {train_path} is not the run's training file {cfg.train}; retraining on --train")
+        cfg = replace(cfg, train=str(train_path), resume=False, exclude=None,
+                      entity_map=cfg.entity_map or str(run_dir / "node_dict.txt"),
+                      relation_map=cfg.relation_map or str(run_dir / "rel_dict.txt"),
+                      # no test pass; validation only where early stopping needs it (it draws no randomness)
+                      test=None, valid=cfg.valid if cfg.patience else None, checkpoint_every=10**9)
+        if device != "auto":
+            cfg = replace(cfg, device=device)
+        self.cfg, self.out, self.keep = cfg, out, keep_models
+
+    def run(self, name: str, excluded: list[tuple[str, str, str]], seed: int):
+        from tracegraph.kg.model.model_io import load_model
+        from tracegraph.kg.data.split import write_triples
+        from tracegraph.kg.model.train import train
+
+        d = self.out / name
+        d.mkdir(parents=True, exist_ok=True)
+        exclude = None
+        if excluded:
+            write_triples(d / "excluded.txt", excluded)
+            exclude = str(d / "excluded.txt")
+        t0 = time.perf_counter()
+        train(replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude))
+        lm = load_model(d / "run" / "final_model.pt")
+        if not self.keep:
+            shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
+            for p in (d / "run").glob("*.pt"):
+                p.unlink()
+        return lm.model, time.perf_counter() - t0
+
+
+def run_necessity(cfg: NecessityConfig) -> dict:
+    """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON."""
+    from tracegraph.kg.explain.fidelity import tail_ranks
+    from tracegraph.kg.model.model_io import run_label_smoothing
+    from tracegraph.kg.model.predict import filter_index, run_files
+    from tracegraph.kg.run import Run
+    from tracegraph.kg.explain.tracin.explain import resolve_checkpoint_list
+    from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
+    from tracegraph.runtime.precision import resolve_device
+
+    t_start = time.perf_counter()
+    methods = check_methods(cfg.methods)
+    ks = sorted({int(k) for k in cfg.ks})
+    if not ks or ks[0] < 1:
+        raise TracegraphError("--k must list positive integers, e.g. 1,2,4")
+    mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)
+    lm = Run(mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir)  # one run object: maps, model, filter index
+    run_cfg = read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"]
+    train_ids = encode_triples(read_labeled_triples(cfg.train), lm.entities, lm.relations)
+    fact_file = cfg.facts or run_cfg.get("test")
+    if not fact_file:
+        raise DataError("the run has no test file: name the facts to explain with --facts", mdir / "config.json")
+    candidates_ids = encode_triples(read_labeled_triples(fact_file), lm.entities, lm.relations)
+    files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
+    known = filter_index(lm, [*files, fact_file])
+    base_ranks_all, _ = tail_ranks(lm.model, candidates_ids, known)
+    chosen = choose_facts(base_ranks_all, cfg.n, cfg.sample_seed) if not cfg.facts else np.arange(len(candidates_ids))
+    if len(chosen) == 0:
+        raise DataError("no fact is ranked first by the model (filtered, tail side)", fact_file)
+    facts, base_ranks = candidates_ids[chosen], base_ranks_all[chosen]
+    e, r = lm.entities.labels, lm.relations.labels
+    label = lambda x: (e[int(x[0])], r[int(x[1])], e[int(x[2])])
+    cands = [np.setdiff1d(np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
+                          fact_rows(train_ids, (h, rr, t))) for h, rr, t in facts]
+
+    # ---- explanations
+    device = resolve_device(cfg.device)
+    eps = run_label_smoothing(mdir)
+    mopts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps, local=cfg.local)
+    t0 = time.perf_counter()
+    keys = method_keys_all(methods, model=lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
+                           train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device)
+    explain_seconds = time.perf_counter() - t0
+    log.info(f"necessity: {len(facts)} facts explained by {', '.join(methods)} in {explain_seconds:.0f}s")
+    local_records = keys.pop("_local_retrain_records", None)
+
+    # ---- arms: per fact its removed rows for the largest k (smaller k: prefixes)
+    kmax = ks[-1]
+    # the random arms first: without them no method's figure means anything
+    per_fact: dict[str, list[np.ndarray]] = {
+        arm: [arm_rows(arm, train_ids, facts[j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
+        for arm in RANDOM_ARMS}
+    per_fact.update({m: [top_rows(keys[m][j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
+                     for m in methods})
+
+    # ---- retrains
+    seeds = cfg.seeds or [int(run_cfg.get("seed", 0))]
+    retrainer = Retrainer(mdir, cfg.train, cfg.device, out / "retrains", cfg.keep_models)
+    results = {"seeds": {}}
+    for seed in seeds:
+        if seed == int(run_cfg.get("seed", 0)):
+            ref_ranks, ref_seconds = base_ranks, 0.0
+        else:
+            model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
+            ref_ranks, _ = tail_ranks(model, facts, known)
+        arms = {"reference": {"ranks": ref_ranks.tolist(), "seconds": ref_seconds,
+                              "hits@1": float(np.mean(ref_ranks <= 1)), "mrr": float(np.mean(1 / ref_ranks))}}
+        for arm, rows_per_fact in per_fact.items():
+            for k in ks:
+                rows = np.unique(np.concatenate([x[:k] for x in rows_per_fact]))
+                model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
+                ranks, _ = tail_ranks(model, facts, known)
+                arms[f"{arm}@{k}"] = dict(summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed), arm=arm,
+                                          k=k, triples_removed=int(len(rows)), seconds=secs, ranks=ranks.tolist())
+                a = arms[f"{arm}@{k}"]
+                log.info(f"necessity seed {seed} {arm} k={k}: ΔH@1 {a['delta_hits@1']:.3f} "
+                         f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
+                         f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)")
+        results["seeds"][str(seed)] = arms
+    result = {
+        "model_dir": str(mdir), "train": str(cfg.train), "facts_file": str(fact_file),
+        "protocol": {"facts": "filtered tail rank 1 under the run's final model" if not cfg.facts else "given",
+                     "candidates": "training triples touching the fact's head or tail, never the fact",
+                     "removal": "every fact's top-k at once, one retrain per arm and k (kg/data/exclusion.py)",
+                     "reference": "the run itself for its own seed, else a full retrain with that seed",
+                     "ci": f"bootstrap over facts, {cfg.bootstrap} resamples"},
+        "config": _jsonable(asdict(cfg)), "n_facts": int(len(facts)),
+        "facts": [list(label(x)) for x in facts], "base_ranks": base_ranks.tolist(),
+        "mean_candidates": float(np.mean([len(c) for c in cands])),
+        "explain_seconds": explain_seconds, **results,
+        "local_retrain": None if local_records is None else _local_diagnostics(local_records, cfg.local),
+        "summary": _across_seeds(results["seeds"], methods, ks),
+    }
+    result["seconds"] = time.perf_counter() - t_start
+    atomic_write_json(out / "necessity.json", result)
+    atomic_write_text(out / "necessity.md", necessity_markdown(result))
+    return result
+
+
+def _local_diagnostics(records: list[dict], opts: LocalRetrainOptions) -> dict:
+    """How well the mimics fit: a mimic trained on all its entity's triples should rank the answer first."""
+    full = [m for r in records for m in r["margin_full"].values()]
+    return {"options": asdict(opts), "mimic_ranks_answer_first": float(np.mean(np.array(full) > 0)),
+            "mean_margin_full": float(np.mean(full)), "mean_searched": float(np.mean([r["searched"] for r in records]))}
+
+
+def _across_seeds(per_seed: dict, methods, ks) -> dict:
+    """Per arm and k: mean and spread (min, max) over seeds of ΔH@1 and ΔMRR."""
+    out = {}
+    for arm in [*RANDOM_ARMS, *methods]:
+        for k in ks:
+            rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
+            entry = {}
+            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank"):
+                v = [r[key] for r in rows]
+                entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
+            entry["triples_removed"] = rows[0]["triples_removed"]
+            entry["delta_hits@1_ci95_first_seed"] = rows[0]["delta_hits@1_ci95"]
+            out[f"{arm}@{k}"] = entry
+    return out
+
+
+def necessity_markdown(res: dict) -> str:
+    seeds = list(res["seeds"])
+    lines = [f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})", "",
+             "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
+             "(docs/demo.md, 'Necessity').", "",
+             "| arm | k | ΔH@1 (95 % CI, first seed) | ΔMRR | H@1 after | mean rank after | removed |",
+             "|---|---|---|---|---|---|---|"]
+    for name, e in res["summary"].items():
+        arm, k = name.rsplit("@", 1)
+        lo, hi = e["delta_hits@1_ci95_first_seed"]
+        spread = "" if len(seeds) == 1 else f" [{e['delta_hits@1']['min']:.3f}, {e['delta_hits@1']['max']:.3f}]"
+        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | "
+                     f"{e['delta_mrr']['mean']:.3f} | {e['hits@1']['mean']:.3f} | {e['mean_rank']['mean']:.2f} | "
+                     f"{e['triples_removed']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x

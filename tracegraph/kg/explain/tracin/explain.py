@@ -1,0 +1,306 @@
+"""`tracegraph explain`: rank training triples by TracIn influence on each test triple.
+
+Outputs per test triple ``triple_NNN_<head>_<tail>_tracin.csv`` (the researchers' header),
+``…_tracin.json`` (same rows plus method, loss, layers, checkpoints, learning rates), and one
+``summary.json``. A test triple that cannot be explained (unknown entity, empty filtered
+training set) is recorded with its reason and the run goes on.
+
+Scaling out (docs/scaling.md): under ``torchrun`` the training triples are sharded across ranks
+(whole batches), every rank scores its shard against all test triples, and rank 0 merges each test
+triple's rows (or only the candidates for its top-k) and writes the same files as one process.
+``devices=["cuda:0", "cuda:1"]`` (no torchrun) shards the *test* triples across devices instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.model.model_io import list_epoch_checkpoints, resolve_checkpoint
+from tracegraph.kg.explain.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
+from tracegraph.kg.data.triples import (
+    encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
+)
+from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
+from tracegraph.runtime.rundir import check_one_run
+from tracegraph.runtime.distributed import (
+    batch_aligned_shard, broadcast_object, gather_to_main, init_distributed, parse_devices, run_on_devices, shard_range,
+)
+from tracegraph.runtime.progress import log, make_progress
+
+CSV_HEADER = [
+    "TestHead", "TestHead_label", "TestRel", "TestRel_label", "TestTail", "TestTail_label",
+    "TrainHead", "TrainHead_label", "TrainRel", "TrainRel_label", "TrainTail", "TrainTail_label",
+    "TracInScore", "SelfInfluence",
+]
+
+
+@dataclass
+class ExplainConfig:
+    model_dir: str
+    train: str
+    test_triples: str
+    output_dir: str
+    checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
+    method: str = "exact"  # TracIn's engine: exact | autograd | vmap
+    explainer: str = "tracin"  # the explanation method (kg/explain/methods.py); others add a MethodScore column
+    loss: str = "score"  # explains predictions far better than train-loss (README, "Which explanation method")
+    layers: str = "all"
+    top_k: int | None = None  # proponents and opponents each; None = every training triple
+    batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size)
+    precision: str = "fp32"
+    device: str = "auto"
+    node_name_dict: str | None = None
+    edge_map: str | None = None
+    start_index: int = 0
+    max_triples: int | None = None
+    skip_existing: bool = False
+    label_smoothing: float | None = None  # default: the run's
+    devices: list[str] | None = None  # one process, several devices: test triples sharded across them
+
+
+base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
+
+
+def resolve_checkpoint_list(model_dir: Path, spec: list[str] | None) -> list[Path]:
+    spec = spec or ["all"]
+    if spec == ["all"]:
+        found = list_epoch_checkpoints(model_dir)
+        if not found:
+            log.warning("no checkpoints/epoch_*.pt: using the single final/best model")
+            return [resolve_checkpoint(model_dir)]
+        return found
+    out = []
+    for s in spec:
+        if s in ("best", "final"):
+            p = model_dir / f"{s}_model.pt"
+            if not p.is_file():
+                raise DataError(f"--checkpoints {s}: {p.name} not found", model_dir)
+            out.append(p)
+        else:
+            p = Path(s)
+            if not p.is_file():
+                raise DataError("checkpoint not found", p)
+            out.append(p)
+    return out
+
+
+def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None,
+                run=None, collect: list | None = None) -> dict:
+    """Explain every selected test triple. ``train_subsets(head_id, tail_id)``, when given,
+    returns the row indices of the training triples to rank for that test triple (filtering).
+    ``run``: the :class:`~tracegraph.kg.run.Run` of ``cfg.model_dir`` when the caller has it open
+    (its id maps and cached checkpoints are reused); ``collect`` receives every CSV row written."""
+    from tracegraph.kg.run import Run
+
+    t0 = time.perf_counter()
+    ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
+    devices = parse_devices(cfg.devices) if cfg.devices else None
+    if devices and ctx.active:
+        raise TracegraphError("--devices is for one process on one node; under torchrun every rank uses its own device")
+    device = devices[0] if devices else ctx.device
+    run = run if run is not None else Run(cfg.model_dir, device)  # the id maps only: no weights loaded here
+    mdir = run.path
+    ents, rels = run.entities, run.relations
+    train_ids = encode_triples(read_labeled_triples(cfg.train), ents, rels)
+    checkpoints = resolve_checkpoint_list(mdir, cfg.checkpoints)
+    check_one_run(mdir, checkpoints)  # TracIn sums over them: they must be one run's
+    eps = cfg.label_smoothing if cfg.label_smoothing is not None else run.label_smoothing
+    ent_names = _names(cfg.node_name_dict, ents.labels)
+    rel_names = _rel_names(cfg.edge_map, rels.labels)
+
+    # ---- the test triples: encode one by one so a bad one is a recorded failure, not a stop
+    lt = read_labeled_triples(cfg.test_triples)
+    end = len(lt) if cfg.max_triples is None else min(len(lt), cfg.start_index + cfg.max_triples)
+    out = Path(cfg.output_dir)
+    todo, failures, skipped = [], [], []
+    for i in range(cfg.start_index, end):
+        h, r, t = lt.heads[i], lt.relations[i], lt.tails[i]
+        name = base_name(i, h, t)
+        if cfg.skip_existing and (out / f"{name}_tracin.csv").is_file():
+            skipped.append(name)
+            continue
+        missing = [f"entity {x!r}" for x in (h, t) if x not in ents] + ([f"relation {r!r}"] if r not in rels else [])
+        if missing:
+            failures.append({"index": i, "triple": [h, r, t], "reason": f"not in the model's id maps: {', '.join(missing)}"})
+            continue
+        todo.append((i, name, (ents.id(h), rels.id(r), ents.id(t))))
+    todo, failures, skipped = broadcast_object((todo, failures, skipped))  # torchrun: rank 0's disk decides
+
+    # ---- which training rows each test triple ranks (all, or its filtered subgraph)
+    subsets = {}
+    for i, name, (h, r, t) in list(todo):
+        rows = np.arange(len(train_ids)) if train_subsets is None else np.asarray(train_subsets(h, t), np.int64)
+        if len(rows) == 0:
+            failures.append({"index": i, "triple": [lt.heads[i], lt.relations[i], lt.tails[i]],
+                             "reason": "the filtered training graph around this triple is empty"})
+            todo.remove((i, name, (h, r, t)))
+            continue
+        subsets[i] = rows
+    union = np.unique(np.concatenate(list(subsets.values()))) if subsets else np.zeros(0, np.int64)
+
+    written = []
+    result = None
+    if todo and cfg.explainer != "tracin" and (ctx.active or (devices and len(devices) > 1)):
+        raise TracegraphError(f"--method {cfg.explainer} runs in one process on one device")
+    if todo:
+        opts = InfluenceOptions(method=cfg.method, loss=cfg.loss, layers=cfg.layers, label_smoothing=eps,
+                                batch_size=cfg.batch_size or auto_batch_size(len(ents), device),
+                                precision=cfg.precision, scratch_dir=str(out))
+        out.mkdir(parents=True, exist_ok=True)
+        test_ids = np.array([ids for _, _, ids in todo], np.int64)
+        picks = None  # torchrun: rank 0's merged (position in cols, score, self-influence) per test triple
+        with make_progress() as progress:
+            if ctx.active:
+                cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
+                result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts,
+                                                      device, progress, cfg.top_k, run.read_checkpoint)
+            elif devices and len(devices) > 1:
+                result = _influence_over_devices(devices, checkpoints, train_ids[union], test_ids, opts, progress,
+                                                 run.read_checkpoint)
+            else:
+                result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress,
+                                           read=run.read_checkpoint)
+        by_method = None if cfg.explainer == "tracin" else _method_scores(
+            cfg, run, checkpoints, train_ids, test_ids, [subsets[i] for i, _, _ in todo], eps, device)
+        for j, (i, name, (h, r, t)) in enumerate(todo if ctx.is_main else []):
+            cols = np.searchsorted(union, subsets[i])
+            meta = {
+                "test_triple": {"index": i, "head": ents.labels[h], "relation": rels.labels[r], "tail": ents.labels[t]},
+                "method": cfg.explainer, "engine": cfg.method, "loss": cfg.loss, "label_smoothing": eps, "layers": result.layers,
+                "checkpoints": [asdict(c) for c in result.checkpoints],
+                "learning_rates": [c.lr for c in result.checkpoints],
+                "test_self_influence": float(result.test_self[j]),
+                "training_triples_ranked": int(len(cols)), "top_k": cfg.top_k,
+            }
+            if picks is None:
+                sc, self_inf, sel = np.asarray(result.scores[j, cols], np.float64), result.train_self[cols], cols
+            else:
+                pos, sc, self_inf = picks[j]
+                sel = cols[pos]
+            rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
+                         ent_names, rel_names, None if by_method is None else by_method[j])
+            header = CSV_HEADER if by_method is None else [*CSV_HEADER, "MethodScore"]
+            _write_csv(out / f"{name}_tracin.csv", rows, header)
+            if collect is not None:
+                collect.extend(rows)
+            atomic_write_json(out / f"{name}_tracin.json", dict(meta, rows=[dict(zip(header, row)) for row in rows]))
+            written += [f"{name}_tracin.csv", f"{name}_tracin.json"]
+    summary = {
+        "requested": end - cfg.start_index, "explained": len(todo), "skipped_existing": len(skipped),
+        "failed": len(failures), "failures": failures, "elapsed_seconds": time.perf_counter() - t0,
+        "files": written, "method": cfg.explainer, "engine": cfg.method, "loss": cfg.loss, "layers": result.layers if result else cfg.layers,
+        "checkpoints": [str(c) for c in checkpoints], "training_triples": int(len(train_ids)),
+        "union_of_ranked_training_triples": int(len(union)), "device": str(device),
+    }
+    if ctx.active:
+        summary["world_size"] = ctx.world_size
+    if devices:
+        summary["devices"] = [str(d) for d in devices]
+    if not ctx.is_main:
+        return summary
+    atomic_write_json(out / "summary.json", summary)
+    for f in failures:
+        log.warning(f"test triple {f['index']} {f['triple']}: {f['reason']}")
+    return summary
+
+
+def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
+                          read=None):
+    """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
+    process would score, so its numbers are bitwise the same) against every test triple. Rank 0
+    receives, per test triple, (position in its column list, score, self-influence) of every row —
+    or, with ``top_k``, only each rank's own top-k and bottom-k, which contain the global ones
+    (ties included: the order is the same stable sort restricted to a shard). Others get None."""
+    lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
+    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
+    mine = []
+    for j, cols in enumerate(cols_of):
+        pos = np.nonzero((cols >= lo) & (cols < hi))[0]
+        sc = np.asarray(result.scores[j, cols[pos] - lo], np.float64)
+        self_inf = result.train_self[cols[pos] - lo]
+        if top_k is not None and 2 * top_k < len(pos):
+            order = np.argsort(-sc, kind="stable")
+            keep = np.sort(np.concatenate([order[:top_k], order[-top_k:]]))
+            pos, sc, self_inf = pos[keep], sc[keep], self_inf[keep]
+        mine.append((pos, sc, self_inf))
+    parts = gather_to_main(mine)
+    if parts is None:
+        return result, None
+    picks = []
+    for j in range(len(cols_of)):
+        pos, sc, self_inf = (np.concatenate([p[j][k] for p in parts]) for k in range(3))
+        o = np.argsort(pos, kind="stable")  # back to the single-process column order
+        picks.append((pos[o], sc[o], self_inf[o]))
+    return result, picks
+
+
+def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress, read=None) -> InfluenceResult:
+    """One process, several devices: the test triples are split across devices, each device scores
+    every training triple against its share (a thread per device), and the rows are stacked."""
+    devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
+    parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: compute_influence(
+        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress, read=read))
+    scores = _alloc(len(test_ids), len(train_rows), opts)  # in RAM or on disk, as one process would
+    for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
+        scores[lo:hi] = p.scores
+    return InfluenceResult(scores, parts[0].train_self, np.concatenate([p.test_self for p in parts]),
+                           parts[0].checkpoints, parts[0].layers)
+
+
+def _method_scores(cfg, run, checkpoints, train_ids, test_ids, subsets, eps, device) -> list[np.ndarray]:
+    """Per test triple, the explanation method's score of each of its rows (kg/explain/methods.py)."""
+    from tracegraph.kg.explain.methods import MethodOptions, method_keys_all, single_score
+    from tracegraph.kg.model.predict import filter_index, run_files
+
+    opts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
+    keys = method_keys_all([cfg.explainer], model=run.model, checkpoints=checkpoints, train_ids=train_ids,
+                           facts=test_ids, subsets=subsets, known=filter_index(run, run_files(run)), opts=opts,
+                           device=device)[cfg.explainer]
+    return [single_score(k, seed=j) for j, k in enumerate(keys)]
+
+
+def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None):
+    """CSV rows ordered by ``method``'s scores when given (then a last MethodScore column), else TracIn."""
+    order = np.argsort(-(scores if method is None else method), kind="stable")
+    if top_k is not None and 2 * top_k < len(order):
+        order = np.concatenate([order[:top_k], order[-top_k:]])  # proponents, then opponents
+    h, r, t = test
+    head = [ent_labels[h], ent_names[h], rel_labels[r], rel_names[r], ent_labels[t], ent_names[t]]
+    out = []
+    for k in order:
+        th, tr, tt = train_rows[k]
+        out.append(head + [ent_labels[th], ent_names[th], rel_labels[tr], rel_names[tr], ent_labels[tt], ent_names[tt],
+                           float(scores[k]), float(self_inf[k])] + ([] if method is None else [float(method[k])]))
+    return out
+
+
+def _write_csv(path: Path, rows, header=CSV_HEADER) -> None:
+    n_text = 12  # the label columns; the rest are floats, written exactly
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for row in rows:
+            w.writerow(row[:n_text] + [repr(x) for x in row[n_text:]])
+
+
+def _names(path, labels: list[str]) -> list[str]:
+    if not path:
+        return list(labels)
+    names = read_name_dict(path)
+    return [names.get(i, lab) for i, lab in enumerate(labels)]
+
+
+def _rel_names(path, labels: list[str]) -> list[str]:
+    if not path:
+        return list(labels)
+    emap = read_edge_map(path)
+    return [emap.get(lab, lab) for lab in labels]
+
+

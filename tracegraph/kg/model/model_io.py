@@ -1,0 +1,101 @@
+"""Saving and loading trained ConvE models with their id maps.
+
+A model directory (what ``tracegraph train --output-dir`` writes) holds ``config.json``,
+``node_dict.txt``, ``rel_dict.txt``, ``best_model.pt``, ``final_model.pt`` and
+``checkpoints/epoch_NNNN.pt``. Every checkpoint carries ``model`` (state dict), ``model_config``,
+``epoch`` and ``lr`` (the learning rate used in that epoch, for TracIn).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tracegraph.errors import DataError
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.data.triples import IdMap
+from tracegraph.runtime.checkpoints import read_json
+
+_EPOCH_RE = re.compile(r"epoch_(\d+)\.pt$")
+
+
+@dataclass
+class LoadedModel:
+    model: ConvE
+    entities: IdMap
+    relations: IdMap
+    checkpoint: Path
+    epoch: int | None
+    lr: float | None
+    model_dir: Path
+
+
+def model_dir_of(path: Path) -> Path:
+    """The run directory of a checkpoint path (``D/best_model.pt``, ``D/checkpoints/epoch_0001.pt``)."""
+    return path.parent.parent if path.parent.name == "checkpoints" else path.parent
+
+
+def list_epoch_checkpoints(model_dir: str | Path) -> list[Path]:
+    d = Path(model_dir) / "checkpoints"
+    found = [p for p in d.glob("epoch_*.pt") if _EPOCH_RE.search(p.name)] if d.is_dir() else []
+    return sorted(found, key=lambda p: int(_EPOCH_RE.search(p.name).group(1)))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        for name in ("best_model.pt", "final_model.pt"):
+            if (p / name).is_file():
+                return p / name
+        ckpts = list_epoch_checkpoints(p)
+        if ckpts:
+            return ckpts[-1]
+        raise DataError("no best_model.pt, final_model.pt or checkpoints/epoch_*.pt in model directory", p)
+    if not p.is_file():
+        raise DataError("model checkpoint not found", p)
+    return p
+
+
+def build_model(payload: dict, path: Path) -> ConvE:
+    if "model" not in payload or "model_config" not in payload:
+        raise DataError("not a tracegraph checkpoint (needs 'model' and 'model_config'); "
+                        "use `tracegraph import` for other formats", path)
+    model = ConvE(ConvEConfig.from_dict(payload["model_config"]))
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as e:
+        raise DataError(f"weights do not match the model config: {e}", path) from None
+    return model
+
+
+def model_payload(model: ConvE, epoch: int, lr: float, metrics: dict) -> dict:
+    """What every checkpoint carries (plain types only, so it loads with weights_only)."""
+    return {"model": model.state_dict(), "model_config": model.config.to_dict(), "epoch": int(epoch),
+            "lr": float(lr), "metrics": json.loads(json.dumps(metrics))}
+
+
+def read_id_maps(path: str | Path) -> tuple[IdMap, IdMap]:
+    """The entity and relation maps of a model directory or checkpoint, without loading weights."""
+    mdir = model_dir_of(resolve_checkpoint(path))
+    return IdMap.read(mdir / "node_dict.txt", "entity map"), IdMap.read(mdir / "rel_dict.txt", "relation map")
+
+
+def run_label_smoothing(model_dir: str | Path) -> float:
+    """The label smoothing a run trained with (its config.json), 0 when unrecorded."""
+    cfg_path = Path(model_dir) / "config.json"
+    run_cfg = read_json(cfg_path) if cfg_path.is_file() else {}
+    return float(run_cfg.get("train", {}).get("label_smoothing", 0.0))
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
+    """A checkpoint file or a model directory -> ConvE in eval mode plus its id maps (one
+    :class:`~tracegraph.kg.run.Run`'s model, for code that wants the plain record)."""
+    from tracegraph.kg.run import Run
+
+    run = Run(path, device)
+    model, info = run.load(run.checkpoint)
+    return LoadedModel(model, run.entities, run.relations, run.checkpoint, info.epoch, info.lr, run.path)
