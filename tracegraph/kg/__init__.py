@@ -1,4 +1,5 @@
-"""Knowledge graphs: data, ConvE, training, evaluation, TracIn, filtering.
+"""Knowledge graphs, one subpackage per stage: ``data`` (read), ``model`` (ConvE: train, evaluate,
+predict), ``explain`` (TracIn and other methods, filtering, faithfulness), ``demo``.
 
 The entry point for Python users is the run object: ``tracegraph.open_run`` / ``tracegraph.train``
 (:mod:`tracegraph.kg.api`, :mod:`tracegraph.kg.run`). (``tracegraph.kg.model.train`` is the training module, not a function.)

@@ -48,9 +48,9 @@ def train(config=None, **settings) -> Run:
 
 def import_pykeen(model_file, output_dir, **options) -> Run:
     """A PyKEEN ConvE -> a run directory (``tracegraph import pykeen``); ``options`` as
-    :func:`tracegraph.kg.data.importers.import_pykeen` (``triples_factory_dir``, ``trust_pickle``, ``lr``, …).
+    :func:`tracegraph.kg.model.importers.import_pykeen` (``triples_factory_dir``, ``trust_pickle``, ``lr``, …).
     What was recorded (source, notes, learning rate) is ``run.config``."""
-    from tracegraph.kg.data.importers import import_pykeen as write
+    from tracegraph.kg.model.importers import import_pykeen as write
 
     write(model_file, output_dir, **options)
     return Run(output_dir)
@@ -58,7 +58,7 @@ def import_pykeen(model_file, output_dir, **options) -> Run:
 
 def import_checkpoint(file, output_dir, entity_to_id, relation_to_id, **options) -> Run:
     """An earlier-format ConvE checkpoint -> a run directory (``tracegraph import checkpoint``)."""
-    from tracegraph.kg.data.importers import import_checkpoint as write
+    from tracegraph.kg.model.importers import import_checkpoint as write
 
     write(file, output_dir, entity_to_id, relation_to_id, **options)
     return Run(output_dir)

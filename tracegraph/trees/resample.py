@@ -8,7 +8,6 @@ spacing, while the node count falls with the total length / spacing.
 
 from __future__ import annotations
 
-import numpy as np
 
 from tracegraph.trees.data import Tree, subtree, thin_chains
 

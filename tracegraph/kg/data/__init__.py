@@ -1,1 +1,1 @@
-"""Reading knowledge graphs: triples and id maps, splits, KGX, bundled and downloadable datasets, importers."""
+"""Reading knowledge graphs: triples and id maps, splits, KGX, the unseen-entity policy, exclusions, bundled and downloadable datasets."""

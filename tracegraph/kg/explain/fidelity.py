@@ -30,7 +30,6 @@ run's. ``tracegraph fidelity necessity`` (kg/explain/necessity.py) is the strong
 from __future__ import annotations
 
 import csv
-import json
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field

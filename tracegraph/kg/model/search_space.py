@@ -96,7 +96,7 @@ def _check_spec(key: str, spec) -> str | None:
     low, high = spec.get("low"), spec.get("high")
     number = (int,) if kind == "int" else (int, float)
     if not all(isinstance(v, number) and not isinstance(v, bool) for v in (low, high)) or not low < high:
-        return f'needs numeric "low" < "high"' + (" (integers)" if kind == "int" else "")
+        return 'needs numeric "low" < "high"' + (" (integers)" if kind == "int" else "")
     if spec.get("log") and low <= 0:
         return '"log": true needs "low" > 0'
     if set(spec) - {"type", "low", "high", "log", "step"}:

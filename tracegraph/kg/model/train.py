@@ -1,7 +1,7 @@
 """ConvE training: read -> model -> train -> checkpoints -> evaluate. Readable top to bottom:
 ``_train`` is the loop; ``_build`` (data, batches, model, optimiser), ``_train_epoch``, ``_validate``,
 ``_save`` and ``_finish`` are its stages, sharing one :class:`Session`. The run directory's
-bookkeeping (claim, config.json, resume) is in ``run_files.py``, the settings in ``train_config.py``.
+bookkeeping (claim, config.json, resume) is in ``training_files.py``, the settings in ``train_config.py``.
 
 Everything a run did is explained by ``config.json`` beside its checkpoints. A checkpoint holds
 the weights, the optimizer, every RNG state and the sampler's generator, so ``--resume`` ends
@@ -31,7 +31,7 @@ from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model.model_io import model_payload
-from tracegraph.kg.model.run_files import claim_run_dir, resume, run_config, state_for_checkpoint
+from tracegraph.kg.model.training_files import claim_run_dir, resume, run_config, state_for_checkpoint
 from tracegraph.kg.model.schedules import make_optimizer, make_schedule, resolve_patience
 from tracegraph.kg.model.softmax_loss import LOSSES, ce_1n
 from tracegraph.kg.model.train_config import TrainConfig  # noqa: F401  (the public name lives here too)
