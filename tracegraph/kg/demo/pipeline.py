@@ -1,10 +1,11 @@
 """`tracegraph demo`: the whole pipeline on the synthetic graph, ending in ``report.html``.
 
-generate -> train ConvE -> evaluate -> filter -> explain (exact TracIn) -> grade -> remove & retrain
--> report. Every stage writes its own files under the output directory, so each can be inspected
-(and re-run with the ordinary commands): ``data/`` (the graph), ``run/`` (the trained model and its
-checkpoints), ``explanations/`` (explain's CSV/JSON), ``fidelity.json``, ``removal/`` (the retrained
-runs' configs, histories and training files), ``report.html``, ``demo_summary.json``.
+generate -> train ConvE -> evaluate -> filter -> explain (exact TracIn) -> grade against the planted
+mechanisms -> necessity test (remove explanations, retrain) -> report. Every stage writes its own files
+under the output directory, so each can be inspected (and re-run with the ordinary commands):
+``data/`` (the graph), ``run/`` (the trained model and its checkpoints), ``explanations/`` (explain's
+CSV/JSON), ``fidelity.json``, ``necessity/`` (necessity.json/.md, the retrains' configs, histories and
+excluded triples), ``report.html``, ``demo_summary.json``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracegraph.kg.explain.fidelity import FidelityConfig, RemovalOptions
+from tracegraph.kg.explain.fidelity import FidelityConfig
 from tracegraph.runtime.progress import console, log
 
 
@@ -27,7 +28,7 @@ class DemoConfig:
     output_dir: str = "demo-output"
     quick: bool = False
     seed: int = 0
-    n_explain: int = 5  # best-predicted test triples shown in the report (and graded by removal)
+    n_explain: int = 5  # best-predicted test triples shown in the report
     device: str = "cpu"
     threads: int = 1  # torch intra-op threads; 1 is robust on shared CPUs (see docs/demo.md)
 
@@ -44,7 +45,8 @@ class Preset:
     eval_every: int = 5
     learning_rate: float = 0.01
     batch_size: int = 128
-    removal: RemovalOptions = field(default_factory=RemovalOptions)
+    necessity_k: int = 4  # each fact's top-k removed in the necessity test (one retrain per arm)
+    necessity_methods: tuple = ("tracin", "path")  # arms beside the random neighbour / far arms
     loss: str = "score"  # the TracIn convention explained and graded (the other is graded too)
 
 
@@ -52,8 +54,7 @@ def preset(quick: bool) -> Preset:
     if not quick:
         return Preset()
     return Preset(model=dict(embedding_dim=32, embedding_height=4, embedding_width=8, output_channels=8),
-                  epochs=20, checkpoint_every=5, eval_every=5,
-                  removal=RemovalOptions(k=5, n_triples=2, max_rank=3.0))
+                  epochs=20, checkpoint_every=5, eval_every=5)
 
 
 class Stages:
@@ -91,7 +92,7 @@ def _quiet():
 # explanation methods graded beside TracIn and the baselines (kg/explain/methods.py)
 GRADED_METHODS = ("tracin-cosine", "relatif", "local-retrain")
 
-STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "removal test", "report"]
+STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "necessity test", "report"]
 
 
 def run_demo(cfg: DemoConfig) -> dict:
@@ -113,7 +114,8 @@ def _run(cfg: DemoConfig) -> dict:
     from tracegraph.kg.demo.report import write_report
     from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
     from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
-    from tracegraph.kg.explain.removal import describe_ratio
+    from tracegraph.errors import DataError
+    from tracegraph.kg.explain.necessity import NecessityConfig, retrain_count, run_necessity
     from tracegraph.kg.model.train import TrainConfig, train
     from tracegraph.runtime.checkpoints import atomic_write_json, read_json
     from tracegraph.runtime.progress import make_progress
@@ -143,9 +145,7 @@ def _run(cfg: DemoConfig) -> dict:
 
     fcfg = FidelityConfig(model_dir=str(run_dir), train=str(data / "train.txt"), test=str(data / "test.txt"),
                           mechanisms=str(data / "mechanisms.tsv"), output_dir=str(out), loss=p.loss,
-                          seed=cfg.seed, removal_options=replace(p.removal, n_triples=cfg.n_explain if not cfg.quick
-                                                                 else p.removal.n_triples, seed=cfg.seed),
-                          device=cfg.device)
+                          seed=cfg.seed, removal=False, device=cfg.device)
     with stage("evaluate", "filtered ranks of the held-out treats edges (final model)"):
         ctx = fid.prepare(fcfg)
         known = ctx.known
@@ -193,29 +193,27 @@ def _run(cfg: DemoConfig) -> dict:
             f"{m} {s[m]['mrr']['mean']:.3f}" for m in s) + f"; TracIn {other} {recovery_other['summary']['tracin']['mrr']['mean']:.3f}",
             highlight=False)
 
-    o = fcfg.removal_options
-    with stage("removal test", f"remove top-{o.k} proponents vs {o.k} random neighbour triples, retrain"):
-        n = len(fid.select_correct(ctx.ranks, ctx.model_scores, o.max_rank, o.n_triples))
+    # necessity (kg/explain/necessity.py): the test a user can run on a graph without planted answers
+    ncfg = NecessityConfig(model_dir=str(run_dir), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
+                           ks=[p.necessity_k], methods=list(p.necessity_methods), loss=p.loss, sample_seed=cfg.seed,
+                           device=cfg.device)
+    with stage("necessity test", f"remove every top-ranked fact's top-{p.necessity_k} at once, retrain once per arm"):
         with make_progress() as progress:
-            task = progress.add_task("retrain", total=n * (1 + o.random_draws), info="")
-            done = []
-
-            def tick(what: str) -> None:
-                progress.update(task, completed=len(done), info=what)
-                done.append(what)
-
-            with _quiet():
-                removal = fid.removal(ctx, on_retrain=tick)
-            progress.update(task, completed=len(done), info="")
-        if removal.get("graded"):
-            console.print(f"mean Δ reciprocal rank: proponents {removal['proponents']['delta_rr']['mean']:.3f}, "
-                          f"random {removal['random']['delta_rr']['mean']:.3f}, {describe_ratio(removal)}",
-                          highlight=False)
+            task = progress.add_task("retrain", total=retrain_count(ncfg, cfg.seed), info="")
+            try:
+                with _quiet():
+                    necessity = run_necessity(ncfg, on_retrain=lambda what: progress.update(task, advance=1, info=what))
+            except DataError as err:  # e.g. no test triple ranked first by a weak model
+                necessity = {"note": str(err), "summary": {}}
+        arms = necessity["summary"]
+        if arms:
+            console.print(f"ΔH@1 of {necessity['n_facts']} facts ranked first, top-{p.necessity_k} removed: " + ", ".join(
+                f"{name.split('@')[0]} {v['delta_hits@1']['mean']:.2f}" for name, v in arms.items()), highlight=False)
         else:
-            console.print(removal.get("note", "nothing to grade"), highlight=False)
+            console.print(necessity["note"], highlight=False)
 
     fidelity = {"model_dir": str(run_dir), "train": fcfg.train, "test": fcfg.test, "mechanisms": fcfg.mechanisms,
-                "recovery": recovery, "recovery_other_loss": recovery_other, "removal": removal}
+                "recovery": recovery, "recovery_other_loss": recovery_other, "necessity": necessity}
     atomic_write_json(out / "fidelity.json", fidelity)
 
     with stage("report", "report.html"):
@@ -232,6 +230,7 @@ def _run(cfg: DemoConfig) -> dict:
                      settings={"graph": "quick" if cfg.quick else "default", "seed": cfg.seed,
                                "model": p.model, "epochs": p.epochs, "checkpoint_every": p.checkpoint_every,
                                "learning_rate": p.learning_rate, "tracin_loss": p.loss,
+                               "necessity": f"k={p.necessity_k}, arms {', '.join(p.necessity_methods)}, neighbour, far",
                                "torch_threads": torch.get_num_threads()},
                      stage_seconds=stage.seconds)
 
@@ -240,8 +239,8 @@ def _run(cfg: DemoConfig) -> dict:
                "recovery_mrr": {m: v["mrr"]["mean"] for m, v in recovery["summary"].items()},
                "recovery_map": {m: v["map"]["mean"] for m, v in recovery["summary"].items()},
                "recovery_mrr_other_loss": recovery_other["summary"]["tracin"]["mrr"]["mean"],
-               "removal_ratio_delta_rr": removal.get("ratio_delta_rr"),
-               "removal_ratio_delta_score": removal.get("ratio_delta_score")}
+               "necessity_delta_hits@1": {k: v["delta_hits@1"]["mean"] for k, v in necessity["summary"].items()},
+               "necessity_delta_mrr": {k: v["delta_mrr"]["mean"] for k, v in necessity["summary"].items()}}
     summary["stage_seconds"]["report"] = stage.seconds.get("report")
     atomic_write_json(out / "demo_summary.json", summary)
     return summary

@@ -113,30 +113,27 @@ def _recovery_section(fid: dict) -> str:
               f"Baselines: degree = {e(d['baselines']['degree'])}; paths = {e(d['baselines']['path'])}.</p>")
 
 
-def _removal_section(rem: dict, namer: _Namer) -> str:
-    o = rem.get("options", {})
-    head = (f"<h2>Explanation quality: removal test</h2><p>For correctly predicted test triples (filtered tail rank ≤ "
-            f"{_f(o.get('max_rank'), 0)}), remove the top-{o.get('k')} proponents from the training set and retrain with "
-            f"the same configuration and seed; against removing {o.get('k')} random training triples that touch the head "
-            f"or the tail ({o.get('random_draws')} draw(s) each), same retraining budget. Δ = original − retrained "
-            f"(positive: the prediction got worse).</p>")
-    if not rem.get("graded"):
-        return head + f"<p class='bad'>{e(rem.get('note', 'nothing graded'))}</p>"
+def _necessity_section(nec: dict) -> str:
+    head = ("<h2>Explanation quality: necessity test</h2><p>The test that needs no planted answers "
+            "(<code>tracegraph fidelity necessity</code>, after Kelpie). Facts: the test edges the model ranks first "
+            "(filtered, tail side). Per arm, every fact's top-k training triples are removed <em>at once</em> and the "
+            "model is retrained <em>once</em> with the run's configuration and seed; removed triples are masked out of "
+            "their batches, so every other batch stays as it was. Arms: each method's top-k; <b>neighbour</b>: k "
+            "random triples touching the fact's head or tail; <b>far</b>: k random triples touching neither (the noise "
+            "floor, ≈ 0). Δ = before − after (positive: the facts got worse).</p>")
+    if not nec.get("summary"):
+        return head + f"<p class='bad'>{e(nec.get('note', 'nothing graded'))}</p>"
     rows = []
-    for c in rem["per_triple"]:
-        t = c["triple"]
-        name = f"{e(namer.names.get(t[0], t[0]))} → {e(namer.names.get(t[2], t[2]))}"
-        for a in c["arms"]:
-            rows.append([name, e(a["arm"] + (f" #{a['draw']}" if a["arm"] == "random" else "")),
-                         _f(c["base_rank"], 1), _f(a["rank"], 1), _f(a["delta_rr"]), _f(c["base_score"], 2),
-                         _f(a["score"], 2), _f(a["delta_score"], 2), str(a["removed_mechanism_edges"])])
-    summ = [[e(arm), _f(rem[arm]["delta_rr"]["mean"]), _f(rem[arm]["delta_score"]["mean"], 2)]
-            for arm in ("proponents", "random")]
-    summ.append(["ratio proponents / random", _f(rem.get("ratio_delta_rr"), 2), _f(rem.get("ratio_delta_score"), 2)])
-    return (head + _table(["arm", "mean Δ reciprocal rank", "mean Δ score"], summ)
-            + _table(["test triple", "arm", "rank before", "rank after", "Δ RR", "score before", "score after", "Δ score",
-                      "mechanism edges removed"], rows, num_from=2)
-            + f"<p class='note'>{rem['retrains']} retrains, {_f(rem['seconds'], 0)} s.</p>")
+    for name, v in nec["summary"].items():
+        arm, k = name.rsplit("@", 1)
+        lo, hi = v["delta_hits@1_ci95_first_seed"]
+        rows.append([e(arm), k, f"{_f(v['delta_hits@1']['mean'])} ({_f(lo)}–{_f(hi)})", _f(v["delta_mrr"]["mean"]),
+                     _f(v["hits@1"]["mean"]), _f(v["mrr"]["mean"]), _f(v["mean_rank"]["mean"], 1),
+                     str(v["triples_removed"])])
+    return (head + _table(["arm", "k", "ΔH@1 (95 % CI)", "ΔMRR", "H@1 after", "MRR after", "mean rank after",
+                           "triples removed"], rows, num_from=1)
+            + f"<p class='note'>{nec['n_facts']} facts; explanations {_f(nec['explain_seconds'], 0)} s, "
+              f"whole test {_f(nec['seconds'], 0)} s. Files: <code>necessity/</code>.</p>")
 
 
 def _prediction(p: dict, namer: _Namer, n_pro: int = 10, n_opp: int = 5) -> str:
@@ -187,20 +184,24 @@ def _prediction(p: dict, namer: _Namer, n_pro: int = 10, n_opp: int = 5) -> str:
 def write_report(path, *, history, metrics, counts, predictions, fidelity, names, entities, relations, settings,
                  stage_seconds) -> Path:
     namer = _Namer(names, entities, relations)
-    rec, rem = fidelity["recovery"]["summary"], fidelity.get("removal", {})
+    rec, nec = fidelity["recovery"]["summary"], fidelity.get("necessity", {})
     baselines = [m for m in ("path", "degree", "random") if m in rec]
     methods = [m for m in rec if m not in baselines]
     mrr_map = lambda m: (rec[m]["mrr"]["mean"] or 0.0, rec[m]["map"]["mean"] or 0.0)
     best = max(methods, key=lambda m: mrr_map(m))
     b_mrr, b_map = mrr_map(best)
     wins = all(b_mrr > mrr_map(m)[0] and b_map > mrr_map(m)[1] for m in baselines)
-    ratio = rem.get("ratio_delta_rr")
+    arms = nec.get("summary", {})
+    dh1 = {name.split("@")[0]: v["delta_hits@1"]["mean"] for name, v in arms.items()}
+    nec_best = max((a for a in dh1 if a not in ("neighbour", "far")), key=dh1.get, default=None)
+    nec_ok = nec_best is not None and dh1[nec_best] >= 2 * max(dh1.get("neighbour", 0.0), 0.0) and dh1[nec_best] > 0
     cards = [("test MRR (both sides)", _f(metrics["both"]["mrr"])),
              (f"best method: {best} (recovery MRR / MAP)",
               f"<span class='{'ok' if wins else 'bad'}'>{_f(b_mrr)} / {_f(b_map)}</span>"),
              *((f"baseline {m} (MRR / MAP)", f"{_f(mrr_map(m)[0])} / {_f(mrr_map(m)[1])}") for m in baselines[:2]),
-             ("removal: proponents / random (Δ RR)",
-              f"<span class='{'ok' if ratio and ratio >= 3 else 'bad'}'>{_f(ratio, 2)} ×</span>")]
+             (f"necessity ΔH@1: {nec_best or '–'} / neighbour / far",
+              f"<span class='{'ok' if nec_ok else 'bad'}'>{_f(dh1.get(nec_best))}</span> / "
+              f"{_f(dh1.get('neighbour'))} / {_f(dh1.get('far'))}")]
     cards_html = "".join(f'<div class="card">{e(k)}<b>{v}</b></div>' for k, v in cards)
     total = sum(v for v in stage_seconds.values() if v)
     timing = _table(["stage", "seconds"], [[e(k), _f(v, 1)] for k, v in stage_seconds.items()] + [["total (before report)", _f(total, 1)]])
@@ -211,7 +212,7 @@ def write_report(path, *, history, metrics, counts, predictions, fidelity, names
             f"<p>{counts.get('entities')} entities, {counts.get('relations')} relations, {counts.get('train')} training "
             f"triples; {counts.get('test')} held-out <code>treats</code> edges, each planted by a mechanism path of 2–4 "
             f"edges that stays in the training graph.</p>"
-            + _metrics_section(metrics, counts, history) + _recovery_section(fidelity) + _removal_section(rem, namer)
+            + _metrics_section(metrics, counts, history) + _recovery_section(fidelity) + _necessity_section(nec)
             + f"<h2>The best-predicted test edges, explained</h2><p>TracIn (--loss "
               f"{e(fidelity['recovery']['influence']['loss'])}, all layers, "
               f"{len(fidelity['recovery']['influence']['checkpoints'])} checkpoints) over each test edge's filtered "

@@ -22,6 +22,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -143,8 +144,9 @@ class Retrainer:
         return lm.model, time.perf_counter() - t0
 
 
-def run_necessity(cfg: NecessityConfig) -> dict:
-    """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON."""
+def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None = None) -> dict:
+    """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON.
+    ``on_retrain(name)`` is called after each retrain (the demo's progress bar)."""
     from tracegraph.kg.explain.fidelity import tail_ranks
     from tracegraph.kg.model.model_io import run_label_smoothing
     from tracegraph.kg.model.predict import filter_index, run_files
@@ -207,6 +209,8 @@ def run_necessity(cfg: NecessityConfig) -> dict:
             ref_ranks, ref_seconds = base_ranks, 0.0
         else:
             model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
+            if on_retrain is not None:
+                on_retrain(f"reference seed {seed}")
             ref_ranks, _ = tail_ranks(model, facts, known)
         arms = {"reference": {"ranks": ref_ranks.tolist(), "seconds": ref_seconds,
                               "hits@1": float(np.mean(ref_ranks <= 1)), "mrr": float(np.mean(1 / ref_ranks))}}
@@ -214,6 +218,8 @@ def run_necessity(cfg: NecessityConfig) -> dict:
             for k in ks:
                 rows = np.unique(np.concatenate([x[:k] for x in rows_per_fact]))
                 model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
+                if on_retrain is not None:
+                    on_retrain(f"{arm} k={k}")
                 ranks, _ = tail_ranks(model, facts, known)
                 arms[f"{arm}@{k}"] = dict(summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed), arm=arm,
                                           k=k, triples_removed=int(len(rows)), seconds=secs, ranks=ranks.tolist())
@@ -240,6 +246,13 @@ def run_necessity(cfg: NecessityConfig) -> dict:
     atomic_write_json(out / "necessity.json", result)
     atomic_write_text(out / "necessity.md", necessity_markdown(result))
     return result
+
+
+def retrain_count(cfg: NecessityConfig, run_seed: int) -> int:
+    """How many retrains :func:`run_necessity` will do (for a progress bar)."""
+    seeds = cfg.seeds or [run_seed]
+    arms = len(RANDOM_ARMS) + len(check_methods(cfg.methods))
+    return sum(arms * len(set(cfg.ks)) + (s != run_seed) for s in seeds)
 
 
 def _local_diagnostics(records: list[dict], opts: LocalRetrainOptions) -> dict:
