@@ -20,7 +20,7 @@ def test_demo_quick_end_to_end(tmp_path):
     fid = json.loads((out / "fidelity.json").read_text())
     assert set(fid) >= {"recovery", "recovery_other_loss", "necessity"}
     rec = fid["recovery"]
-    assert set(rec["summary"]) == {"tracin", "tracin-cosine", "relatif", "local-retrain", "random", "degree", "path"}
+    assert set(rec["summary"]) == {"tracin", "tracin-cosine", "relatif", "tracin-path", "local-retrain", "random", "degree", "path"}
     assert set(fid["recovery_other_loss"]["summary"]) == {"tracin", "random", "degree", "path"}
     assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
     assert rec["graded"] > 0 and rec["per_triple"]

@@ -238,3 +238,35 @@ def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, um
     assert header[-1] == "SelfInfluence"
     bad = run_cli(base + ["-o", tmp_path / "bad", "--method", "magic"])
     assert bad.exit_code == 2 and "--method must be among" in bad.output
+
+
+def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_dir):
+    """tracin-path: candidates on a shorter head–tail path (networkx BFS on the candidate graph)
+    come first; within a shell, higher TracIn first; the fact itself last."""
+    import networkx as nx
+
+    from tracegraph.kg.explain.fidelity import ranked_order
+    from tracegraph.kg.model.model_io import load_model
+
+    lm = load_model(tiny_umls)
+    train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:2]
+    subsets = [np.flatnonzero(np.isin(train_ids[:, 0], f[[0, 2]]) | np.isin(train_ids[:, 2], f[[0, 2]]))[:60]
+               for f in facts]
+    ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
+    keys = method_keys_all(["tracin-path", "tracin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids,
+                           facts=facts, subsets=subsets, known=None, opts=MethodOptions(), device=torch.device("cpu"))
+    for j, (f, rows) in enumerate(zip(facts, subsets)):
+        cand = train_ids[rows]
+        g = nx.Graph()
+        g.add_edges_from((int(u), int(v)) for u, _, v in cand if u != v)
+        dh = nx.single_source_shortest_path_length(g, int(f[0])) if int(f[0]) in g else {}
+        dt = nx.single_source_shortest_path_length(g, int(f[2])) if int(f[2]) in g else {}
+        d = lambda dist, x: dist.get(int(x), np.inf)
+        shell = np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, _, v in cand])
+        tracin = np.asarray(keys["tracin"][j][0])
+        got = ranked_order(keys["tracin-path"][j], np.arange(len(rows)))
+        # expected: finite shells ascending, then no path; inside, TracIn descending
+        exp = sorted(range(len(rows)), key=lambda i: (np.isneginf(tracin[i]), shell[i], -tracin[i], i))
+        assert np.isfinite(shell).any() and len(set(shell[np.isfinite(shell)])) > 1  # the test sees several shells
+        assert list(got) == exp

@@ -90,7 +90,7 @@ def _quiet():
 
 
 # explanation methods graded beside TracIn and the baselines (kg/explain/methods.py)
-GRADED_METHODS = ("tracin-cosine", "relatif", "local-retrain")
+GRADED_METHODS = ("tracin-cosine", "relatif", "tracin-path", "local-retrain")
 
 STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "necessity test", "report"]
 

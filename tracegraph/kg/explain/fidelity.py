@@ -129,6 +129,11 @@ def path_lengths(edges: np.ndarray, head: int, tail: int) -> np.ndarray:
     return np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, v in edges], dtype=np.float64)
 
 
+def path_shell(plen: np.ndarray) -> np.ndarray:
+    """Path length as a sort key: no head–tail path (inf) after every finite length."""
+    return np.where(np.isfinite(plen), plen, 1e9)
+
+
 def method_keys(tracin_scores: np.ndarray, cand: np.ndarray, head: int, tail: int, degree: np.ndarray) -> dict:
     """Sort keys (descending) of every method for one test triple's candidates ``cand`` [n, 3]."""
     deg = (degree[cand[:, 0]] + degree[cand[:, 2]]).astype(np.float64)
@@ -137,7 +142,7 @@ def method_keys(tracin_scores: np.ndarray, cand: np.ndarray, head: int, tail: in
         "tracin": [np.asarray(tracin_scores, np.float64)],
         "random": [np.zeros(len(cand))],
         "degree": [deg],
-        "path": [-np.where(np.isfinite(plen), plen, 1e9), deg],
+        "path": [-path_shell(plen), deg],
     }
 
 
@@ -414,7 +419,7 @@ def run_fidelity(cfg: FidelityConfig) -> dict:
 
 
 __all__ = ["ranking_metrics", "ranked_order", "expected_metrics", "random_rr_expectation", "degrees",
-           "path_lengths", "method_keys", "read_mechanisms", "influence_on_candidates", "ground_truth_recovery",
+           "path_lengths", "path_shell", "method_keys", "read_mechanisms", "influence_on_candidates", "ground_truth_recovery",
            "RemovalOptions", "RemovalCase", "removal_test", "neighbour_rows", "random_neighbour_rows",
            "write_without", "tail_ranks", "select_correct", "FidelityConfig", "FidelityContext", "prepare",
            "compute_tracin", "compute_methods", "rank_test", "recovery", "removal", "run_fidelity"]

@@ -7,6 +7,11 @@
 * ``relatif``: TracIn / sqrt(self-influence of the training triple), the ℓ-relative influence of
   RelatIF (Barshan et al. 2020) with TracIn's self-influence Σ_k η_k ‖∇ℓ_k(train)‖² in place of
   the inverse-Hessian norm: the projection of the training gradient on the fact's;
+* ``tracin-path``: TracIn inside path-length shells — candidates on a shorter head–tail path
+  (through the candidate graph, as the ``path`` baseline measures it) first, TracIn orders each
+  shell. The filter's path option (docs/filtering.md) ranked by TracIn, at every path length at
+  once: a prediction rests on the walks that join its head to its tail, and TracIn says which of
+  the edges at the same distance the model used;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
@@ -27,7 +32,7 @@ from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
-METHODS = (*INFLUENCE_METHODS, "local-retrain", *BASELINE_METHODS)
+METHODS = (*INFLUENCE_METHODS, "tracin-path", "local-retrain", *BASELINE_METHODS)
 
 
 @dataclass
@@ -96,16 +101,19 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
 
     ``facts`` are base-relation triples (h, r, t) predicted on the tail side; candidates equal to
     the fact never reach the top (they get -inf)."""
-    from tracegraph.kg.explain.fidelity import degrees, method_keys
+    from tracegraph.kg.explain.fidelity import degrees, method_keys, path_lengths, path_shell
 
     methods = check_methods(methods)
     out: dict[str, list] = {}
-    need_influence = any(m in INFLUENCE_METHODS or m == "local-retrain" for m in methods)
+    need_influence = any(m in INFLUENCE_METHODS or m in ("tracin-path", "local-retrain") for m in methods)
     parts = influence_parts(checkpoints, train_ids, facts, subsets, opts, device, progress) if need_influence else None
     deg = degrees(train_ids, model.config.num_entities)
     for m in methods:
         if m in INFLUENCE_METHODS:
             out[m] = [[k] for k in parts.of(m)]
+        elif m == "tracin-path":
+            out[m] = [[-path_shell(path_lengths(train_ids[rows][:, [0, 2]], int(f[0]), int(f[2]))), np.asarray(s, np.float64)]
+                      for f, rows, s in zip(facts, subsets, parts.tracin)]
         elif m in BASELINE_METHODS:
             out[m] = [method_keys(np.zeros(len(rows)), train_ids[rows], int(f[0]), int(f[2]), deg)[m]
                       for f, rows in zip(facts, subsets)]
