@@ -270,3 +270,41 @@ def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_d
         exp = sorted(range(len(rows)), key=lambda i: (np.isneginf(tracin[i]), shell[i], -tracin[i], i))
         assert np.isfinite(shell).any() and len(set(shell[np.isfinite(shell)])) > 1  # the test sees several shells
         assert list(got) == exp
+
+
+def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tiny_umls, umls_dir):
+    """tracin-margin = Σ_k η_k ⟨g_train, g(h,r,t) − g(h,r,t*)⟩ with t* the best-scored tail that is
+    neither t nor a known true tail (found here by scoring every entity one triple at a time)."""
+    from tracegraph.kg.explain.methods import competitors
+    from tracegraph.kg.model.model_io import load_model
+
+    lm = load_model(tiny_umls)
+    train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:3]
+    known = KnownTails([with_reciprocals(train_ids, len(lm.relations))], lm.model.config.num_relation_rows)
+    rivals = competitors(lm.model, facts, known)
+    N = lm.model.config.num_entities
+    with torch.no_grad():
+        for (h, r, t), (_, _, got) in zip(facts, rivals):
+            true = {int(b) for a, rr, b in train_ids if a == h and rr == r} | {int(t)}
+            scores = [float(lm.model.score_triples(torch.tensor([h]), torch.tensor([r]), torch.tensor([e]))[0])
+                      for e in range(N)]
+            best = max((e for e in range(N) if e not in true), key=lambda e: scores[e])
+            assert got == best and got not in true
+    subsets = [np.arange(0, 30), np.arange(20, 50), np.array([7, 300, 800])]
+    ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
+    keys = method_keys_all(["tracin-margin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids, facts=facts,
+                           subsets=subsets, known=known, opts=MethodOptions(loss="score"), device=torch.device("cpu"))
+    union = np.unique(np.concatenate(subsets))
+    ref = np.zeros((3, len(union)))
+    for p in ckpts:
+        payload = load_checkpoint(p)
+        model = build_model(payload, p).double().eval()
+        layers = select_layers(model, "all")
+        g_train = autograd_gradients(model, torch.as_tensor(train_ids[union]), "score", 0.1, layers).numpy()
+        g_fact = autograd_gradients(model, torch.as_tensor(facts), "score", 0.1, layers).numpy()
+        g_rival = autograd_gradients(model, torch.as_tensor(rivals), "score", 0.1, layers).numpy()
+        ref += float(payload["lr"]) * (g_fact - g_rival) @ g_train.T
+    for j, rows in enumerate(subsets):
+        want = ref[j, np.searchsorted(union, rows)]
+        np.testing.assert_allclose(keys["tracin-margin"][j][0], want, rtol=0, atol=1e-4 * np.abs(want).max())

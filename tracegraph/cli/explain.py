@@ -25,7 +25,7 @@ def explain_cmd(
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
-    method: str = typer.Option(DEFAULT_METHOD, help="Explanation method: tracin, tracin-cosine, relatif, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Rows are ordered by it; methods other than tracin add a MethodScore column. exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
+    method: str = typer.Option(DEFAULT_METHOD, help="Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Rows are ordered by it; methods other than tracin add a MethodScore column. exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
     engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
     loss: str = typer.Option(DEFAULT_LOSS, help="score: softplus(-s) of the triple's own score; train-loss: the 1-N training BCE with the run's label smoothing (the earlier codebase's convention)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),

@@ -9,7 +9,7 @@ import typer
 
 from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
 
-METHOD_HELP = ("Explanation methods (comma-separated): tracin, tracin-cosine, relatif, tracin-path, local-retrain, degree, path, "
+METHOD_HELP = ("Explanation methods (comma-separated): tracin, tracin-cosine, relatif, tracin-margin, tracin-path, local-retrain, degree, path, "
                "random. Each is one arm; the random arms neighbour and far always run.")
 
 

@@ -7,6 +7,11 @@
 * ``relatif``: TracIn / sqrt(self-influence of the training triple), the ℓ-relative influence of
   RelatIF (Barshan et al. 2020) with TracIn's self-influence Σ_k η_k ‖∇ℓ_k(train)‖² in place of
   the inverse-Hessian norm: the projection of the training gradient on the fact's;
+* ``tracin-margin``: TracIn of the fact's *margin* over its strongest competitor, s(h,r,t) −
+  s(h,r,t*), t* the best-scored tail the final model does not know to be true (filtered). TracIn
+  is linear in the test gradient, so this is TracIn(h,r,t) − TracIn(h,r,t*): the training triples
+  that lift the fact *and not* its rival — what a rank-1 prediction needs (H@1 is about the
+  margin, not the score);
 * ``tracin-path``: TracIn inside path-length shells — candidates on a shorter head–tail path
   (through the candidate graph, as the ``path`` baseline measures it) first, TracIn orders each
   shell. The filter's path option (docs/filtering.md) ranked by TracIn, at every path length at
@@ -32,7 +37,7 @@ from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
-METHODS = (*INFLUENCE_METHODS, "tracin-path", "local-retrain", *BASELINE_METHODS)
+METHODS = (*INFLUENCE_METHODS, "tracin-margin", "tracin-path", "local-retrain", *BASELINE_METHODS)
 
 
 @dataclass
@@ -89,6 +94,25 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
                           [rel[j, p] for j, p in enumerate(pos)])
 
 
+def competitors(model, facts: np.ndarray, known) -> np.ndarray:
+    """Per fact (h, r, t): (h, r, t*), t* the tail the model scores highest among those neither t
+    nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left out)."""
+    import torch
+
+    p = next(model.parameters())
+    with torch.no_grad():
+        s = model.score_all(torch.as_tensor(facts[:, 0], device=p.device),
+                            torch.as_tensor(facts[:, 1], device=p.device)).double().cpu().numpy()
+    out = np.array(facts, dtype=np.int64, copy=True)
+    for j, (h, r, t) in enumerate(facts):
+        row = s[j].copy()
+        if known is not None:
+            row[known.tails_of(int(h), int(r))] = -np.inf
+        row[int(t)] = -np.inf
+        out[j, 2] = int(np.argmax(row))
+    return out
+
+
 def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
     """Training rows equal to the fact (or, written backwards, to its inverse): never explanations."""
     h, r, t = (int(x) for x in fact)
@@ -105,12 +129,22 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
 
     methods = check_methods(methods)
     out: dict[str, list] = {}
-    need_influence = any(m in INFLUENCE_METHODS or m in ("tracin-path", "local-retrain") for m in methods)
-    parts = influence_parts(checkpoints, train_ids, facts, subsets, opts, device, progress) if need_influence else None
+    need_influence = any(m in INFLUENCE_METHODS or m in ("tracin-margin", "tracin-path", "local-retrain") for m in methods)
+    parts = rivals = None
+    if "tracin-margin" in methods:  # the rivals ride along as extra test triples of the same pass
+        T = len(facts)
+        both = influence_parts(checkpoints, train_ids, np.concatenate([facts, competitors(model, facts, known)]),
+                               list(subsets) * 2, opts, device, progress)
+        parts = InfluenceParts(both.tracin[:T], both.cosine[:T], both.relatif[:T])
+        rivals = both.tracin[T:]
+    elif need_influence:
+        parts = influence_parts(checkpoints, train_ids, facts, subsets, opts, device, progress)
     deg = degrees(train_ids, model.config.num_entities)
     for m in methods:
         if m in INFLUENCE_METHODS:
             out[m] = [[k] for k in parts.of(m)]
+        elif m == "tracin-margin":
+            out[m] = [[np.asarray(a, np.float64) - np.asarray(b, np.float64)] for a, b in zip(parts.tracin, rivals)]
         elif m == "tracin-path":
             out[m] = [[-path_shell(path_lengths(train_ids[rows][:, [0, 2]], int(f[0]), int(f[2]))), np.asarray(s, np.float64)]
                       for f, rows, s in zip(facts, subsets, parts.tracin)]

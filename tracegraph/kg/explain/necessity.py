@@ -118,7 +118,8 @@ class Retrainer:
                       entity_map=cfg.entity_map or str(run_dir / "node_dict.txt"),
                       relation_map=cfg.relation_map or str(run_dir / "rel_dict.txt"),
                       # no test pass; validation only where early stopping needs it (it draws no randomness)
-                      test=None, valid=cfg.valid if cfg.patience else None, checkpoint_every=10**9)
+                      test=None, valid=cfg.valid if cfg.patience else None, checkpoint_every=10**9,
+                      overwrite=True)  # retrains/ is this test's own: a rerun into the same -o replaces it
         if device != "auto":
             cfg = replace(cfg, device=device)
         self.cfg, self.out, self.keep = cfg, out, keep_models
