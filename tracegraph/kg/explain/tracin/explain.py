@@ -99,6 +99,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     (its id maps and cached checkpoints are reused); ``collect`` receives every CSV row written."""
     from tracegraph.kg.run import Run
 
+    if cfg.top_k is not None and cfg.top_k < 1:  # 0 would keep every row (order[-0:] is all of it)
+        raise TracegraphError(f"--top-k must be at least 1, not {cfg.top_k}")
     t0 = time.perf_counter()
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     devices = parse_devices(cfg.devices) if cfg.devices else None
