@@ -47,7 +47,7 @@ def autograd_gradients(model, triples: torch.Tensor, loss: str, label_smoothing:
 def vmap_gradients(model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str],
                    chunk_size: int = 64) -> torch.Tensor:
     """[M, P] flattened per-triple gradients from torch.func, ``chunk_size`` triples at a time."""
-    from torch.func import functional_call, grad, vmap
+    from torch.func import grad, vmap
 
     model.eval()
     params = {n: p.detach() for n, p in model.named_parameters()}
