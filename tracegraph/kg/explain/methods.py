@@ -96,20 +96,15 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
 
 def competitors(model, facts: np.ndarray, known) -> np.ndarray:
     """Per fact (h, r, t): (h, r, t*), t* the tail the model scores highest among those neither t
-    nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left out)."""
-    import torch
+    nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left out). The filtered
+    top 2 of :func:`rank_queries` (batched, chunked over entities): t* is whichever is not t."""
+    from tracegraph.kg.model.evaluate import rank_queries
 
-    p = next(model.parameters())
-    with torch.no_grad():
-        s = model.score_all(torch.as_tensor(facts[:, 0], device=p.device),
-                            torch.as_tensor(facts[:, 1], device=p.device)).double().cpu().numpy()
-    out = np.array(facts, dtype=np.int64, copy=True)
-    for j, (h, r, t) in enumerate(facts):
-        row = s[j].copy()
-        if known is not None:
-            row[known.tails_of(int(h), int(r))] = -np.inf
-        row[int(t)] = -np.inf
-        out[j, 2] = int(np.argmax(row))
+    facts = np.asarray(facts, dtype=np.int64)
+    top = rank_queries(model, facts[:, 0], facts[:, 1], facts[:, 2], known, top_k=2,
+                       device=next(model.parameters()).device).topk_ids
+    out = facts.copy()
+    out[:, 2] = np.where(top[:, 0] == facts[:, 2], top[:, 1], top[:, 0])
     return out
 
 
