@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.kg.demo.report_plots import subgraph, training_curves
+from tracegraph.kg.explain.necessity import RANDOM_ARMS
 from tracegraph.runtime.checkpoints import atomic_write_text
 
 CSS = """
@@ -193,7 +194,7 @@ def write_report(path, *, history, metrics, counts, predictions, fidelity, names
     wins = all(b_mrr > mrr_map(m)[0] and b_map > mrr_map(m)[1] for m in baselines)
     arms = nec.get("summary", {})
     dh1 = {name.split("@")[0]: v["delta_hits@1"]["mean"] for name, v in arms.items()}
-    nec_best = max((a for a in dh1 if a not in ("neighbour", "far")), key=dh1.get, default=None)
+    nec_best = max((a for a in dh1 if a not in RANDOM_ARMS), key=dh1.get, default=None)
     nec_ok = nec_best is not None and dh1[nec_best] >= 2 * max(dh1.get("neighbour", 0.0), 0.0) and dh1[nec_best] > 0
     cards = [("test MRR (both sides)", _f(metrics["both"]["mrr"])),
              (f"best method: {best} (recovery MRR / MAP)",
