@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
+from tests.kg.conve_reference import direction_loss
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.model_io import model_payload
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
@@ -63,30 +63,8 @@ def checkpoints(tmp_path_factory):
     return _save_checkpoints(tmp_path_factory.mktemp("tracin_ref"))
 
 
-def _bn(z, s, name):
-    shape = (1, -1) + (1,) * (z.dim() - 2)
-    rm, rv = s[f"{name}.running_mean"].view(shape), s[f"{name}.running_var"].view(shape)
-    return (z - rm) / torch.sqrt(rv + 1e-5) * s[f"{name}.weight"].view(shape) + s[f"{name}.bias"].view(shape)
-
-
-def _scores(s, h: int, r: int) -> torch.Tensor:
-    """ConvE in eval mode from the state dict ``s``: the paper's layer order, written out."""
-    H, W = CFG["embedding_height"], CFG["embedding_width"]
-    img = torch.cat([s["entity.weight"][h].view(1, 1, H, W), s["relation.weight"][r].view(1, 1, H, W)], dim=2)
-    z = F.conv2d(_bn(img, s, "bn0"), s["conv.weight"], s["conv.bias"])
-    z = F.relu(_bn(z, s, "bn1")).flatten(1)
-    x = F.relu(_bn(z @ s["fc.weight"].t() + s["fc.bias"], s, "bn2"))
-    return (x @ s["entity.weight"].t() + s["entity_bias"])[0]
-
-
 def _direction_loss(s, h, r, t, loss):
-    sc = _scores(s, h, r)
-    if loss == "score":
-        return torch.log1p(torch.exp(-sc[t]))
-    y = torch.full((N_ENT,), SMOOTHING / N_ENT, dtype=torch.float64)
-    y[t] += 1 - SMOOTHING
-    # binary cross-entropy with logits, averaged over the N entities
-    return (torch.log1p(torch.exp(sc)) - y * sc).mean()
+    return direction_loss(s, h, r, t, loss, SMOOTHING, CFG["embedding_height"], CFG["embedding_width"])
 
 
 def _triple_gradient(s, names, triple, loss, reciprocal=True) -> torch.Tensor:

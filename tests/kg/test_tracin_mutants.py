@@ -17,8 +17,8 @@ import re
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
+from tests.kg.conve_reference import direction_loss, scores
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.engine import (
     InfluenceOptions, _Accumulator, _alloc, _fold, auto_batch_size, compute_influence,
@@ -50,28 +50,12 @@ def tiny(seed=0, reciprocal=True, bias=True, dtype=torch.float64) -> ConvE:
 # ------------------------------------------------------------------ the independent reference
 
 
-def _bn(z, s, name):
-    shape = (1, -1) + (1,) * (z.dim() - 2)
-    rm, rv = s[f"{name}.running_mean"].view(shape), s[f"{name}.running_var"].view(shape)
-    return (z - rm) / torch.sqrt(rv + 1e-5) * s[f"{name}.weight"].view(shape) + s[f"{name}.bias"].view(shape)
-
-
 def ref_scores(s, h, r):
-    img = torch.cat([s["entity.weight"][h].view(1, 1, H, W), s["relation.weight"][r].view(1, 1, H, W)], dim=2)
-    z = F.conv2d(_bn(img, s, "bn0"), s["conv.weight"], s["conv.bias"])
-    z = F.relu(_bn(z, s, "bn1")).flatten(1)
-    x = F.relu(_bn(z @ s["fc.weight"].t() + s["fc.bias"], s, "bn2"))
-    out = x @ s["entity.weight"].t()
-    return (out + s["entity_bias"] if "entity_bias" in s else out)[0]
+    return scores(s, h, r, H, W)
 
 
 def ref_loss(s, h, r, t, loss, eps=EPS):
-    sc = ref_scores(s, h, r)
-    if loss == "score":
-        return torch.log1p(torch.exp(-sc[t]))
-    y = torch.full((N_ENT,), eps / N_ENT, dtype=torch.float64)
-    y[t] += 1 - eps
-    return (torch.log1p(torch.exp(sc)) - y * sc).mean()
+    return direction_loss(s, h, r, t, loss, eps, H, W)
 
 
 def state(model):
