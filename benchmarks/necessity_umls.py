@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--methods", default="local-retrain,tracin,relatif,tracin-cosine,path,degree")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--checkpoint-every", type=int, default=None, help="epochs between checkpoints (small: 5, default: 1)")
+    ap.add_argument("--loss", default="logit", help="TracIn loss convention (score, logit, train-loss)")
     ap.add_argument("--checkpoints", default="all", help="all, or every:N (every N-th saved epoch)")
     ap.add_argument("--local-candidates", type=int, default=8)
     ap.add_argument("--local-steps", type=int, default=60)
@@ -55,7 +57,7 @@ def main():
         small = a.model == "small"
         train(TrainConfig(train=str(UMLS / "train.txt"), valid=str(UMLS / "valid.txt"), test=str(UMLS / "test.txt"),
                           output_dir=str(run), epochs=a.epochs, device=a.device, eval_every=25,
-                          checkpoint_every=5 if small else 1,
+                          checkpoint_every=a.checkpoint_every or (5 if small else 1),
                           model=dict(embedding_dim=64, embedding_height=8, embedding_width=8, output_channels=16)
                           if small else {}))
     train_s = time.perf_counter() - t0
@@ -67,7 +69,7 @@ def main():
     ks = [int(x) for x in a.k.split(",")]
     cfg = NecessityConfig(model_dir=str(run), train=str(UMLS / "train.txt"), output_dir=str(out / "necessity"),
                           n=a.n, ks=ks, methods=a.methods.split(","), seeds=[int(s) for s in a.seeds.split(",")],
-                          checkpoints=ckpts, device=a.device,
+                          checkpoints=ckpts, device=a.device, loss=a.loss,
                           local=LocalRetrainOptions(candidates=a.local_candidates, steps=a.local_steps, k=max(ks)))
     res = run_necessity(cfg)
     for name, e in res["summary"].items():

@@ -31,6 +31,6 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "runs" / "umls" / "checkpoints" / "epoch_0001.pt").is_file()
     top, why = namespace["top"], namespace["why"]
     assert top["rank"].tolist() == list(range(1, 11)) and set(top["head"]) == {"steroid"}
-    assert len(why) == 10 and why["TracInScore"].is_monotonic_decreasing
+    assert len(why) == 10 and why["MethodScore"].is_monotonic_decreasing  # the default: tracin-margin
     out = capsys.readouterr().out
     assert "135 True" in out  # UMLS has 135 entities

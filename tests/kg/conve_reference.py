@@ -28,11 +28,13 @@ def scores(s, h: int, r: int, height: int, width: int) -> torch.Tensor:
 
 
 def direction_loss(s, h, r, t, loss: str, eps: float, height: int, width: int) -> torch.Tensor:
-    """``score``: softplus(−s_t); ``train-loss``: the 1-N BCE with label smoothing ``eps``,
-    averaged over the N entities."""
+    """``score``: softplus(−s_t); ``logit``: −s_t; ``train-loss``: the 1-N BCE with label
+    smoothing ``eps``, averaged over the N entities."""
     sc = scores(s, h, r, height, width)
     if loss == "score":
         return torch.log1p(torch.exp(-sc[t]))
+    if loss == "logit":
+        return -sc[t]
     n = sc.numel()
     y = torch.full((n,), eps / n, dtype=torch.float64)
     y[t] += 1 - eps

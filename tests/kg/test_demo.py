@@ -20,11 +20,12 @@ def test_demo_quick_end_to_end(tmp_path):
     fid = json.loads((out / "fidelity.json").read_text())
     assert set(fid) >= {"recovery", "recovery_other_loss", "necessity"}
     rec = fid["recovery"]
-    assert set(rec["summary"]) == {"tracin", "tracin-cosine", "relatif", "tracin-path", "local-retrain", "random", "degree", "path"}
+    assert set(rec["summary"]) == {"tracin", "tracin-margin", "tracin-cosine", "relatif", "tracin-path", "local-retrain",
+                                   "random", "degree", "path"}
     assert set(fid["recovery_other_loss"]["summary"]) == {"tracin", "random", "degree", "path"}
     assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
     assert rec["graded"] > 0 and rec["per_triple"]
-    assert rec["influence"]["loss"] == "score" and fid["recovery_other_loss"]["influence"]["loss"] == "train-loss"
+    assert rec["influence"]["loss"] == "logit" and fid["recovery_other_loss"]["influence"]["loss"] == "score"
     # TracIn (score convention) finds mechanism edges better than a random order of the same
     # candidates. Measured on the quick demo, seeds 0/1/2 (tracin vs random): MRR 0.144/0.100,
     # 0.103/0.084, 0.093/0.073; MAP 0.102/0.065, 0.073/0.048, 0.070/0.046; recall@10 0.217/0.093,
@@ -39,7 +40,7 @@ def test_demo_quick_end_to_end(tmp_path):
     assert s["tracin"]["recall@10"] > 1.5 * s["random"]["recall@10"], s
     nec = fid["necessity"]
     if nec["summary"]:  # the quick model may rank no test edge first; then the note says so
-        assert set(nec["summary"]) == {"neighbour@4", "far@4", "tracin@4", "path@4"}
+        assert set(nec["summary"]) == {"neighbour@4", "far@4", "tracin-margin@4", "path@4"}
         assert all(0 < v["triples_removed"] <= 4 * nec["n_facts"] for v in nec["summary"].values())
         assert json.loads((out / "necessity" / "necessity.json").read_text())["summary"] == nec["summary"]
     else:

@@ -199,7 +199,7 @@ def test_fidelity_cli(tiny_run):
     res = json.loads((out / "fidelity.json").read_text())
     assert set(res["recovery"]["summary"]) == {"tracin", "random", "degree", "path"}
     assert set(res["recovery"]["summary"]["tracin"]) == set(fid.METRICS)
-    assert res["recovery"]["influence"]["loss"] == "score"
+    assert res["recovery"]["influence"]["loss"] == "logit"  # the default convention
     assert res["recovery"]["per_triple"] and "removal" not in res
     run_cli_error(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test",
                    d / "test.txt", "--mechanisms", d / "train.txt", "-o", out], out, tiny_run / "run")

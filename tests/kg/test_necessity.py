@@ -272,7 +272,34 @@ def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_d
         assert list(got) == exp
 
 
-def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tiny_umls, umls_dir):
+def _margin_reference(run_dir, train_ids, facts, rivals, rows, loss):
+    """[facts, rows] Σ_k η_k ⟨g_train, g(fact)⟩ and the same with g(fact) − g(rival), float64, one
+    backward per triple (the reference engine)."""
+    ckpts = sorted((run_dir / "checkpoints").glob("epoch_*.pt"))
+    tracin, margin = np.zeros((len(facts), len(rows))), np.zeros((len(facts), len(rows)))
+    for p in ckpts:
+        payload = load_checkpoint(p)
+        model = build_model(payload, p).double().eval()
+        layers = select_layers(model, "all")
+        g_train = autograd_gradients(model, torch.as_tensor(train_ids[rows]), loss, 0.1, layers).numpy()
+        g_fact = autograd_gradients(model, torch.as_tensor(facts), loss, 0.1, layers).numpy()
+        g_rival = autograd_gradients(model, torch.as_tensor(rivals), loss, 0.1, layers).numpy()
+        tracin += float(payload["lr"]) * g_fact @ g_train.T
+        margin += float(payload["lr"]) * (g_fact - g_rival) @ g_train.T
+    return tracin, margin
+
+
+def _brute_force_rival(model, train_ids, fact):
+    h, r, t = (int(x) for x in fact)
+    true = {int(b) for a, rr, b in train_ids if a == h and rr == r} | {t}
+    with torch.no_grad():
+        scores = [float(model.score_triples(torch.tensor([h]), torch.tensor([r]), torch.tensor([e]))[0])
+                  for e in range(model.config.num_entities)]
+    return max((e for e in range(model.config.num_entities) if e not in true), key=lambda e: scores[e])
+
+
+@pytest.mark.parametrize("loss", ["score", "logit"])
+def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tiny_umls, umls_dir, loss):
     """tracin-margin = Σ_k η_k ⟨g_train, g(h,r,t) − g(h,r,t*)⟩ with t* the best-scored tail that is
     neither t nor a known true tail (found here by scoring every entity one triple at a time)."""
     from tracegraph.kg.explain.methods import competitors
@@ -283,28 +310,56 @@ def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tin
     facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:3]
     known = KnownTails([with_reciprocals(train_ids, len(lm.relations))], lm.model.config.num_relation_rows)
     rivals = competitors(lm.model, facts, known)
-    N = lm.model.config.num_entities
-    with torch.no_grad():
-        for (h, r, t), (_, _, got) in zip(facts, rivals):
-            true = {int(b) for a, rr, b in train_ids if a == h and rr == r} | {int(t)}
-            scores = [float(lm.model.score_triples(torch.tensor([h]), torch.tensor([r]), torch.tensor([e]))[0])
-                      for e in range(N)]
-            best = max((e for e in range(N) if e not in true), key=lambda e: scores[e])
-            assert got == best and got not in true
+    for f, (_, _, got) in zip(facts, rivals):
+        assert got == _brute_force_rival(lm.model, train_ids, f)
     subsets = [np.arange(0, 30), np.arange(20, 50), np.array([7, 300, 800])]
     ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
     keys = method_keys_all(["tracin-margin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids, facts=facts,
-                           subsets=subsets, known=known, opts=MethodOptions(loss="score"), device=torch.device("cpu"))
+                           subsets=subsets, known=known, opts=MethodOptions(loss=loss), device=torch.device("cpu"))
     union = np.unique(np.concatenate(subsets))
-    ref = np.zeros((3, len(union)))
-    for p in ckpts:
-        payload = load_checkpoint(p)
-        model = build_model(payload, p).double().eval()
-        layers = select_layers(model, "all")
-        g_train = autograd_gradients(model, torch.as_tensor(train_ids[union]), "score", 0.1, layers).numpy()
-        g_fact = autograd_gradients(model, torch.as_tensor(facts), "score", 0.1, layers).numpy()
-        g_rival = autograd_gradients(model, torch.as_tensor(rivals), "score", 0.1, layers).numpy()
-        ref += float(payload["lr"]) * (g_fact - g_rival) @ g_train.T
+    _, ref = _margin_reference(tiny_umls, train_ids, facts, rivals, union, loss)
     for j, rows in enumerate(subsets):
         want = ref[j, np.searchsorted(union, rows)]
         np.testing.assert_allclose(keys["tracin-margin"][j][0], want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
+def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls_dir, tmp_path):
+    """`explain`'s default (tracin-margin, --loss logit): TracInScore is the fact's own TracIn,
+    MethodScore its margin over the rival filtered by the run's train/valid/test files, rows
+    sorted by MethodScore; with --top-k the k strongest and k weakest margins."""
+    import csv
+
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.kg.model.model_io import load_model
+
+    lm = load_model(tiny_umls)
+    lines = (umls_dir / "train.txt").read_text().splitlines()[::50]  # 105 training triples
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "test.txt").write_text("\n".join((umls_dir / "test.txt").read_text().splitlines()[:2]) + "\n")
+    full_train = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    train_ids = encode_triples(read_labeled_triples(tmp_path / "train.txt"), lm.entities, lm.relations)
+    facts = encode_triples(read_labeled_triples(tmp_path / "test.txt"), lm.entities, lm.relations)
+    # the run's filter: its train and test files (tiny_umls has no valid file)
+    filt = np.concatenate([full_train, encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)])
+    rivals = facts.copy()
+    rivals[:, 2] = [_brute_force_rival(lm.model, filt, f) for f in facts]
+    tracin, margin = _margin_reference(tiny_umls, train_ids, facts, rivals, np.arange(len(train_ids)), "logit")
+    for top_k in (None, 3):
+        out = tmp_path / f"out{top_k}"
+        summary = run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
+                                            test_triples=str(tmp_path / "test.txt"), output_dir=str(out), top_k=top_k,
+                                            device="cpu", batch_size=32))
+        assert summary["method"] == "tracin-margin" and summary["loss"] == "logit" and summary["explained"] == 2
+        for j, path in enumerate(sorted(out.glob("*_tracin.csv"))):
+            with open(path, newline="") as f:
+                rows = list(csv.reader(f))
+            assert rows[0][-1] == "MethodScore"
+            ids = [(lm.entities.id(r[6]), lm.relations.id(r[8]), lm.entities.id(r[10])) for r in rows[1:]]
+            col = [next(i for i, x in enumerate(map(tuple, train_ids.tolist())) if x == tri) for tri in ids]
+            got_m, got_t = np.array([float(r[-1]) for r in rows[1:]]), np.array([float(r[12]) for r in rows[1:]])
+            scale = np.abs(margin[j]).max()
+            np.testing.assert_allclose(got_m, margin[j, col], rtol=0, atol=1e-4 * scale)
+            np.testing.assert_allclose(got_t, tracin[j, col], rtol=0, atol=1e-4 * np.abs(tracin[j]).max())
+            order = np.argsort(-margin[j], kind="stable")
+            want = order if top_k is None else np.concatenate([order[:top_k], order[-top_k:]])
+            assert col == want.tolist()

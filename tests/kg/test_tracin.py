@@ -49,7 +49,7 @@ def assert_rel_close(a, b, rtol=1e-4):
     assert err < rtol, f"relative error {err:.2e}"
 
 
-@pytest.mark.parametrize("loss", ["train-loss", "score"])
+@pytest.mark.parametrize("loss", ["train-loss", "score", "logit"])
 @pytest.mark.parametrize("layers", ["all", "last:2", "last:5", "fc.weight,relation.weight,conv.weight"])
 @pytest.mark.parametrize("n_ckpt", [1, 3])
 def test_exact_equals_autograd(trained, loss, layers, n_ckpt):
@@ -96,12 +96,12 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     names.write_text("".join(f"Name of {lab}\t{i}\n" for i, lab in enumerate(E)))
     o = tmp_path / "explain"
     res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o,
-                   "--top-k", "5", "--node-name-dict", names, "--batch-size", "33"])
+                   "--top-k", "5", "--node-name-dict", names, "--batch-size", "33", "--method", "tracin", "--loss", "score"])
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     assert summary["explained"] == 2 and summary["failed"] == 1
     assert "nope" in summary["failures"][0]["reason"]
-    # the default: tracin with the score convention (README, "Which explanation method")
+    # wave 2's default, two flags away: tracin with the score convention (README, "Which explanation method")
     ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), method="autograd", loss="score")
     for j in range(2):
         name = f"triple_{j:03d}_{E[test_ids[j, 0]]}_{E[test_ids[j, 2]]}".replace(":", "_")

@@ -92,7 +92,7 @@ def reference_influence(states, loss, lrs=LRS, reciprocal=True):
     return scores, train_self, test_self
 
 
-@pytest.mark.parametrize("loss", ["train-loss", "score"])
+@pytest.mark.parametrize("loss", ["train-loss", "score", "logit"])
 @pytest.mark.parametrize("method", ["exact", "autograd", "vmap"])
 def test_influence_equals_float64_first_principles(checkpoints, loss, method):
     paths, states = checkpoints

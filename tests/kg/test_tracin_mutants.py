@@ -116,7 +116,7 @@ def model():
     return MODEL
 
 
-@pytest.mark.parametrize("loss", ["score", "train-loss"])
+@pytest.mark.parametrize("loss", ["score", "train-loss", "logit"])
 @pytest.mark.parametrize("layers", SINGLE + COMBOS, ids=lambda l: "+".join(l))
 def test_gram_equals_per_example_autograd(model, loss, layers):
     ga, gb = ref_grads(model, DIRS_A, loss, layers), ref_grads(model, DIRS_B, loss, layers)
@@ -132,7 +132,7 @@ def test_gram_equals_per_example_autograd(model, loss, layers):
     np.testing.assert_allclose(influence(A, A, layers, False).numpy(), (ga * ga).sum(1).numpy(), rtol=1e-10)
 
 
-@pytest.mark.parametrize("loss", ["score", "train-loss"])
+@pytest.mark.parametrize("loss", ["score", "train-loss", "logit"])
 def test_factors_of_a_model_without_entity_bias(loss):
     m = tiny(5, reciprocal=False, bias=False)
     layers = select_layers(m, "all")
@@ -143,7 +143,7 @@ def test_factors_of_a_model_without_entity_bias(loss):
     np.testing.assert_allclose(got.numpy(), (ga @ gb.T).numpy(), rtol=1e-10)
 
 
-@pytest.mark.parametrize("loss", ["score", "train-loss"])
+@pytest.mark.parametrize("loss", ["score", "train-loss", "logit"])
 def test_factor_loss_and_slicing(model, loss):
     layers = list(PARAM_ORDER)
     A = factors(model, DIRS_A, loss, layers)
@@ -157,7 +157,7 @@ def test_factor_loss_and_slicing(model, loss):
     np.testing.assert_allclose(influence(A[1:], B[:2], layers).numpy(), full[1:, :2], rtol=1e-10)
     sub = A.g[1:]
     assert isinstance(sub, ScoreGrad)
-    if loss == "score":  # one-hot: coefficient at the tail's column, nothing dense
+    if loss in ("score", "logit"):  # one-hot: coefficient at the tail's column, nothing dense
         assert A.g.dense is None and sub.dense is None and sub.index.tolist() == [2, 0]
     else:
         assert A.g.coef is None and A.g.index is None and sub.dense.shape == (2, N_ENT)
@@ -166,12 +166,12 @@ def test_factor_loss_and_slicing(model, loss):
 def test_example_loss_by_hand(model):
     h, r, t = torch.tensor([0, 3, 5]), torch.tensor([0, 1, 3]), torch.tensor([1, 2, 0])
     s = state(model)
-    for loss in ("score", "train-loss"):
+    for loss in ("score", "train-loss", "logit"):
         want = [float(ref_loss(s, int(a), int(b), int(c), loss, 0.25).detach()) for a, b, c in zip(h, r, t)]
         np.testing.assert_allclose(example_loss(model, h, r, t, loss, 0.25).detach().numpy(), want, rtol=1e-12)
     for fn in (lambda: example_loss(model, h, r, t, "mse", 0.1),
                lambda: compute_factors(model, h, r, t, "mse", 0.1, ["fc.weight"])):
-        with pytest.raises(TracegraphError, match=re.escape("--loss must be one of train-loss, score, not 'mse'")):
+        with pytest.raises(TracegraphError, match=re.escape("--loss must be one of train-loss, score, logit, not 'mse'")):
             fn()
 
 
@@ -351,7 +351,7 @@ def test_driver_refuses_a_checkpoint_without_learning_rate():
 def test_driver_checks_its_options_before_reading():
     pl = _payloads(lrs=(0.6,))
     for kw, msg in [(dict(method="magic"), "--method must be one of exact, autograd, vmap, not 'magic'"),
-                    (dict(loss="mse"), "--loss must be one of train-loss, score, not 'mse'")]:
+                    (dict(loss="mse"), "--loss must be one of train-loss, score, logit, not 'mse'")]:
         reader = Reader({})
         with pytest.raises(TracegraphError) as e:
             compute_influence(list(pl), TRAIN, TEST, InfluenceOptions(**kw), torch.device("cpu"), read=reader)
@@ -531,7 +531,7 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     collected = []
     cfg = ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(d / "test.txt"),
                         output_dir=str(out), node_name_dict=str(d / "names.txt"), edge_map=str(d / "edges.json"),
-                        device="cpu")
+                        device="cpu", explainer="tracin", loss="score")
     with caplog.at_level("WARNING", logger="tracegraph"):
         summary = run_explain(cfg, collect=collected)
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
@@ -613,7 +613,8 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
     out.mkdir()  # an existing output folder is fine
     summary = run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
                                         test_triples=str(d / "test.txt"), output_dir=str(out), top_k=2, device="cpu",
-                                        loss="train-loss", label_smoothing=0.3, start_index=2, max_triples=3),
+                                        loss="train-loss", label_smoothing=0.3, start_index=2, max_triples=3,
+                                        explainer="tracin"),
                           train_subsets=subsets)
     assert summary["requested"] == 3 and summary["explained"] == 1 and summary["failed"] == 2
     assert summary["failures"] == [
@@ -706,7 +707,8 @@ def test_influence_over_ranks_merges_shards_like_one_process(tiny_run, monkeypat
         assert (picks is None) == (rank != 0)
     assert res.scores.shape == (3, 2)  # rank 0: batches [0, 1) -> rows 0, 1
     for j, cols in enumerate(cols_of):
-        pos, sc, si = picks[j]
+        pos, sc, si, key = picks[j]
+        assert key is None  # plain TracIn: no margin column
         want_sc = whole.scores[j, cols]
         if top_k is not None and 2 * top_k < len(cols):
             o = np.argsort(-want_sc, kind="stable")
@@ -802,7 +804,7 @@ def test_run_explain_with_another_method_orders_by_its_score(tiny_run, tmp_path)
     out = tmp_path / "m"
     summary = run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
                                         test_triples=str(d / "test.txt"), output_dir=str(out), device="cpu",
-                                        explainer="relatif", max_triples=1))
+                                        explainer="relatif", loss="score", max_triples=1))
     assert summary["method"] == "relatif" and summary["engine"] == "exact" and summary["explained"] == 1
     score, _, trself = _run_reference(d / "run", "score", 0.1)
     tt = RUN_TESTS[0]

@@ -36,7 +36,7 @@ def fidelity_cmd(
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="fidelity.json (and removal/ with the retrained runs) go here."),
     filter_files: Optional[List[Path]] = typer.Option(None, "--filter", help="Known true triples for filtered ranks (default: the run's train/valid/test); repeat."),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="As for `tracegraph explain` (default: all saved epochs)."),
-    loss: str = typer.Option("score", help="TracIn loss convention: score (softplus(-s) of the triple) or train-loss (1-N BCE). See docs/demo.md."),
+    loss: str = typer.Option("logit", help="TracIn loss convention: logit (-s of the triple), score (softplus(-s)) or train-loss (1-N BCE). See docs/demo.md."),
     layers: str = typer.Option("all", help="all, last:N, or parameter names."),
     n_hops: int = typer.Option(2, "--n-hops", min=0, help="Candidates: the n-hop filtered subgraph of each test triple."),
     min_degree: int = typer.Option(2, "--min-degree", min=0),

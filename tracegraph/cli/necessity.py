@@ -29,7 +29,7 @@ def necessity_cmd(
     k: str = typer.Option("1,2,4", "--k", help="Explanation sizes; one retrain per arm and k."),
     method: str = typer.Option("local-retrain", "--method", help=METHOD_HELP),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Training seeds, comma-separated (default: the run's). Another seed adds a full retrain as its reference."),
-    loss: str = typer.Option("score", help="TracIn loss convention for tracin* / relatif / local-retrain's pre-ranking: score or train-loss."),
+    loss: str = typer.Option("logit", help="TracIn loss convention for tracin* / relatif / local-retrain's pre-ranking: logit (-s, what a KvsAll retrain without the triple changes), score (softplus(-s)) or train-loss (1-N BCE)."),
     layers: str = typer.Option("all", help="all, last:N, or parameter names."),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="As for `tracegraph explain` (default: all saved epochs)."),
     filter_files: Optional[List[Path]] = typer.Option(None, "--filter", help="Known true triples for filtered ranks (default: the run's train/valid/test); repeat."),

@@ -46,8 +46,8 @@ class Preset:
     learning_rate: float = 0.01
     batch_size: int = 128
     necessity_k: int = 4  # each fact's top-k removed in the necessity test (one retrain per arm)
-    necessity_methods: tuple = ("tracin", "path")  # arms beside the random neighbour / far arms
-    loss: str = "score"  # the TracIn convention explained and graded (the other is graded too)
+    necessity_methods: tuple = ("tracin-margin", "path")  # arms beside the random neighbour / far arms
+    loss: str = "logit"  # the TracIn convention explained and graded (the earlier default, score, is graded too)
 
 
 def preset(quick: bool) -> Preset:
@@ -90,7 +90,7 @@ def _quiet():
 
 
 # explanation methods graded beside TracIn and the baselines (kg/explain/methods.py)
-GRADED_METHODS = ("tracin-cosine", "relatif", "tracin-path", "local-retrain")
+GRADED_METHODS = ("tracin-margin", "tracin-cosine", "relatif", "tracin-path", "local-retrain")
 
 STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "necessity test", "report"]
 
@@ -176,7 +176,7 @@ def _run(cfg: DemoConfig) -> dict:
                                       node_name_dict=str(data / "node_name_dict.txt")),
                         lambda h, t: rows_of[(h, t)])
 
-    other = "train-loss" if p.loss == "score" else "score"
+    other = "score" if p.loss != "score" else "logit"
     with stage("grade", f"ground-truth recovery: {', '.join(GRADED_METHODS)} vs baselines (and TracIn with --loss "
                         f"{other} for comparison)"):
         with make_progress() as progress:

@@ -1,6 +1,7 @@
 """Explanation methods behind one ``--method``: sort keys for each fact's candidate training triples.
 
-* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (DESIGN.md §3), with either loss convention;
+* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (DESIGN.md §3), with any loss convention
+  (default ``logit``, ℓ = −s: what a KvsAll retrain without the triple changes; tracin/factors.py);
 * ``tracin-cosine``: Σ_k η_k cos(∇ℓ_k(train), ∇ℓ_k(fact)) — the gradients' lengths out of it, so
   a "generic" training triple with a large gradient (one the model fits badly, whose gradient
   points everywhere) no longer tops every list;
@@ -42,7 +43,7 @@ METHODS = (*INFLUENCE_METHODS, "tracin-margin", "tracin-path", "local-retrain", 
 
 @dataclass
 class MethodOptions:
-    loss: str = "score"  # the TracIn loss convention (tracin*, relatif, local-retrain's pre-ranking)
+    loss: str = "logit"  # the TracIn loss convention (tracin*, relatif, local-retrain's pre-ranking)
     layers: str = "all"
     label_smoothing: float = 0.1
     local: LocalRetrainOptions = field(default_factory=LocalRetrainOptions)

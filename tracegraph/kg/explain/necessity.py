@@ -45,7 +45,7 @@ class NecessityConfig:
     ks: list[int] = field(default_factory=lambda: [1, 2, 4])
     methods: list[str] = field(default_factory=lambda: ["local-retrain"])
     seeds: list[int] | None = None  # default: the run's own seed (its reference is the run itself)
-    loss: str = "score"
+    loss: str = "logit"
     layers: str = "all"
     checkpoints: list[str] | None = None
     filter_files: list[str] | None = None

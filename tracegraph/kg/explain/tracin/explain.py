@@ -49,8 +49,8 @@ class ExplainConfig:
     output_dir: str
     checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
     method: str = "exact"  # TracIn's engine: exact | autograd | vmap
-    explainer: str = "tracin"  # the explanation method (kg/explain/methods.py); others add a MethodScore column
-    loss: str = "score"  # explains predictions far better than train-loss (README, "Which explanation method")
+    explainer: str = "tracin-margin"  # the explanation method (kg/explain/methods.py); others add a MethodScore column
+    loss: str = "logit"  # the most necessary explanations on UMLS (README, "Which explanation method")
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
     batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size)
@@ -149,27 +149,36 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
     written = []
     result = None
-    if todo and cfg.explainer != "tracin" and (ctx.active or (devices and len(devices) > 1)):
-        raise TracegraphError(f"--method {cfg.explainer} runs in one process on one device")
+    in_pass = cfg.explainer in ("tracin", "tracin-margin")  # computed by the engine pass itself
+    if todo and not in_pass and (ctx.active or (devices and len(devices) > 1)):
+        raise TracegraphError(f"--method {cfg.explainer} runs in one process on one device "
+                              "(tracin and tracin-margin also run under torchrun and --devices)")
     if todo:
         opts = InfluenceOptions(method=cfg.method, loss=cfg.loss, layers=cfg.layers, label_smoothing=eps,
                                 batch_size=cfg.batch_size or auto_batch_size(len(ents), device),
                                 precision=cfg.precision, scratch_dir=str(out))
         out.mkdir(parents=True, exist_ok=True)
         test_ids = np.array([ids for _, _, ids in todo], np.int64)
+        T = len(test_ids)
+        engine_ids = test_ids
+        if cfg.explainer == "tracin-margin":  # the rivals ride along as T more test triples (methods.py)
+            from tracegraph.kg.explain.methods import competitors
+            from tracegraph.kg.model.predict import filter_index, run_files
+
+            engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)))])
         picks = None  # torchrun: rank 0's merged (position in cols, score, self-influence) per test triple
         with make_progress() as progress:
             if ctx.active:
                 cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
-                result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts,
+                result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, engine_ids, opts,
                                                       device, progress, cfg.top_k, run.read_checkpoint)
             elif devices and len(devices) > 1:
-                result = _influence_over_devices(devices, checkpoints, train_ids[union], test_ids, opts, progress,
+                result = _influence_over_devices(devices, checkpoints, train_ids[union], engine_ids, opts, progress,
                                                  run.read_checkpoint)
             else:
-                result = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress,
+                result = compute_influence(checkpoints, train_ids[union], engine_ids, opts, device, progress,
                                            read=run.read_checkpoint)
-        by_method = None if cfg.explainer == "tracin" else _method_scores(
+        by_method = None if in_pass else _method_scores(
             cfg, run, checkpoints, train_ids, test_ids, [subsets[i] for i, _, _ in todo], eps, device)
         for j, (i, name, (h, r, t)) in enumerate(todo if ctx.is_main else []):
             cols = np.searchsorted(union, subsets[i])
@@ -183,12 +192,14 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             }
             if picks is None:
                 sc, self_inf, sel = np.asarray(result.scores[j, cols], np.float64), result.train_self[cols], cols
+                key = np.asarray(result.scores[T + j, cols], np.float64) if len(engine_ids) > T else None
+                key = by_method[j] if by_method is not None else (None if key is None else sc - key)
             else:
-                pos, sc, self_inf = picks[j]
+                pos, sc, self_inf, key = picks[j]
                 sel = cols[pos]
             rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
-                         ent_names, rel_names, None if by_method is None else by_method[j])
-            header = CSV_HEADER if by_method is None else [*CSV_HEADER, "MethodScore"]
+                         ent_names, rel_names, key)
+            header = CSV_HEADER if key is None else [*CSV_HEADER, "MethodScore"]
             _write_csv(out / f"{name}_tracin.csv", rows, header)
             if collect is not None:
                 collect.extend(rows)
@@ -219,27 +230,33 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
     process would score, so its numbers are bitwise the same) against every test triple. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
     or, with ``top_k``, only each rank's own top-k and bottom-k, which contain the global ones
-    (ties included: the order is the same stable sort restricted to a shard). Others get None."""
+    (ties included: the order is the same stable sort restricted to a shard). Others get None.
+    ``test_ids`` beyond ``len(cols_of)`` are the rivals of tracin-margin, one per test triple: then
+    each pick also carries the margin TracIn(test) − TracIn(rival), and the top-k are the margin's."""
     lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
     result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
+    T = len(cols_of)
     mine = []
     for j, cols in enumerate(cols_of):
         pos = np.nonzero((cols >= lo) & (cols < hi))[0]
         sc = np.asarray(result.scores[j, cols[pos] - lo], np.float64)
         self_inf = result.train_self[cols[pos] - lo]
+        key = sc - np.asarray(result.scores[T + j, cols[pos] - lo], np.float64) if len(test_ids) > T else None
         if top_k is not None and 2 * top_k < len(pos):
-            order = np.argsort(-sc, kind="stable")
+            order = np.argsort(-(sc if key is None else key), kind="stable")
             keep = np.sort(np.concatenate([order[:top_k], order[-top_k:]]))
             pos, sc, self_inf = pos[keep], sc[keep], self_inf[keep]
-        mine.append((pos, sc, self_inf))
+            key = None if key is None else key[keep]
+        mine.append((pos, sc, self_inf, key))
     parts = gather_to_main(mine)
     if parts is None:
         return result, None
     picks = []
-    for j in range(len(cols_of)):
+    for j in range(T):
         pos, sc, self_inf = (np.concatenate([p[j][k] for p in parts]) for k in range(3))
+        key = None if parts[0][j][3] is None else np.concatenate([p[j][3] for p in parts])
         o = np.argsort(pos, kind="stable")  # back to the single-process column order
-        picks.append((pos[o], sc[o], self_inf[o]))
+        picks.append((pos[o], sc[o], self_inf[o], None if key is None else key[o]))
     return result, picks
 
 

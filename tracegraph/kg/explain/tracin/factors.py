@@ -15,8 +15,16 @@ those, and inner products of per-example gradients become products of small Gram
 
 g = ∂ℓ/∂s (scores), x the hidden vector, u = ∂ℓ/∂e_h, w = ∂ℓ/∂r. No per-example gradient of a
 large tensor is ever built. Loss conventions: "train-loss" (1-N BCE with label smoothing, the
-triple's tail as the positive) and "score" (softplus(-s_t)), where g is one-hot and g_i·g_j
-needs no N-wide product.
+triple's tail as the positive), "score" (softplus(-s_t)) and "logit" (-s_t); for the last two g is
+one-hot and g_i·g_j needs no N-wide product.
+
+Why "logit" is the default of the explanation methods: in KvsAll training a training triple
+(h, r, t') is the label 1-ε+ε/N at column t' of the sample (h, r). A retrain without it (or with
+it masked out, kg/data/exclusion.py) sets that label to ε/N, so every step's loss gradient changes
+by -(1-ε)∇s_t' — whatever the model's current fit σ(s_t'). To first order the fact's score then
+moves by -(1-ε) Σ_steps η ⟨∇s_t', ∇s_fact⟩: TracIn with ℓ = -s on both sides. softplus(-s) weights
+each checkpoint's term by σ(-s_train)·σ(-s_fact), which vanishes for the well-fitted triples whose
+removal matters most.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ PARAM_ORDER = [
     "fc.weight", "fc.bias", "bn2.weight", "bn2.bias", "entity.weight", "entity_bias",
 ]
 SMALL = ["bn0.weight", "bn0.bias", "conv.weight", "conv.bias", "bn1.weight", "bn1.bias", "fc.bias", "bn2.weight", "bn2.bias"]
-LOSSES = ("train-loss", "score")
+LOSSES = ("train-loss", "score", "logit")
 
 
 def select_layers(model, spec) -> list[str]:
@@ -102,6 +110,8 @@ def example_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Ten
         return bce_1n(model.score_all(h, r), Targets.one_per_sample(t), label_smoothing, reduction="none")
     if loss == "score":
         return F.softplus(-model.score_triples(h, r, t))
+    if loss == "logit":
+        return -model.score_triples(h, r, t)
     raise TracegraphError(f"--loss must be one of {', '.join(LOSSES)}, not {loss!r}")
 
 
@@ -134,11 +144,11 @@ def compute_factors(model, h, r, t, loss: str, label_smoothing: float, layers: l
         if loss == "train-loss":
             s = model.score_hidden(x)
             per = bce_1n(s, Targets.one_per_sample(t), label_smoothing, reduction="none")
-        elif loss == "score":
+        elif loss in ("score", "logit"):
             s = (x * model.entity(t)).sum(-1)
             if model.entity_bias is not None:
                 s = s + model.entity_bias[t]
-            per = F.softplus(-s)
+            per = F.softplus(-s) if loss == "score" else -s
         else:
             raise TracegraphError(f"--loss must be one of {', '.join(LOSSES)}, not {loss!r}")
         at = [e, rv, rec["conv_in"], rec["conv_out"], rec["bn1_out"], rec["fc_out"], rec["bn2_out"], s]
