@@ -1,8 +1,9 @@
-"""Necessity of explanations on UMLS (issue 15): train ConvE with the README's defaults, then
+"""Necessity of explanations (issue 15) on UMLS (bundled) or any train/valid/test folder such as
+WN18RR (`tracegraph data get wn18rr -o DIR`): train ConvE with the README's defaults, then
 `fidelity necessity` with every method, and print one JSON line per arm plus one with the targets
 (chosen method's ΔH@1 >= 0.3 and >= 2x the neighbour arm's; far within 0.05 of 0) and the seconds.
 
-Usage: python benchmarks/necessity_umls.py --out DIR [--model small|default] [--epochs 100] [--n 100] [--k 4]
+Usage: python benchmarks/necessity.py --out DIR [--data DIR] [--model small|default] [--epochs 100] [--n 100] [--k 4]
        [--methods tracin,tracin-cosine,relatif,local-retrain,degree,path] [--device cuda] [--seeds 0]
 
 `--model small` (d = 64 as 8x8, 16 channels, a checkpoint every 5 epochs) is the model of the
@@ -37,6 +38,7 @@ def emit(**kw):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--data", default=str(UMLS), help="folder with train.txt, valid.txt, test.txt (default: bundled UMLS)")
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--model", choices=["small", "default"], default="small")
     ap.add_argument("--n", type=int, default=100)
@@ -52,10 +54,12 @@ def main():
     a = ap.parse_args()
     out = Path(a.out)
     run = out / "run"
+    data = Path(a.data)
+    name = data.name.lower()
     t0 = time.perf_counter()
     if not (run / "final_model.pt").is_file():
         small = a.model == "small"
-        train(TrainConfig(train=str(UMLS / "train.txt"), valid=str(UMLS / "valid.txt"), test=str(UMLS / "test.txt"),
+        train(TrainConfig(train=str(data / "train.txt"), valid=str(data / "valid.txt"), test=str(data / "test.txt"),
                           output_dir=str(run), epochs=a.epochs, device=a.device, eval_every=25,
                           checkpoint_every=a.checkpoint_every or (5 if small else 1),
                           model=dict(embedding_dim=64, embedding_height=8, embedding_width=8, output_channels=16)
@@ -67,20 +71,20 @@ def main():
         found = sorted((run / "checkpoints").glob("epoch_*.pt"))
         ckpts = [str(p) for p in found[step - 1::step]]
     ks = [int(x) for x in a.k.split(",")]
-    cfg = NecessityConfig(model_dir=str(run), train=str(UMLS / "train.txt"), output_dir=str(out / "necessity"),
+    cfg = NecessityConfig(model_dir=str(run), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
                           n=a.n, ks=ks, methods=a.methods.split(","), seeds=[int(s) for s in a.seeds.split(",")],
                           checkpoints=ckpts, device=a.device, loss=a.loss,
                           local=LocalRetrainOptions(candidates=a.local_candidates, steps=a.local_steps, k=max(ks)))
     res = run_necessity(cfg)
-    for name, e in res["summary"].items():
-        emit(figure="necessity_umls", arm=name, delta_hits1=e["delta_hits@1"], delta_mrr=e["delta_mrr"]["mean"],
+    for arm, e in res["summary"].items():
+        emit(figure=f"necessity_{name}", arm=arm, delta_hits1=e["delta_hits@1"], delta_mrr=e["delta_mrr"]["mean"],
              hits1_after=e["hits@1"]["mean"], removed=e["triples_removed"])
     k = max(ks)
     s = res["summary"]
     nb, far = s[f"neighbour@{k}"]["delta_hits@1"]["mean"], s[f"far@{k}"]["delta_hits@1"]["mean"]
     best = max(cfg.methods, key=lambda m: s[f"{m}@{k}"]["delta_hits@1"]["mean"])
     d = s[f"{best}@{k}"]["delta_hits@1"]["mean"]
-    emit(figure="necessity_umls_targets", n_facts=res["n_facts"], k=k, best_method=best, best_delta_hits1=d,
+    emit(figure=f"necessity_{name}_targets", n_facts=res["n_facts"], k=k, best_method=best, best_delta_hits1=d,
          neighbour=nb, far=far, ratio_to_neighbour=d / nb if nb > 0 else None,
          target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05), train_seconds=train_s,
          explain_seconds=res["explain_seconds"], necessity_seconds=res["seconds"],
