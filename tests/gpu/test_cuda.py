@@ -73,7 +73,7 @@ def test_bf16_training_learns(umls_dir, tmp_path):
     assert h[-1]["loss"] < h[0]["loss"] and h[-1]["valid"]["mrr"] > h[0]["valid"]["mrr"]
 
 
-@pytest.mark.parametrize("loss", ["train-loss", "score"])
+@pytest.mark.parametrize("loss", ["train-loss", "score", "logit"])
 def test_exact_tracin_on_cuda_equals_autograd_with_tf32_on(umls_dir, tmp_path, loss):
     out = tmp_path / "run"
     train(cfg(umls_dir, out, valid=None, lr_decay=0.5))
