@@ -43,7 +43,7 @@ class NecessityConfig:
     facts: str | None = None  # default: N test triples (the run's test file) ranked first
     n: int = 100
     ks: list[int] = field(default_factory=lambda: [1, 2, 4])
-    methods: list[str] = field(default_factory=lambda: ["local-retrain"])
+    methods: list[str] = field(default_factory=lambda: ["tracin-margin"])  # explain's default
     seeds: list[int] | None = None  # default: the run's own seed (its reference is the run itself)
     loss: str = "logit"
     layers: str = "all"
