@@ -465,6 +465,7 @@ from tracegraph.errors import DataError  # noqa: E402
 from tracegraph.kg.data.triples import describe_edge_key  # noqa: E402
 from tracegraph.kg.explain.tracin import explain as ex  # noqa: E402
 from tracegraph.kg.explain.tracin.explain import CSV_HEADER, ExplainConfig, run_explain  # noqa: E402
+from tracegraph.kg.explain.tracin.engine import InfluenceResult  # noqa: E402
 from tracegraph.kg.model.model_io import build_model  # noqa: E402
 from tracegraph.runtime.checkpoints import load_checkpoint  # noqa: E402
 
@@ -950,3 +951,120 @@ def test_reference_gradients_of_no_triples(fn):
                             InfluenceOptions(method=fn.split("_")[0], layers="last:2"), torch.device("cpu"),
                             read=Reader({p: pl for p, (_, pl) in _payloads(lrs=(0.5,)).items()}))
     assert res.scores.shape == (0, 5) and res.test_self.shape == (0,)
+
+
+# ---- issue #18: explain.py's torchrun pre-selection under ties, --devices under torchrun, the
+# seeds of the random baseline, the filter index local-retrain reads
+
+
+@pytest.mark.parametrize("top_k", [3, 7])
+def test_influence_over_ranks_keeps_the_single_process_picks_under_ties(monkeypatch, top_k):
+    """Each rank keeps its own top-k / bottom-k of a tied shard; rank 0 must then hold the rows one
+    process picks: the first k rows (column order) of the highest scores and the last k of the
+    lowest, ties broken by column (brute force with Python's sort, not numpy's)."""
+    n = 64
+    sc = np.zeros(n)
+    sc[:20] = 5.0  # a tied top group longer than k and than a shard's share of it
+    sc[40:] = -5.0  # a tied bottom group
+    sc[20:40] = np.linspace(1, -1, 20)
+    train_ids = np.array([[i, 0, i] for i in range(n)])  # row i says which column it is
+    union = np.arange(n)
+
+    def fake_compute(checkpoints, rows, test_ids, opts, device, progress=None, read=None):
+        c = rows[:, 0]
+        return InfluenceResult(np.stack([sc[c], -sc[c]]), c * 10.0, np.zeros(2), [], ["x"])
+
+    monkeypatch.setattr(ex, "compute_influence", fake_compute)
+    cols_of = [np.arange(n), np.arange(n)]
+    mine = {}
+    for rank in (1, 0):
+        monkeypatch.setattr(ex, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
+                            if rank else [m, mine[1]])
+        res, picks = ex._influence_over_ranks(_Ctx(rank, 2), [], train_ids, union, cols_of, np.zeros((2, 3), np.int64),
+                                              InfluenceOptions(batch_size=8), torch.device("cpu"), None, top_k)
+    for j, s in enumerate((sc, -sc)):
+        by_score = sorted(range(n), key=lambda i: (-s[i], i))  # stable descending, by hand
+        want = set(by_score[:top_k]) | set(by_score[-top_k:])
+        pos, got_sc, got_self = picks[j]
+        assert want <= set(pos.tolist()), (j, sorted(want - set(pos.tolist())))
+        assert pos.tolist() == sorted(pos.tolist())
+        np.testing.assert_array_equal(got_sc, s[pos])
+        np.testing.assert_array_equal(got_self, pos * 10.0)
+        # and the rows _rows then writes are the single-process ones, in its order
+        one = ex._rows(s, np.zeros(n), train_ids, (0, 0, 0), top_k, [str(i) for i in range(n)], ["r"],
+                       [str(i) for i in range(n)], ["r"])
+        merged = ex._rows(got_sc, got_self, train_ids[pos], (0, 0, 0), top_k, [str(i) for i in range(n)], ["r"],
+                          [str(i) for i in range(n)], ["r"])
+        assert [r[6] for r in merged] == [r[6] for r in one] == [str(i) for i in by_score[:top_k] + by_score[-top_k:]]
+
+
+def test_run_explain_refuses_devices_under_torchrun(tiny_run, tmp_path, monkeypatch):
+    """--devices shards test triples in one process; under torchrun it is refused before anything runs."""
+    from tracegraph.runtime.distributed import init_distributed
+
+    real = init_distributed("cpu")
+
+    class Active:
+        active, rank, world_size, is_main, device = True, 0, 2, True, real.device
+
+    monkeypatch.setattr(ex, "init_distributed", lambda device: Active())
+    d = tiny_run
+    with pytest.raises(TracegraphError) as e:
+        run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(d / "test.txt"),
+                                  output_dir=str(tmp_path / "z"), devices=["cpu", "cpu"]))
+    assert str(e.value) == ("--devices is for one process on one node; under torchrun every rank uses its own device")
+    assert not (tmp_path / "z").exists()
+
+
+def _method_column(out, name):
+    _, body = _read_csv(out / name)
+    return [(r[6], r[8], r[10], float(r[14])) for r in body]
+
+
+def test_run_explain_random_baseline_is_seeded_per_test_triple(tiny_run, tmp_path):
+    """--method random: a random order of the candidates, the same on every run (fixed seeds) and
+    drawn separately for each test triple (two test triples with the same 8 candidates get
+    different orders; the chance that two independent permutations of 8 agree is 1/40320)."""
+    d = tiny_run
+    cfg = lambda o: ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),  # noqa: E731
+                                  test_triples=str(d / "test.txt"), output_dir=str(tmp_path / o), device="cpu",
+                                  explainer="random")
+    first, again = run_explain(cfg("a")), run_explain(cfg("b"))
+    assert first["explained"] == again["explained"] == 3
+    names = [f for f in first["files"] if f.endswith(".csv")]
+    orders = []
+    for name in names:
+        rows = _method_column(tmp_path / "a", name)
+        assert rows == _method_column(tmp_path / "b", name)  # reproducible
+        assert sorted(r[3] for r in rows) == [-float(k) for k in range(8, 0, -1)]  # minus the rank position
+        assert [r[3] for r in rows] == sorted((r[3] for r in rows), reverse=True)
+        orders.append([r[:3] for r in rows])
+    assert len({tuple(o) for o in orders}) == len(orders)  # one permutation per test triple
+
+
+def test_run_explain_local_retrain_filters_the_runs_known_tails(tiny_run, tmp_path):
+    """--method local-retrain reads the filter index (the run's training file): its MethodScore column
+    equals methods.method_keys_all given a KnownTails built here from the training file by hand."""
+    from tracegraph.kg.data.triples import IdMap, KnownTails, with_reciprocals
+    from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
+    from tracegraph.kg.model.model_io import list_epoch_checkpoints, load_model
+
+    d = tiny_run
+    out = tmp_path / "lr"
+    summary = run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
+                                        test_triples=str(d / "test.txt"), output_dir=str(out), device="cpu",
+                                        explainer="local-retrain", max_triples=1))
+    assert summary["explained"] == 1
+    ents, rels = IdMap.read(d / "run" / "node_dict.txt", "e"), IdMap.read(d / "run" / "rel_dict.txt", "r")
+    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in RUN_TRIPLES])
+    known = KnownTails([with_reciprocals(ids, len(rels))], 2 * len(rels))
+    fact = np.array([[ents.id("a"), rels.id("r"), ents.id("c")]])
+    lm = load_model(d / "run" / "final_model.pt")
+    keys = method_keys_all(["local-retrain"], model=lm.model, checkpoints=list_epoch_checkpoints(d / "run"),
+                           train_ids=ids, facts=fact, subsets=[np.arange(len(ids))], known=known,
+                           opts=MethodOptions(label_smoothing=0.1), device=torch.device("cpu"))["local-retrain"][0]
+    want = {RUN_TRIPLES[i]: v for i, v in enumerate(np.asarray(keys[0], np.float64))}
+    got = _method_column(out, "triple_000_a_c_tracin.csv")
+    assert len(got) == 8
+    for h, r, t, v in got:
+        assert v == pytest.approx(want[h, r, t], rel=1e-6, abs=1e-9)
