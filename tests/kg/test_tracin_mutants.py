@@ -985,7 +985,8 @@ def test_influence_over_ranks_keeps_the_single_process_picks_under_ties(monkeypa
     for j, s in enumerate((sc, -sc)):
         by_score = sorted(range(n), key=lambda i: (-s[i], i))  # stable descending, by hand
         want = set(by_score[:top_k]) | set(by_score[-top_k:])
-        pos, got_sc, got_self = picks[j]
+        pos, got_sc, got_self, key = picks[j]
+        assert key is None
         assert want <= set(pos.tolist()), (j, sorted(want - set(pos.tolist())))
         assert pos.tolist() == sorted(pos.tolist())
         np.testing.assert_array_equal(got_sc, s[pos])
@@ -1068,3 +1069,42 @@ def test_run_explain_local_retrain_filters_the_runs_known_tails(tiny_run, tmp_pa
     assert len(got) == 8
     for h, r, t, v in got:
         assert v == pytest.approx(want[h, r, t], rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("top_k", [3, 7])
+def test_influence_over_ranks_selects_tracin_margin_rows_by_the_margin(monkeypatch, top_k):
+    """tracin-margin under torchrun: the rival is the extra test row; each rank keeps its top-k /
+    bottom-k by TracIn(test) − TracIn(rival), not by TracIn(test), and rank 0 writes the rows one
+    process writes (brute force: Python's sort on (−margin, column))."""
+    n = 64
+    rng = np.random.default_rng(5)
+    sc = rng.integers(-4, 5, n).astype(float)  # ties inside and across shards
+    rival = rng.integers(-4, 5, n).astype(float)
+    margin = sc - rival
+    assert sorted(range(n), key=lambda i: (-margin[i], i))[:top_k] != sorted(range(n), key=lambda i: (-sc[i], i))[:top_k]
+    train_ids = np.array([[i, 0, i] for i in range(n)])
+
+    def fake_compute(checkpoints, rows, test_ids, opts, device, progress=None, read=None):
+        c = rows[:, 0]
+        assert len(test_ids) == 2  # the test triple, then its rival
+        return InfluenceResult(np.stack([sc[c], rival[c]]), c * 10.0, np.zeros(2), [], ["x"])
+
+    monkeypatch.setattr(ex, "compute_influence", fake_compute)
+    mine = {}
+    for rank in (1, 0):
+        monkeypatch.setattr(ex, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
+                            if rank else [m, mine[1]])
+        res, picks = ex._influence_over_ranks(_Ctx(rank, 2), [], train_ids, np.arange(n), [np.arange(n)],
+                                              np.zeros((2, 3), np.int64), InfluenceOptions(batch_size=8),
+                                              torch.device("cpu"), None, top_k)
+    assert len(picks) == 1
+    pos, got_sc, got_self, key = picks[0]
+    by_margin = sorted(range(n), key=lambda i: (-margin[i], i))
+    assert set(by_margin[:top_k]) | set(by_margin[-top_k:]) <= set(pos.tolist())
+    np.testing.assert_array_equal(got_sc, sc[pos])
+    np.testing.assert_array_equal(key, margin[pos])
+    labels = [str(i) for i in range(n)]
+    one = ex._rows(sc, np.zeros(n), train_ids, (0, 0, 0), top_k, labels, ["r"], labels, ["r"], margin)
+    merged = ex._rows(got_sc, got_self, train_ids[pos], (0, 0, 0), top_k, labels, ["r"], labels, ["r"], key)
+    assert [r[6] for r in merged] == [r[6] for r in one] == [str(i) for i in by_margin[:top_k] + by_margin[-top_k:]]
+    assert [r[-1] for r in merged] == [float(margin[i]) for i in by_margin[:top_k] + by_margin[-top_k:]]
