@@ -494,3 +494,26 @@ def test_log_lines_report_each_epoch_and_the_setup(data, tmp_path, caplog):
                    for t in text), text
     assert any(t.startswith("ConvE: 6 entities, 2 relations, 10 train triples, 16 samples (kvsall)")
                and t.endswith("loss fused") for t in text), text
+
+
+@pytest.mark.parametrize("mode", ["kvsall", "1vsall"])
+def test_a_run_without_reciprocal_relations_trains_on_the_forward_samples_only(data, tmp_path, mode):
+    """reciprocal=False: R relation rows, the samples of the triples as written (no (t, r⁻¹, h)),
+    and with rate 0 each epoch's loss is their dense loss (float64, labels written out)."""
+    out = tmp_path / "fwd"
+    train(cfg(data, out, epochs=2, learning_rate=0.0, training_mode=mode, label_smoothing=0.1,
+              model=dict(TINY, reciprocal=False)))
+    forward = [(h, r, t) for h, r, t in ids(TRIPLES)]
+    if mode == "1vsall":
+        gr = [((h, r), [t]) for h, r, t in forward]
+    else:
+        tails: dict = {}
+        for h, r, t in forward:
+            tails.setdefault((h, r), []).append(t)
+        gr = list(tails.items())
+    model = initial_model(reciprocal=False)
+    assert model.relation.weight.shape[0] == R
+    expected = dense_loss(model, gr, 0.1)
+    assert [h["loss"] for h in read(out / "training_history.json")] == pytest.approx([expected, expected], rel=1e-5)
+    assert read(out / "config.json")["sizes"]["training_samples"] == len(gr)
+    assert load(out / "final_model.pt")["model"]["relation.weight"].shape[0] == R
