@@ -517,3 +517,25 @@ def test_a_run_without_reciprocal_relations_trains_on_the_forward_samples_only(d
     assert [h["loss"] for h in read(out / "training_history.json")] == pytest.approx([expected, expected], rel=1e-5)
     assert read(out / "config.json")["sizes"]["training_samples"] == len(gr)
     assert load(out / "final_model.pt")["model"]["relation.weight"].shape[0] == R
+
+
+def test_validation_of_a_run_without_reciprocal_relations_filters_forward_triples(data, tmp_path):
+    """reciprocal=False: validation ranks tails only, filtered by the train/valid/test triples as
+    written; reciprocal rows (t, r+R, h) in that filter would collide with the keys of (t+1, r)."""
+    out = tmp_path / "fwdval"
+    train(cfg(data, out, epochs=1, valid=str(data / "valid.txt"), test=str(data / "test.txt"),
+              model=dict(TINY, reciprocal=False)))
+    m = ConvE(ConvEConfig(num_entities=6, num_relations=2, **dict(TINY, reciprocal=False)))
+    m.load_state_dict(load(out / "final_model.pt")["model"])
+    m.eval()
+    kt: dict = {}
+    for h, r, t in ids(TRIPLES + VALID + TEST):
+        kt.setdefault((h, r), set()).add(t)
+    rr = []
+    for h, r, t in ids(VALID):
+        with torch.no_grad():
+            s = m(torch.tensor([h]), torch.tensor([r]))[0].double().numpy()
+        s[[e for e in kt[(h, r)] if e != t]] = -np.inf
+        g, e = int((s > s[t]).sum()), int((s == s[t]).sum()) - 1
+        rr.append(1.0 / (1 + g + e / 2))
+    assert read(out / "training_history.json")[-1]["valid"]["mrr"] == pytest.approx(float(np.mean(rr)), rel=1e-6)
