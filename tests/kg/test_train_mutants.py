@@ -59,9 +59,9 @@ def ids(triples):
     return [(ENT[h], REL[r], ENT[t]) for h, r, t in triples]
 
 
-def groups(triples, mode):
-    """Training samples (head, relation row) and their tails, from the triples and their reciprocals."""
-    directions = [(h, r, t) for h, r, t in ids(triples)] + [(t, r + R, h) for h, r, t in ids(triples)]
+def groups(triples, mode, reciprocal=True):
+    """Training samples (head, relation row) and their tails, from the triples (and their reciprocals)."""
+    directions = [(h, r, t) for h, r, t in ids(triples)] + ([(t, r + R, h) for h, r, t in ids(triples)] if reciprocal else [])
     if mode == "1vsall":
         return [((h, r), [t]) for h, r, t in directions]
     tails: dict = {}
@@ -503,14 +503,7 @@ def test_a_run_without_reciprocal_relations_trains_on_the_forward_samples_only(d
     out = tmp_path / "fwd"
     train(cfg(data, out, epochs=2, learning_rate=0.0, training_mode=mode, label_smoothing=0.1,
               model=dict(TINY, reciprocal=False)))
-    forward = [(h, r, t) for h, r, t in ids(TRIPLES)]
-    if mode == "1vsall":
-        gr = [((h, r), [t]) for h, r, t in forward]
-    else:
-        tails: dict = {}
-        for h, r, t in forward:
-            tails.setdefault((h, r), []).append(t)
-        gr = list(tails.items())
+    gr = groups(TRIPLES, mode, reciprocal=False)
     model = initial_model(reciprocal=False)
     assert model.relation.weight.shape[0] == R
     expected = dense_loss(model, gr, 0.1)
