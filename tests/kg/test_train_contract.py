@@ -215,3 +215,63 @@ def test_the_fused_objective_has_the_standard_loss_and_gradients(data, monkeypat
         np.testing.assert_allclose(grads[True][k].numpy(), g.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
     assert grads[True]["entity_bias"].abs().sum() > 0 and grads[True]["entity.weight"][h].abs().sum() > 0
     assert len(handed) == 1 and handed[0] is not None and handed[0].shape == model.entity.weight.shape
+
+
+# ---------------------------------------------------------------- options that change only how, or when
+
+def test_gradient_checkpointing_recomputes_the_encoder_and_changes_nothing_else(data, tmp_path, monkeypatch):
+    import tracegraph.kg.model.conve as conve
+
+    calls, real = [], conve.checkpoint
+    monkeypatch.setattr(conve, "checkpoint", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    train(cfg(data, tmp_path / "ck", epochs=2, batch_size=4, gradient_checkpointing=True))
+    assert len(calls) == 8  # every training step (2 epochs x 4 batches), none in evaluation
+    calls.clear()
+    train(cfg(data, tmp_path / "plain", epochs=2, batch_size=4))
+    assert calls == []
+    a, b = load(tmp_path / "ck" / "final_model.pt")["model"], load(tmp_path / "plain" / "final_model.pt")["model"]
+    assert all(torch.allclose(a[k].float(), b[k].float(), rtol=1e-6, atol=1e-7) for k in a)
+
+
+def test_weight_decay_reaches_the_optimizer(data, tmp_path):
+    """Adam's coupled L2: the run keeps the optimizer's weight_decay (checkpointed state) and ends
+    elsewhere than the same run without it."""
+    train(cfg(data, tmp_path / "wd", epochs=1, weight_decay=0.5))
+    train(cfg(data, tmp_path / "no", epochs=1))
+    ck = load(tmp_path / "wd" / "checkpoints" / "epoch_0001.pt")
+    assert [g["weight_decay"] for g in ck["optimizer"]["param_groups"]] == [0.5]
+    a, b = load(tmp_path / "wd" / "final_model.pt")["model"], load(tmp_path / "no" / "final_model.pt")["model"]
+    assert not torch.allclose(a["entity.weight"], b["entity.weight"])
+
+
+def test_plateau_schedule_halves_the_rate_after_lr_patience_flat_evaluations(data, tmp_path, monkeypatch):
+    """ReduceLROnPlateau (mode max) on the scripted valid MRRs 0.5, 0.4, 0.4, 0.6, 0.6 with
+    --lr-patience 1: the third evaluation is the second without improvement, so epoch 4 runs at half rate."""
+    plan = iter([0.5, 0.4, 0.4, 0.6, 0.6])
+    monkeypatch.setattr(train_module, "_evaluate", lambda *a, **k: ({"both": {"mrr": next(plan), "hits@10": 0.0}}, []))
+    out = tmp_path / "plateau"
+    train(cfg(data, out, epochs=5, valid=str(data / "valid.txt"), lr_scheduler="plateau", lr_factor=0.5,
+              lr_patience=1, patience=0))
+    assert [h["lr"] for h in read(out / "training_history.json")] == [0.01, 0.01, 0.01, 0.005, 0.005]
+
+
+def test_overwrite_replaces_a_finished_run(data, tmp_path):
+    out = tmp_path / "run"
+    train(cfg(data, out, epochs=2))
+    first = read(out / "config.json")["run_id"]
+    s = train(cfg(data, out, epochs=1, overwrite=True))
+    assert s["epochs_run"] == 1 and read(out / "config.json")["run_id"] != first
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["epoch_0001.pt"]
+
+
+def test_log_lines_of_test_metrics_resume_and_early_stopping(data, tmp_path, monkeypatch, logs):
+    out = tmp_path / "run"
+    train(cfg(data, out, epochs=1, test=str(data / "test.txt")))
+    res = read(out / "test_results.json")["both"]
+    assert f"test: MRR {res['mrr']:.4f}, Hits@10 {res['hits@10']:.4f}" in logs()
+    train(cfg(data, out, epochs=2, resume=True))
+    assert f"resuming after epoch 1 from {out / 'checkpoints' / 'epoch_0001.pt'}" in logs()
+    plan = iter([0.5, 0.4, 0.4])
+    monkeypatch.setattr(train_module, "_evaluate", lambda *a, **k: ({"both": {"mrr": next(plan), "hits@10": 0.0}}, []))
+    train(cfg(data, tmp_path / "es", epochs=3, valid=str(data / "valid.txt"), patience=2))
+    assert "early stopping: no valid MRR improvement in 2 evaluations" in logs()

@@ -143,8 +143,22 @@ class ConvE(nn.Module):
             r = self.relation_drop(r)
         if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
             # recompute the conv block in backward: its activations (B×C×H×W) dominate memory
-            return checkpoint(self.encode, e_h, r, use_reentrant=False)
+            return checkpoint(self._encode_once, e_h, r, [], use_reentrant=False)
         return self.encode(e_h, r)
+
+    def _encode_once(self, e_h: torch.Tensor, r: torch.Tensor, calls: list) -> torch.Tensor:
+        """``encode`` for checkpointing: the recomputation in backward must not move BatchNorm's
+        running statistics a second time (they would count every batch twice, and the eval-mode
+        model would differ from a run without checkpointing), so they are put back after it."""
+        calls.append(1)
+        if len(calls) == 1:
+            return self.encode(e_h, r)
+        saved = [(b, b.clone()) for m in (self.bn0, self.bn1, self.bn2) for b in m.buffers()]
+        try:
+            return self.encode(e_h, r)
+        finally:
+            for b, v in saved:
+                b.copy_(v)
 
     def score_hidden(self, x: torch.Tensor, start: int = 0, end: int | None = None) -> torch.Tensor:
         """Scores of hidden vectors against entities [start, end): x E[start:end]ᵀ + b."""
