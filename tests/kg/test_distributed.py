@@ -135,6 +135,7 @@ def test_distributed_training_matches_single_process(umls_dir, single_run, tmp_p
     print(f"training: max relative loss difference {np.abs(l2 - l1).max() / np.abs(l1).max():.1e}")
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["resolved"]["world_size"] == 2 and cfg["resolved"]["backend"] == "gloo"
+    assert cfg["resolved"]["batch_size_semantics"] == "global (per process: about batch_size / world_size)"
     for f in ("best_model.pt", "final_model.pt", "test_results.json", "checkpoints/epoch_0003.pt"):
         assert (out / f).is_file(), f
 
