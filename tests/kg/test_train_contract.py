@@ -6,7 +6,6 @@ Written against the mutants of kg/model/train.py and training_files.py that test
 left alive (docs/testing.md): each test says what it holds, computed independently of the loop.
 """
 
-import logging
 import re
 from types import SimpleNamespace
 
@@ -16,24 +15,10 @@ import torch
 
 import tracegraph.kg.model.train as train_module
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model.loss import Targets
 from tracegraph.kg.model.train import TrainingObjective, train
-from tests.kg.test_train_mutants import (  # noqa: F401  (data is a fixture)
-    TINY, TRIPLES, cfg, data, dense_loss, groups, initial_model, load, read,
+from tests.kg.test_train_mutants import (  # noqa: F401  (data and logs are fixtures)
+    TRIPLES, cfg, data, dense_loss, groups, initial_model, load, logs, read, rows_loss, scripted,
 )
-
-
-@pytest.fixture
-def logs(caplog):
-    """The messages of the ``tracegraph`` logger at INFO, as a list that fills while the test runs."""
-    logger = logging.getLogger("tracegraph")
-    logger.addHandler(caplog.handler)
-    caplog.handler.setLevel(logging.INFO)
-    old = logger.level
-    logger.setLevel(logging.INFO)
-    yield lambda: [r.getMessage() for r in caplog.records]
-    logger.removeHandler(caplog.handler)
-    logger.setLevel(old)
 
 
 # ---------------------------------------------------------------- errors, word for word
@@ -175,8 +160,7 @@ def test_a_padded_step_is_the_unpadded_step(data, tmp_path, impl):
     index = torch.arange(5)
     n = s.store.target_count(s.store.epoch([list(range(5))])[0])
     h, r = s.store.heads_relations(index)
-    tails = dict(groups(TRIPLES, "kvsall"))
-    expected = dense_loss(initial_model(), [((int(a), int(b)), tails[(int(a), int(b))]) for a, b in zip(h, r)], 0.1)
+    expected = rows_loss(initial_model(), h, r, dict(groups(TRIPLES, "kvsall")), 0.1)
     assert float(run_step(index, n, padded=False)) == pytest.approx(expected, rel=1e-5)
     assert float(run_step(index, n + 7, padded=True)) == pytest.approx(expected, rel=1e-5)
 
@@ -204,12 +188,10 @@ def test_the_fused_objective_has_the_standard_loss_and_gradients(data, monkeypat
     tails = torch.tensor([t for g in gr for t in g[1]])
     grads = {}
     for fused in (False, True):
-        model.zero_grad()
-        torch.manual_seed(0)
+        model.zero_grad()  # no dropout in TINY: both objectives see the same forward
         loss = TrainingObjective(model, fused, chunk=4, label_smoothing=0.2)(h, r, row, tails)
         loss.backward()
         grads[fused] = {k: p.grad.clone() for k, p in model.named_parameters()}
-        torch.manual_seed(0)
         assert loss.item() == pytest.approx(dense_loss(model, gr, 0.2), rel=1e-10)
     for k, g in grads[False].items():
         np.testing.assert_allclose(grads[True][k].numpy(), g.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
@@ -247,8 +229,7 @@ def test_weight_decay_reaches_the_optimizer(data, tmp_path):
 def test_plateau_schedule_halves_the_rate_after_lr_patience_flat_evaluations(data, tmp_path, monkeypatch):
     """ReduceLROnPlateau (mode max) on the scripted valid MRRs 0.5, 0.4, 0.4, 0.6, 0.6 with
     --lr-patience 1: the third evaluation is the second without improvement, so epoch 4 runs at half rate."""
-    plan = iter([0.5, 0.4, 0.4, 0.6, 0.6])
-    monkeypatch.setattr(train_module, "_evaluate", lambda *a, **k: ({"both": {"mrr": next(plan), "hits@10": 0.0}}, []))
+    scripted(monkeypatch, [0.5, 0.4, 0.4, 0.6, 0.6])
     out = tmp_path / "plateau"
     train(cfg(data, out, epochs=5, valid=str(data / "valid.txt"), lr_scheduler="plateau", lr_factor=0.5,
               lr_patience=1, patience=0))
@@ -271,7 +252,6 @@ def test_log_lines_of_test_metrics_resume_and_early_stopping(data, tmp_path, mon
     assert f"test: MRR {res['mrr']:.4f}, Hits@10 {res['hits@10']:.4f}" in logs()
     train(cfg(data, out, epochs=2, resume=True))
     assert f"resuming after epoch 1 from {out / 'checkpoints' / 'epoch_0001.pt'}" in logs()
-    plan = iter([0.5, 0.4, 0.4])
-    monkeypatch.setattr(train_module, "_evaluate", lambda *a, **k: ({"both": {"mrr": next(plan), "hits@10": 0.0}}, []))
+    scripted(monkeypatch, [0.5, 0.4, 0.4])
     train(cfg(data, tmp_path / "es", epochs=3, valid=str(data / "valid.txt"), patience=2))
     assert "early stopping: no valid MRR improvement in 2 evaluations" in logs()
