@@ -31,6 +31,10 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "runs" / "umls" / "checkpoints" / "epoch_0001.pt").is_file()
     top, why = namespace["top"], namespace["why"]
     assert top["rank"].tolist() == list(range(1, 11)) and set(top["head"]) == {"steroid"}
-    assert len(why) == 10 and why["MethodScore"].is_monotonic_decreasing  # the default: tracin-margin
+    # the default, tracin-margin-path: 5 proponents by walk shell (a direct edge counts as 2), then
+    # margin; then the 5 weakest margins
+    pro, opp = why.iloc[:5], why.iloc[5:]
+    keys = list(zip(pro["HeadTailWalk"].clip(lower=2), -pro["MethodScore"]))
+    assert len(why) == 10 and keys == sorted(keys) and opp["MethodScore"].is_monotonic_decreasing
     out = capsys.readouterr().out
     assert "135 True" in out  # UMLS has 135 entities

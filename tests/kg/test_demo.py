@@ -20,7 +20,7 @@ def test_demo_quick_end_to_end(tmp_path):
     fid = json.loads((out / "fidelity.json").read_text())
     assert set(fid) >= {"recovery", "recovery_other_loss", "necessity"}
     rec = fid["recovery"]
-    assert set(rec["summary"]) == {"tracin", "tracin-margin", "tracin-cosine", "relatif", "tracin-path", "local-retrain",
+    assert set(rec["summary"]) == {"tracin", "tracin-margin", "tracin-margin-path", "tracin-cosine", "relatif", "tracin-path", "local-retrain",
                                    "random", "degree", "path"}
     assert set(fid["recovery_other_loss"]["summary"]) == {"tracin", "random", "degree", "path"}
     assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
@@ -40,7 +40,7 @@ def test_demo_quick_end_to_end(tmp_path):
     assert s["tracin"]["recall@10"] > 1.5 * s["random"]["recall@10"], s
     nec = fid["necessity"]
     if nec["summary"]:  # the quick model may rank no test edge first; then the note says so
-        assert set(nec["summary"]) == {"neighbour@4", "far@4", "tracin-margin@4", "path@4"}
+        assert set(nec["summary"]) == {"neighbour@4", "far@4", "tracin-margin-path@4", "path@4"}
         assert all(0 < v["triples_removed"] <= 4 * nec["n_facts"] for v in nec["summary"].values())
         assert json.loads((out / "necessity" / "necessity.json").read_text())["summary"] == nec["summary"]
     else:

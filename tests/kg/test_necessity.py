@@ -240,6 +240,32 @@ def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, um
     assert bad.exit_code == 2 and "--method must be among" in bad.output
 
 
+def networkx_walks(cand: np.ndarray, fact) -> np.ndarray:
+    """Per candidate (u, r, v): the shortest head–tail walk through it in the candidate graph
+    (networkx BFS), min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf when there is none."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_edges_from((int(u), int(v)) for u, _, v in cand if u != v)
+    dh = nx.single_source_shortest_path_length(g, int(fact[0])) if int(fact[0]) in g else {}
+    dt = nx.single_source_shortest_path_length(g, int(fact[2])) if int(fact[2]) in g else {}
+    d = lambda dist, x: dist.get(int(x), np.inf)
+    return np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, _, v in cand])
+
+
+def test_path_lengths_equal_networkx_on_random_graphs():
+    """fidelity.path_lengths (scipy BFS) against networkx on random multigraphs with self-loops,
+    isolated heads/tails and head == tail."""
+    from tracegraph.kg.explain.fidelity import path_lengths
+
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        n = int(rng.integers(2, 30))
+        cand = np.stack([rng.integers(0, n, 50), np.zeros(50, np.int64), rng.integers(0, n, 50)], 1)[:rng.integers(1, 50)]
+        fact = (int(rng.integers(0, n + 2)), 0, int(rng.integers(0, n + 2)))  # n, n+1: not in the graph
+        np.testing.assert_array_equal(path_lengths(cand[:, [0, 2]], fact[0], fact[2]), networkx_walks(cand, fact))
+
+
 def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_dir):
     """tracin-path: candidates on a shorter head–tail path (networkx BFS on the candidate graph)
     come first; within a shell, higher TracIn first; the fact itself last."""
@@ -257,13 +283,7 @@ def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_d
     keys = method_keys_all(["tracin-path", "tracin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids,
                            facts=facts, subsets=subsets, known=None, opts=MethodOptions(), device=torch.device("cpu"))
     for j, (f, rows) in enumerate(zip(facts, subsets)):
-        cand = train_ids[rows]
-        g = nx.Graph()
-        g.add_edges_from((int(u), int(v)) for u, _, v in cand if u != v)
-        dh = nx.single_source_shortest_path_length(g, int(f[0])) if int(f[0]) in g else {}
-        dt = nx.single_source_shortest_path_length(g, int(f[2])) if int(f[2]) in g else {}
-        d = lambda dist, x: dist.get(int(x), np.inf)
-        shell = np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, _, v in cand])
+        shell = networkx_walks(train_ids[rows], f)
         tracin = np.asarray(keys["tracin"][j][0])
         got = ranked_order(keys["tracin-path"][j], np.arange(len(rows)))
         # expected: finite shells ascending, then no path; inside, TracIn descending
@@ -323,19 +343,77 @@ def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tin
         np.testing.assert_allclose(keys["tracin-margin"][j][0], want, rtol=0, atol=1e-4 * np.abs(want).max())
 
 
-def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls_dir, tmp_path):
-    """`explain`'s default (tracin-margin, --loss logit): TracInScore is the fact's own TracIn,
-    MethodScore its margin over the rival filtered by the run's train/valid/test files, rows
-    sorted by MethodScore; with --top-k the k strongest and k weakest margins."""
+def test_one_default_method_everywhere():
+    """The CLI repeats the default as literals (it imports no torch before parsing)."""
+    from tracegraph.cli.explain import DEFAULT_METHOD
+    from tracegraph.cli.necessity import necessity_cmd as necessity
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.demo.pipeline import Preset
+    import inspect
+
+    assert DEFAULT_EXPLAINER == "tracin-margin-path" == DEFAULT_METHOD
+    assert ExplainConfig("m", "t", "x", "o").explainer == DEFAULT_EXPLAINER
+    assert NecessityConfig("m", "t", "o").methods == [DEFAULT_EXPLAINER] and Preset().necessity_methods[0] == DEFAULT_EXPLAINER
+    assert inspect.signature(necessity).parameters["method"].default.default == DEFAULT_EXPLAINER
+
+
+def test_tracin_margin_path_orders_by_networkx_shell_then_brute_force_margin(tiny_umls, umls_dir):
+    """tracin-margin-path: shells of the networkx head–tail walk with a direct edge counted as a
+    two-edge walk (no walk last), the float64 brute-force margin inside each; the fact itself last."""
+    from tracegraph.kg.explain.fidelity import ranked_order
+    from tracegraph.kg.explain.methods import competitors
+    from tracegraph.kg.model.model_io import load_model
+
+    lm = load_model(tiny_umls)
+    train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)
+    direct = lambda f: np.isin(train_ids[:, [0, 2]], f[[0, 2]]).all(1) & (train_ids[:, 0] != train_ids[:, 2])
+    facts = facts[[j for j, f in enumerate(facts) if direct(f).sum() >= 2][:3]]  # facts with direct head–tail edges
+    known = KnownTails([with_reciprocals(train_ids, len(lm.relations))], lm.model.config.num_relation_rows)
+    # candidates touching the fact (the necessity test's) plus far rows, and the fact itself where it is a training row
+    subsets = [np.unique(np.concatenate([np.flatnonzero(np.isin(train_ids[:, 0], f[[0, 2]]) | np.isin(train_ids[:, 2], f[[0, 2]]))[:40],
+                                         np.arange(100, 130)])) for f in facts]
+    ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
+    keys = method_keys_all(["tracin-margin-path"], model=lm.model, checkpoints=ckpts, train_ids=train_ids, facts=facts,
+                           subsets=subsets, known=known, opts=MethodOptions(), device=torch.device("cpu"))
+    union = np.unique(np.concatenate(subsets))
+    _, ref = _margin_reference(tiny_umls, train_ids, facts, competitors(lm.model, facts, known), union, "logit")
+    seen, merged_differs = set(), False
+    for j, (f, rows) in enumerate(zip(facts, subsets)):
+        walk = networkx_walks(train_ids[rows], f)
+        shell = np.where(np.isfinite(walk), np.maximum(walk, 2), np.inf)
+        margin = ref[j, np.searchsorted(union, rows)]
+        is_fact = (train_ids[rows] == f).all(1)
+        got = ranked_order(keys["tracin-margin-path"][j], np.arange(len(rows)))
+        exp = sorted(range(len(rows)), key=lambda i: (is_fact[i], shell[i], -margin[i], i))
+        assert list(got) == exp
+        seen |= set(shell.tolist())
+        unmerged = sorted(range(len(rows)), key=lambda i: (is_fact[i], walk[i], -margin[i], i))
+        merged_differs = merged_differs or unmerged != exp
+    assert {2.0, 3.0} <= seen and len(seen) >= 3 and merged_differs  # direct edges do not simply come first
+
+
+@pytest.mark.parametrize("explainer", [None, "tracin-margin"])
+def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls_dir, tmp_path, explainer):
+    """tracin-margin (--loss logit): TracInScore is the fact's own TracIn, MethodScore its margin
+    over the rival filtered by the run's train/valid/test files, rows sorted by MethodScore; with
+    --top-k the k strongest and k weakest margins. `explain`'s default, tracin-margin-path: the same
+    scores, HeadTailWalk = the networkx walk, rows sorted by shell then margin; with --top-k the
+    first k of that order and the k weakest margins among the rest."""
     import csv
 
     from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
     from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)
-    lines = (umls_dir / "train.txt").read_text().splitlines()[::50]  # 105 training triples
+    all_lines = (umls_dir / "train.txt").read_text().splitlines()
+    tests = (umls_dir / "test.txt").read_text().splitlines()[:2]
+    ends = {x for line in tests for x in line.split("\t")[::2]}
+    near = [line for line in all_lines if set(line.split("\t")[::2]) & ends][::8]  # head–tail walks to shell
+    lines = list(dict.fromkeys(all_lines[::50] + near))  # about 160 training triples
     (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
-    (tmp_path / "test.txt").write_text("\n".join((umls_dir / "test.txt").read_text().splitlines()[:2]) + "\n")
+    (tmp_path / "test.txt").write_text("\n".join(tests) + "\n")
     full_train = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
     train_ids = encode_triples(read_labeled_triples(tmp_path / "train.txt"), lm.entities, lm.relations)
     facts = encode_triples(read_labeled_triples(tmp_path / "test.txt"), lm.entities, lm.relations)
@@ -344,22 +422,33 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     rivals = facts.copy()
     rivals[:, 2] = [_brute_force_rival(lm.model, filt, f) for f in facts]
     tracin, margin = _margin_reference(tiny_umls, train_ids, facts, rivals, np.arange(len(train_ids)), "logit")
+    extra = {} if explainer is None else {"explainer": explainer}
     for top_k in (None, 3):
         out = tmp_path / f"out{top_k}"
         summary = run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
                                             test_triples=str(tmp_path / "test.txt"), output_dir=str(out), top_k=top_k,
-                                            device="cpu", batch_size=32))
-        assert summary["method"] == "tracin-margin" and summary["loss"] == "logit" and summary["explained"] == 2
+                                            device="cpu", batch_size=32, **extra))
+        assert summary["method"] == (explainer or "tracin-margin-path") and summary["loss"] == "logit"
+        assert summary["explained"] == 2
         for j, path in enumerate(sorted(out.glob("*_tracin.csv"))):
             with open(path, newline="") as f:
                 rows = list(csv.reader(f))
-            assert rows[0][-1] == "MethodScore"
+            walked = explainer is None
+            assert rows[0][14:] == (["MethodScore", "HeadTailWalk"] if walked else ["MethodScore"])
             ids = [(lm.entities.id(r[6]), lm.relations.id(r[8]), lm.entities.id(r[10])) for r in rows[1:]]
             col = [next(i for i, x in enumerate(map(tuple, train_ids.tolist())) if x == tri) for tri in ids]
-            got_m, got_t = np.array([float(r[-1]) for r in rows[1:]]), np.array([float(r[12]) for r in rows[1:]])
+            got_m, got_t = np.array([float(r[14]) for r in rows[1:]]), np.array([float(r[12]) for r in rows[1:]])
             scale = np.abs(margin[j]).max()
             np.testing.assert_allclose(got_m, margin[j, col], rtol=0, atol=1e-4 * scale)
             np.testing.assert_allclose(got_t, tracin[j, col], rtol=0, atol=1e-4 * np.abs(tracin[j]).max())
-            order = np.argsort(-margin[j], kind="stable")
-            want = order if top_k is None else np.concatenate([order[:top_k], order[-top_k:]])
-            assert col == want.tolist()
+            by_margin = sorted(range(len(train_ids)), key=lambda i: (-margin[j, i], i))
+            if not walked:
+                want = by_margin if top_k is None else by_margin[:top_k] + by_margin[-top_k:]
+            else:
+                walk = networkx_walks(train_ids, facts[j])
+                assert [float(r[15]) for r in rows[1:]] == walk[col].tolist()
+                shell = np.where(np.isfinite(walk), np.maximum(walk, 2), np.inf)
+                order = sorted(range(len(train_ids)), key=lambda i: (shell[i], -margin[j, i], i))
+                assert len(set(shell[np.isfinite(shell)])) > 1 and order[:top_k or 20] != by_margin[:top_k or 20]
+                want = order if top_k is None else order[:top_k] + [i for i in by_margin if i not in order[:top_k]][-top_k:]
+            assert col == want

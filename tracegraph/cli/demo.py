@@ -47,7 +47,7 @@ def fidelity_cmd(
     removal_triples: int = typer.Option(5, "--removal-triples", min=1, help="Correctly predicted test triples graded."),
     max_rank: float = typer.Option(1.0, "--max-rank", help="'Correctly predicted': filtered tail rank <= this."),
     random_draws: int = typer.Option(1, "--random-draws", min=1, help="Random arms per test triple (each a retrain)."),
-    method: str = typer.Option("tracin", "--method", help="Explanation methods graded beside the baselines, comma-separated: tracin, tracin-cosine, relatif, tracin-margin, tracin-path, local-retrain."),
+    method: str = typer.Option("tracin", "--method", help="Explanation methods graded beside the baselines, comma-separated: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain."),
     device: str = DeviceOpt,
 ):
     """Grade TracIn explanations: ground-truth recovery vs baselines, and removal-and-retrain."""

@@ -10,7 +10,7 @@ import typer
 from tracegraph.cli.common import DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
 
 # chosen by the necessity and recovery results (README, "Which explanation method")
-DEFAULT_METHOD = "tracin-margin"
+DEFAULT_METHOD = "tracin-margin-path"
 DEFAULT_LOSS = "logit"
 from tracegraph.cli.filter import (
     EDGES_ONLY, MAX_PATH_LENGTH, MIN_DEGREE, PATH_FILTERING, PRESERVE_TEST_EDGES, STRICT_HOP, STRICT_PATH,
@@ -25,7 +25,7 @@ def explain_cmd(
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
-    method: str = typer.Option(DEFAULT_METHOD, help="Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Rows are ordered by it; methods other than tracin add a MethodScore column. exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
+    method: str = typer.Option(DEFAULT_METHOD, help="Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
     engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
     loss: str = typer.Option(DEFAULT_LOSS, help="logit: -s, the triple's own score (what removing a training triple changes in a KvsAll retrain, whatever its fit); score: softplus(-s); train-loss: the 1-N training BCE with the run's label smoothing (the earlier codebase's convention)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),

@@ -9,7 +9,7 @@ import typer
 
 from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
 
-METHOD_HELP = ("Explanation methods (comma-separated): tracin, tracin-cosine, relatif, tracin-margin, tracin-path, local-retrain, degree, path, "
+METHOD_HELP = ("Explanation methods (comma-separated): tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, "
                "random. Each is one arm; the random arms neighbour and far always run.")
 
 
@@ -27,7 +27,7 @@ def necessity_cmd(
     facts: Optional[Path] = typer.Option(None, "--facts", help="Triples to explain (default: --n test triples of the run ranked first, tail side)."),
     n: int = typer.Option(100, "--n", min=1, help="Facts drawn among the test triples the model ranks first."),
     k: str = typer.Option("1,2,4", "--k", help="Explanation sizes; one retrain per arm and k."),
-    method: str = typer.Option("tracin-margin", "--method", help=METHOD_HELP + " Default: explain's default, tracin-margin."),
+    method: str = typer.Option("tracin-margin-path", "--method", help=METHOD_HELP + " Default: explain's default, tracin-margin-path."),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Training seeds, comma-separated (default: the run's). Another seed adds a full retrain as its reference."),
     loss: str = typer.Option("logit", help="TracIn loss convention for tracin* / relatif / local-retrain's pre-ranking: logit (-s, what a KvsAll retrain without the triple changes), score (softplus(-s)) or train-loss (1-N BCE)."),
     layers: str = typer.Option("all", help="all, last:N, or parameter names."),

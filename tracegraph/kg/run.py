@@ -18,9 +18,11 @@ on the bundled UMLS for 2 epochs; tests/kg/test_run_api.py runs these examples o
 >>> ev = run.evaluate([("steroid", "interacts_with", "eicosanoid")])
 >>> sorted(ev.metrics), ev.ranks["side"].tolist()
 (['both', 'head', 'tail'], ['tail', 'head'])
->>> why = run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2)  # tracin-margin, --loss logit
->>> len(why), why.columns[-3:].tolist()
-(4, ['TracInScore', 'SelfInfluence', 'MethodScore'])
+>>> why = run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2)  # tracin-margin-path, --loss logit
+>>> len(why), why.columns[-4:].tolist()
+(4, ['TracInScore', 'SelfInfluence', 'MethodScore', 'HeadTailWalk'])
+>>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, explainer="tracin-margin").columns[-1]
+'MethodScore'
 >>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, explainer="tracin").columns[-1]
 'SelfInfluence'
 >>> run.predict("steroids", "interacts_with")
@@ -309,7 +311,7 @@ class Run:
 
         ``test_triples``: a file or label triples; ``train``: the training triples to rank (default
         the run's training file). ``options``: those of :class:`~tracegraph.kg.explain.tracin.explain.ExplainConfig`
-        (``explainer``: the CLI's ``--method``, default ``tracin-margin``; ``method``: the engine; ``loss``,
+        (``explainer``: the CLI's ``--method``, default ``tracin-margin-path``; ``method``: the engine; ``loss``,
         ``layers``, ``checkpoints``, ``batch_size``, ``node_name_dict``, …) and
         ``n_hops`` plus :class:`~tracegraph.kg.explain.neighborhood.FilterOptions` fields to rank only each
         test triple's filtered subgraph. Returns one DataFrame with the ``_tracin.csv`` columns, the
@@ -318,7 +320,7 @@ class Run:
         import tempfile
 
         from tracegraph.kg.explain.neighborhood import FilterOptions
-        from tracegraph.kg.explain.tracin.explain import CSV_HEADER, ExplainConfig, run_explain
+        from tracegraph.kg.explain.tracin.explain import CSV_HEADER, EXTRA_COLUMNS, ExplainConfig, run_explain
 
         filter_fields = {f.name for f in dataclasses.fields(FilterOptions)}
         n_hops = options.pop("n_hops", None)
@@ -339,7 +341,7 @@ class Run:
             subsets = (self.training_subsets(train, FilterOptions(n_hops=n_hops, **filter_opts))
                        if n_hops is not None else None)
             summary = run_explain(cfg, subsets, run=self, collect=rows)
-        extra = ["MethodScore"] if rows and len(rows[0]) > len(CSV_HEADER) else []  # methods other than tracin
+        extra = EXTRA_COLUMNS[:len(rows[0]) - len(CSV_HEADER)] if rows else []  # methods other than tracin
         frame = pd.DataFrame(rows, columns=[*CSV_HEADER, *extra])
         frame.attrs["summary"] = summary  # failures (unknown labels in a file, empty subgraphs), timings
         return frame

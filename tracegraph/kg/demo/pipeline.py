@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.kg.explain.fidelity import FidelityConfig
+from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 from tracegraph.runtime.progress import console, log
 
 
@@ -46,7 +47,7 @@ class Preset:
     learning_rate: float = 0.01
     batch_size: int = 128
     necessity_k: int = 4  # each fact's top-k removed in the necessity test (one retrain per arm)
-    necessity_methods: tuple = ("tracin-margin", "path")  # arms beside the random neighbour / far arms
+    necessity_methods: tuple = (DEFAULT_EXPLAINER, "path")  # arms beside the random neighbour / far arms
     loss: str = "logit"  # the TracIn convention explained and graded (the earlier default, score, is graded too)
 
 
@@ -90,7 +91,7 @@ def _quiet():
 
 
 # explanation methods graded beside TracIn and the baselines (kg/explain/methods.py)
-GRADED_METHODS = ("tracin-margin", "tracin-cosine", "relatif", "tracin-path", "local-retrain")
+GRADED_METHODS = ("tracin-margin", "tracin-margin-path", "tracin-cosine", "relatif", "tracin-path", "local-retrain")
 
 STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "necessity test", "report"]
 

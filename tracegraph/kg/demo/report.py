@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.kg.demo.report_plots import subgraph, training_curves
+from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 from tracegraph.kg.explain.necessity import RANDOM_ARMS
 from tracegraph.runtime.checkpoints import atomic_write_text
 
@@ -199,6 +200,9 @@ def write_report(path, *, history, metrics, counts, predictions, fidelity, names
     cards = [("test MRR (both sides)", _f(metrics["both"]["mrr"])),
              (f"best method: {best} (recovery MRR / MAP)",
               f"<span class='{'ok' if wins else 'bad'}'>{_f(b_mrr)} / {_f(b_map)}</span>"),
+             *([(f"explain's default: {DEFAULT_EXPLAINER} (MRR / MAP)",
+                 f"{_f(mrr_map(DEFAULT_EXPLAINER)[0])} / {_f(mrr_map(DEFAULT_EXPLAINER)[1])}")]
+               if DEFAULT_EXPLAINER in rec and DEFAULT_EXPLAINER != best else []),
              *((f"baseline {m} (MRR / MAP)", f"{_f(mrr_map(m)[0])} / {_f(mrr_map(m)[1])}") for m in baselines[:2]),
              (f"necessity ΔH@1: {nec_best or '–'} / neighbour / far",
               f"<span class='{'ok' if nec_ok else 'bad'}'>{_f(dh1.get(nec_best))}</span> / "

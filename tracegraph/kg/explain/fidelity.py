@@ -104,29 +104,22 @@ def degrees(train_ids: np.ndarray, num_entities: int) -> np.ndarray:
 
 def path_lengths(edges: np.ndarray, head: int, tail: int) -> np.ndarray:
     """For each candidate edge (u, v): the length of the shortest head–tail walk through it in
-    the undirected candidate graph, min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none."""
-    nbrs: dict[int, set[int]] = defaultdict(set)
-    for u, v in edges:
-        if u != v:
-            nbrs[int(u)].add(int(v))
-            nbrs[int(v)].add(int(u))
+    the undirected candidate graph, min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none.
+    Two breadth-first searches in scipy (C speed: explain ranks every training triple when no
+    filter is given, and an FB15k-237 training graph has 272k edges)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
 
-    def bfs(src: int) -> dict[int, int]:
-        dist, frontier = {src: 0}, [src]
-        while frontier:
-            nxt = []
-            for x in frontier:
-                for y in nbrs[x]:
-                    if y not in dist:
-                        dist[y] = dist[x] + 1
-                        nxt.append(y)
-            frontier = nxt
-        return dist
-
-    dh, dt = bfs(int(head)), bfs(int(tail))
-    inf = float("inf")
-    d = lambda dist, x: dist.get(int(x), inf)
-    return np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, v in edges], dtype=np.float64)
+    edges = np.asarray(edges, np.int64).reshape(-1, 2)
+    if len(edges) == 0:
+        return np.zeros(0, np.float64)
+    nodes, local = np.unique(np.concatenate([edges.ravel(), [head, tail]]), return_inverse=True)
+    u, v = local[:-2].reshape(-1, 2).T
+    loop = u == v  # a self-loop joins nothing
+    n = len(nodes)
+    graph = coo_matrix((np.ones(int((~loop).sum())), (u[~loop], v[~loop])), shape=(n, n)).tocsr()
+    dh, dt = shortest_path(graph, directed=False, unweighted=True, indices=local[-2:])
+    return np.minimum(dh[u] + 1 + dt[v], dh[v] + 1 + dt[u])
 
 
 def path_shell(plen: np.ndarray) -> np.ndarray:

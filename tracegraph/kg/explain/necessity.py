@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError, require_file
-from tracegraph.kg.explain.methods import MethodOptions, check_methods, fact_rows, method_keys_all
+from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.progress import log
@@ -43,7 +43,7 @@ class NecessityConfig:
     facts: str | None = None  # default: N test triples (the run's test file) ranked first
     n: int = 100
     ks: list[int] = field(default_factory=lambda: [1, 2, 4])
-    methods: list[str] = field(default_factory=lambda: ["tracin-margin"])  # explain's default
+    methods: list[str] = field(default_factory=lambda: [DEFAULT_EXPLAINER])
     seeds: list[int] | None = None  # default: the run's own seed (its reference is the run itself)
     loss: str = "logit"
     layers: str = "all"

@@ -24,6 +24,7 @@ import numpy as np
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.model_io import list_epoch_checkpoints, resolve_checkpoint
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
+from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MARGIN_METHODS
 from tracegraph.kg.data.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
 )
@@ -39,6 +40,9 @@ CSV_HEADER = [
     "TrainHead", "TrainHead_label", "TrainRel", "TrainRel_label", "TrainTail", "TrainTail_label",
     "TracInScore", "SelfInfluence",
 ]
+# after CSV_HEADER: methods other than tracin add MethodScore (rows sorted by it); tracin-margin-path
+# also HeadTailWalk, the shortest head–tail walk through the triple (rows sorted by shell, then score)
+EXTRA_COLUMNS = ["MethodScore", "HeadTailWalk"]
 
 
 @dataclass
@@ -49,7 +53,7 @@ class ExplainConfig:
     output_dir: str
     checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
     method: str = "exact"  # TracIn's engine: exact | autograd | vmap
-    explainer: str = "tracin-margin"  # the explanation method (kg/explain/methods.py); others add a MethodScore column
+    explainer: str = DEFAULT_EXPLAINER  # the explanation method (kg/explain/methods.py); others add a MethodScore column
     loss: str = "logit"  # the most necessary explanations on UMLS (README, "Which explanation method")
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
@@ -149,10 +153,10 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
     written = []
     result = None
-    in_pass = cfg.explainer in ("tracin", "tracin-margin")  # computed by the engine pass itself
+    in_pass = cfg.explainer in ("tracin", *MARGIN_METHODS)  # computed by the engine pass itself
     if todo and not in_pass and (ctx.active or (devices and len(devices) > 1)):
         raise TracegraphError(f"--method {cfg.explainer} runs in one process on one device "
-                              "(tracin and tracin-margin also run under torchrun and --devices)")
+                              f"({', '.join(('tracin', *MARGIN_METHODS))} also run under torchrun and --devices)")
     if todo:
         opts = InfluenceOptions(method=cfg.method, loss=cfg.loss, layers=cfg.layers, label_smoothing=eps,
                                 batch_size=cfg.batch_size or auto_batch_size(len(ents), device),
@@ -161,17 +165,23 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
         test_ids = np.array([ids for _, _, ids in todo], np.int64)
         T = len(test_ids)
         engine_ids = test_ids
-        if cfg.explainer == "tracin-margin":  # the rivals ride along as T more test triples (methods.py)
+        if cfg.explainer in MARGIN_METHODS:  # the rivals ride along as T more test triples (methods.py)
             from tracegraph.kg.explain.methods import competitors
             from tracegraph.kg.model.predict import filter_index, run_files
 
             engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)))])
+        walks = None  # tracin-margin-path: per test triple, the walk length of each of its rows (every rank's own)
+        if cfg.explainer == "tracin-margin-path":
+            from tracegraph.kg.explain.fidelity import path_lengths
+
+            walks = {i: path_lengths(train_ids[subsets[i]][:, [0, 2]], h, t) for i, _, (h, _, t) in todo}
         picks = None  # torchrun: rank 0's merged (position in cols, score, self-influence) per test triple
         with make_progress() as progress:
             if ctx.active:
                 cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
                 result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, engine_ids, opts,
-                                                      device, progress, cfg.top_k, run.read_checkpoint)
+                                                      device, progress, cfg.top_k, run.read_checkpoint,
+                                                      None if walks is None else [walks[i] for i, _, _ in todo])
             elif devices and len(devices) > 1:
                 result = _influence_over_devices(devices, checkpoints, train_ids[union], engine_ids, opts, progress,
                                                  run.read_checkpoint)
@@ -190,6 +200,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
                 "test_self_influence": float(result.test_self[j]),
                 "training_triples_ranked": int(len(cols)), "top_k": cfg.top_k,
             }
+            pos = np.arange(len(cols))
             if picks is None:
                 sc, self_inf, sel = np.asarray(result.scores[j, cols], np.float64), result.train_self[cols], cols
                 key = np.asarray(result.scores[T + j, cols], np.float64) if len(engine_ids) > T else None
@@ -197,9 +208,10 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             else:
                 pos, sc, self_inf, key = picks[j]
                 sel = cols[pos]
+            walk = None if walks is None else walks[i][pos]
             rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
-                         ent_names, rel_names, key)
-            header = CSV_HEADER if key is None else [*CSV_HEADER, "MethodScore"]
+                         ent_names, rel_names, key, walk)
+            header = [*CSV_HEADER, *EXTRA_COLUMNS[:len(rows[0]) - len(CSV_HEADER)]] if rows else CSV_HEADER
             _write_csv(out / f"{name}_tracin.csv", rows, header)
             if collect is not None:
                 collect.extend(rows)
@@ -225,14 +237,15 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
 
 def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
-                          read=None):
+                          read=None, walks=None):
     """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
     process would score, so its numbers are bitwise the same) against every test triple. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
     or, with ``top_k``, only each rank's own top-k and bottom-k, which contain the global ones
     (ties included: the order is the same stable sort restricted to a shard). Others get None.
     ``test_ids`` beyond ``len(cols_of)`` are the rivals of tracin-margin, one per test triple: then
-    each pick also carries the margin TracIn(test) − TracIn(rival), and the top-k are the margin's."""
+    each pick also carries the margin TracIn(test) − TracIn(rival), and the top-k are the margin's
+    (with ``walks``, tracin-margin-path's: by shell, then margin — the order :func:`_rows` writes)."""
     lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
     result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
     T = len(cols_of)
@@ -243,8 +256,7 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
         self_inf = result.train_self[cols[pos] - lo]
         key = sc - np.asarray(result.scores[T + j, cols[pos] - lo], np.float64) if len(test_ids) > T else None
         if top_k is not None and 2 * top_k < len(pos):
-            order = np.argsort(-(sc if key is None else key), kind="stable")
-            keep = np.sort(np.concatenate([order[:top_k], order[-top_k:]]))
+            keep = np.sort(_pick(sc if key is None else key, None if walks is None else walks[j][pos], top_k))
             pos, sc, self_inf = pos[keep], sc[keep], self_inf[keep]
             key = None if key is None else key[keep]
         mine.append((pos, sc, self_inf, key))
@@ -285,18 +297,38 @@ def _method_scores(cfg, run, checkpoints, train_ids, test_ids, subsets, eps, dev
     return [single_score(k, seed=j) for j, k in enumerate(keys)]
 
 
-def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None):
-    """CSV rows ordered by ``method``'s scores when given (then a last MethodScore column), else TracIn."""
-    order = np.argsort(-(scores if method is None else method), kind="stable")
-    if top_k is not None and 2 * top_k < len(order):
-        order = np.concatenate([order[:top_k], order[-top_k:]])  # proponents, then opponents
+def _pick(score: np.ndarray, walk: np.ndarray | None, top_k: int | None) -> np.ndarray:
+    """The rows written, in order. Best first: by score; with ``walk`` (tracin-margin-path) by
+    margin shell, then score. With ``top_k``: the first k of that order (proponents), then the k
+    lowest scores among the rest (opponents: against the prediction wherever they sit; for a plain
+    score, simply the order's last k). Stable, so equal keys keep their column order, and a
+    torchrun rank's own picks contain every global pick in its shard (_influence_over_ranks)."""
+    by_score = np.argsort(-np.asarray(score, np.float64), kind="stable")
+    if walk is None:
+        order = by_score
+    else:
+        from tracegraph.kg.explain.methods import margin_shell
+
+        order = np.lexsort((-np.asarray(score, np.float64), margin_shell(walk)))
+    if top_k is None or 2 * top_k >= len(order):
+        return order
+    pro = order[:top_k]
+    return np.concatenate([pro, by_score[~np.isin(by_score, pro)][-top_k:]])
+
+
+def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None,
+          walk=None):
+    """CSV rows ordered by ``method``'s scores when given (then a last MethodScore column; with
+    ``walk``, by its shell first and a HeadTailWalk column after), else TracIn."""
+    order = _pick(scores if method is None else method, walk, top_k)  # proponents, then opponents
     h, r, t = test
     head = [ent_labels[h], ent_names[h], rel_labels[r], rel_names[r], ent_labels[t], ent_names[t]]
     out = []
     for k in order:
         th, tr, tt = train_rows[k]
         out.append(head + [ent_labels[th], ent_names[th], rel_labels[tr], rel_names[tr], ent_labels[tt], ent_names[tt],
-                           float(scores[k]), float(self_inf[k])] + ([] if method is None else [float(method[k])]))
+                           float(scores[k]), float(self_inf[k])] + ([] if method is None else [float(method[k])])
+                   + ([] if walk is None else [float(walk[k])]))
     return out
 
 
