@@ -452,3 +452,14 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
                 assert len(set(shell[np.isfinite(shell)])) > 1 and order[:top_k or 20] != by_margin[:top_k or 20]
                 want = order if top_k is None else order[:top_k] + [i for i in by_margin if i not in order[:top_k]][-top_k:]
             assert col == want
+    if explainer is None:  # a filtered subgraph per test triple: walks inside it, not the whole graph
+        sub = {tuple(f[[0, 2]]): np.flatnonzero(np.isin(train_ids[:, [0, 2]], f[[0, 2]]).any(1))[::2] for f in facts}
+        run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
+                                  test_triples=str(tmp_path / "test.txt"), output_dir=str(tmp_path / "sub"),
+                                  device="cpu", batch_size=32), lambda h, t: sub[(h, t)])
+        for f, path in zip(facts, sorted((tmp_path / "sub").glob("*_tracin.csv"))):
+            rows = list(csv.reader(open(path, newline="")))[1:]
+            ids = [(lm.entities.id(r[6]), lm.relations.id(r[8]), lm.entities.id(r[10])) for r in rows]
+            cand = train_ids[sub[tuple(f[[0, 2]])]]
+            walk = dict(zip(map(tuple, cand.tolist()), networkx_walks(cand, f)))
+            assert len(rows) == len(cand) and [float(r[15]) for r in rows] == [walk[x] for x in ids]

@@ -170,18 +170,16 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             from tracegraph.kg.model.predict import filter_index, run_files
 
             engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)))])
-        walks = None  # tracin-margin-path: per test triple, the walk length of each of its rows (every rank's own)
+        walk_of = None  # tracin-margin-path: todo position -> walk length of each of its rows (every rank's own)
         if cfg.explainer == "tracin-margin-path":
-            from tracegraph.kg.explain.fidelity import path_lengths
-
-            walks = {i: path_lengths(train_ids[subsets[i]][:, [0, 2]], h, t) for i, _, (h, _, t) in todo}
+            walk_of = _walks(train_ids, [subsets[i] for i, _, _ in todo], test_ids, train_subsets is None)
         picks = None  # torchrun: rank 0's merged (position in cols, score, self-influence) per test triple
         with make_progress() as progress:
             if ctx.active:
                 cols_of = [np.searchsorted(union, subsets[i]) for i, _, _ in todo]
                 result, picks = _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, engine_ids, opts,
                                                       device, progress, cfg.top_k, run.read_checkpoint,
-                                                      None if walks is None else [walks[i] for i, _, _ in todo])
+                                                      walk_of)
             elif devices and len(devices) > 1:
                 result = _influence_over_devices(devices, checkpoints, train_ids[union], engine_ids, opts, progress,
                                                  run.read_checkpoint)
@@ -208,7 +206,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             else:
                 pos, sc, self_inf, key = picks[j]
                 sel = cols[pos]
-            walk = None if walks is None else walks[i][pos]
+            walk = None if walk_of is None else walk_of(j)[pos]
             rows = _rows(sc, self_inf, train_ids[union[sel]], (h, r, t), cfg.top_k, ents.labels, rels.labels,
                          ent_names, rel_names, key, walk)
             header = [*CSV_HEADER, *EXTRA_COLUMNS[:len(rows[0]) - len(CSV_HEADER)]] if rows else CSV_HEADER
@@ -237,7 +235,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
 
 def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
-                          read=None, walks=None):
+                          read=None, walk_of=None):
     """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
     process would score, so its numbers are bitwise the same) against every test triple. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
@@ -245,7 +243,7 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
     (ties included: the order is the same stable sort restricted to a shard). Others get None.
     ``test_ids`` beyond ``len(cols_of)`` are the rivals of tracin-margin, one per test triple: then
     each pick also carries the margin TracIn(test) − TracIn(rival), and the top-k are the margin's
-    (with ``walks``, tracin-margin-path's: by shell, then margin — the order :func:`_rows` writes)."""
+    (with ``walk_of``, tracin-margin-path's: by shell, then margin — the order :func:`_rows` writes)."""
     lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
     result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
     T = len(cols_of)
@@ -256,7 +254,7 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
         self_inf = result.train_self[cols[pos] - lo]
         key = sc - np.asarray(result.scores[T + j, cols[pos] - lo], np.float64) if len(test_ids) > T else None
         if top_k is not None and 2 * top_k < len(pos):
-            keep = np.sort(_pick(sc if key is None else key, None if walks is None else walks[j][pos], top_k))
+            keep = np.sort(_pick(sc if key is None else key, None if walk_of is None else walk_of(j)[pos], top_k))
             pos, sc, self_inf = pos[keep], sc[keep], self_inf[keep]
             key = None if key is None else key[keep]
         mine.append((pos, sc, self_inf, key))
@@ -295,6 +293,21 @@ def _method_scores(cfg, run, checkpoints, train_ids, test_ids, subsets, eps, dev
                            facts=test_ids, subsets=subsets, known=filter_index(run, run_files(run)), opts=opts,
                            device=device)[cfg.explainer]
     return [single_score(k, seed=j) for j, k in enumerate(keys)]
+
+
+def _walks(train_ids, subsets, test_ids, every_row: bool):
+    """j -> the head–tail walk length of each of test triple j's rows, computed when asked (a
+    [tests × rows] table would be as large as the scores); one graph for all when every test
+    triple ranks every training triple (no filter), else one per filtered subgraph."""
+    from tracegraph.kg.explain.fidelity import WalkLengths
+
+    shared = WalkLengths(train_ids[:, [0, 2]]) if every_row else None
+
+    def walk_of(j: int) -> np.ndarray:
+        h, _, t = (int(x) for x in test_ids[j])
+        return (shared or WalkLengths(train_ids[subsets[j]][:, [0, 2]]))(h, t)
+
+    return walk_of
 
 
 def _pick(score: np.ndarray, walk: np.ndarray | None, top_k: int | None) -> np.ndarray:
