@@ -144,28 +144,32 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
     methods = check_methods(methods)
     out: dict[str, list] = {}
     need_influence = any(m in INFLUENCE_METHODS or m in (*MARGIN_METHODS, "tracin-path", "local-retrain") for m in methods)
-    parts = rivals = None
+    parts = margins = None
     if any(m in MARGIN_METHODS for m in methods):  # the rivals ride along as extra test triples of the same pass
         T = len(facts)
         both = influence_parts(checkpoints, train_ids, np.concatenate([facts, competitors(model, facts, known)]),
                                list(subsets) * 2, opts, device, progress)
         parts = InfluenceParts(both.tracin[:T], both.cosine[:T], both.relatif[:T])
-        rivals = both.tracin[T:]
+        margins = [np.asarray(a, np.float64) - np.asarray(b, np.float64) for a, b in zip(parts.tracin, both.tracin[T:])]
     elif need_influence:
         parts = influence_parts(checkpoints, train_ids, facts, subsets, opts, device, progress)
     deg = degrees(train_ids, model.config.num_entities)
+    walk_cache: dict[int, np.ndarray] = {}  # tracin-path and tracin-margin-path share each fact's walks
+
+    def walks(j: int) -> np.ndarray:
+        if j not in walk_cache:
+            walk_cache[j] = path_lengths(train_ids[subsets[j]][:, [0, 2]], int(facts[j][0]), int(facts[j][2]))
+        return walk_cache[j]
+
     for m in methods:
         if m in INFLUENCE_METHODS:
             out[m] = [[k] for k in parts.of(m)]
         elif m == "tracin-margin":
-            out[m] = [[np.asarray(a, np.float64) - np.asarray(b, np.float64)] for a, b in zip(parts.tracin, rivals)]
+            out[m] = [[x] for x in margins]
         elif m == "tracin-margin-path":
-            out[m] = [[-margin_shell(path_lengths(train_ids[rows][:, [0, 2]], int(f[0]), int(f[2]))),
-                       np.asarray(a, np.float64) - np.asarray(b, np.float64)]
-                      for f, rows, a, b in zip(facts, subsets, parts.tracin, rivals)]
+            out[m] = [[-margin_shell(walks(j)), x] for j, x in enumerate(margins)]
         elif m == "tracin-path":
-            out[m] = [[-path_shell(path_lengths(train_ids[rows][:, [0, 2]], int(f[0]), int(f[2]))), np.asarray(s, np.float64)]
-                      for f, rows, s in zip(facts, subsets, parts.tracin)]
+            out[m] = [[-path_shell(walks(j)), np.asarray(s, np.float64)] for j, s in enumerate(parts.tracin)]
         elif m in BASELINE_METHODS:
             out[m] = [method_keys(np.zeros(len(rows)), train_ids[rows], int(f[0]), int(f[2]), deg)[m]
                       for f, rows in zip(facts, subsets)]
