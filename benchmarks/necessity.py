@@ -4,7 +4,17 @@ WN18RR (`tracegraph data get wn18rr -o DIR`): train ConvE with the README's defa
 (chosen method's ΔH@1 >= 0.3 and >= 2x the neighbour arm's; far within 0.05 of 0) and the seconds.
 
 Usage: python benchmarks/necessity.py --out DIR [--data DIR] [--model small|default] [--epochs 100] [--n 100] [--k 4]
-       [--methods tracin,tracin-cosine,relatif,local-retrain,degree,path] [--device cuda] [--seeds 0]
+       [--methods tracin,tracin-cosine,relatif,local-retrain,degree,path] [--device cuda]
+       [--seeds 0 | --replicates 0,1,2]
+
+Two ways to see the spread over training seeds:
+- `--seeds 0,1,2` (transfer): explain the seed-0 run once, then make the same removals in retrains
+  with seeds 1, 2 and compare with full retrains of those seeds (`fidelity necessity --seeds`) —
+  do the explanations of one run hold for runs it never saw?
+- `--replicates 0,1,2` (independent replicates): the whole test per seed — train a run with that
+  seed (DIR/seed{s}/run), pick the facts *it* ranks first, explain them with *its* checkpoints,
+  retrain it with the same seed minus the removals. Each replicate is the issue's protocol for one
+  run; the replicates show how much that figure varies between runs.
 
 `--model small` (d = 64 as 8x8, 16 channels, a checkpoint every 5 epochs) is the model of the
 figures in README / docs/demo.md (2 shared CPU cores); `default` is ConvE's defaults (d = 200,
@@ -44,7 +54,8 @@ def main():
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--k", default="4")
     ap.add_argument("--methods", default="local-retrain,tracin,relatif,tracin-cosine,path,degree")
-    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--seeds", default="0", help="transfer: retrain the seed-0 run's removals with these seeds")
+    ap.add_argument("--replicates", default=None, help="independent replicates: train, explain, remove, retrain per seed")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--checkpoint-every", type=int, default=None, help="epochs between checkpoints (small: 5, default: 1)")
     ap.add_argument("--loss", default="logit", help="TracIn loss convention (score, logit, train-loss)")
@@ -52,7 +63,22 @@ def main():
     ap.add_argument("--local-candidates", type=int, default=8)
     ap.add_argument("--local-steps", type=int, default=60)
     a = ap.parse_args()
-    out = Path(a.out)
+    if a.replicates is None:
+        replicate(a, Path(a.out), seed=None)
+        return
+    seeds = [int(x) for x in a.replicates.split(",")]
+    per = {s: replicate(a, Path(a.out) / f"seed{s}", seed=s) for s in seeds}
+    k = max(int(x) for x in a.k.split(","))
+    arms = list(next(iter(per.values()))["summary"])
+    for arm in arms:
+        v = [per[s]["summary"][arm]["delta_hits@1"]["mean"] for s in seeds]
+        m = [per[s]["summary"][arm]["delta_mrr"]["mean"] for s in seeds]
+        emit(figure="necessity_replicates", arm=arm, seeds=seeds, delta_hits1=v, delta_hits1_mean=float(sum(v) / len(v)),
+             delta_mrr_mean=float(sum(m) / len(m)), k=k)
+
+
+def replicate(a, out: Path, seed: int | None) -> dict:
+    """One necessity test: train (unless DIR/run holds a finished run), explain, remove, retrain."""
     run = out / "run"
     data = Path(a.data)
     name = data.name.lower()
@@ -62,6 +88,7 @@ def main():
         train(TrainConfig(train=str(data / "train.txt"), valid=str(data / "valid.txt"), test=str(data / "test.txt"),
                           output_dir=str(run), epochs=a.epochs, device=a.device, eval_every=25,
                           checkpoint_every=a.checkpoint_every or (5 if small else 1),
+                          **({} if seed is None else {"seed": seed}),
                           model=dict(embedding_dim=64, embedding_height=8, embedding_width=8, output_channels=16)
                           if small else {}))
     train_s = time.perf_counter() - t0
@@ -72,13 +99,15 @@ def main():
         ckpts = [str(p) for p in found[step - 1::step]]
     ks = [int(x) for x in a.k.split(",")]
     cfg = NecessityConfig(model_dir=str(run), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
-                          n=a.n, ks=ks, methods=a.methods.split(","), seeds=[int(s) for s in a.seeds.split(",")],
+                          n=a.n, ks=ks, methods=a.methods.split(","),
+                          seeds=None if seed is not None else [int(s) for s in a.seeds.split(",")],
                           checkpoints=ckpts, device=a.device, loss=a.loss,
                           local=LocalRetrainOptions(candidates=a.local_candidates, steps=a.local_steps, k=max(ks)))
     res = run_necessity(cfg)
+    tag = {} if seed is None else {"replicate_seed": seed}
     for arm, e in res["summary"].items():
         emit(figure=f"necessity_{name}", arm=arm, delta_hits1=e["delta_hits@1"], delta_mrr=e["delta_mrr"]["mean"],
-             hits1_after=e["hits@1"]["mean"], removed=e["triples_removed"])
+             hits1_after=e["hits@1"]["mean"], removed=e["triples_removed"], **tag)
     k = max(ks)
     s = res["summary"]
     nb, far = s[f"neighbour@{k}"]["delta_hits@1"]["mean"], s[f"far@{k}"]["delta_hits@1"]["mean"]
@@ -88,8 +117,8 @@ def main():
          neighbour=nb, far=far, ratio_to_neighbour=d / nb if nb > 0 else None,
          target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05), train_seconds=train_s,
          explain_seconds=res["explain_seconds"], necessity_seconds=res["seconds"],
-         retrain_seconds=[v["seconds"] for sd in res["seeds"].values() for v in sd.values()])
-
+         retrain_seconds=[v["seconds"] for sd in res["seeds"].values() for v in sd.values()], **tag)
+    return res
 
 if __name__ == "__main__":
     main()

@@ -12,7 +12,7 @@ from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.necessity import (
-    NecessityConfig, arm_rows, bootstrap_mean, choose_facts, run_necessity, summarize_arm, top_rows,
+    NecessityConfig, arm_rows, add_above_far, bootstrap_mean, choose_facts, run_necessity, summarize_arm, top_rows,
 )
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.reference import autograd_gradients
@@ -184,6 +184,25 @@ def test_choose_facts_bootstrap_and_summary():
     assert s["delta_mrr"] == pytest.approx(1 - s["mrr"])
 
 
+def test_above_far_is_paired_by_fact():
+    ref = np.ones(6)
+    far = np.array([1.0, 1.0, 2.0, 1.0, 1.0, 3.0])  # loses facts 2 and 5
+    arm = np.array([4.0, 1.0, 2.0, 9.0, 1.0, 3.0])  # loses 0, 2, 3, 5
+    arms = {"reference": {"ranks": ref.tolist()},
+            "far@4": dict(summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist()),
+            "m@4": dict(summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist()),
+            "m@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
+            "far@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist())}
+    add_above_far(arms, [2, 4], 2000, 0)
+    a = arms["m@4"]
+    assert a["above_far_hits@1"] == pytest.approx(2 / 6) == pytest.approx(a["delta_hits@1"] - arms["far@4"]["delta_hits@1"])
+    # paired: the facts both lose cancel, so every resample's difference is 0, 1/6, … never negative
+    lo, hi = a["above_far_hits@1_ci95"]
+    assert 0.0 <= lo < 2 / 6 < hi <= 4 / 6
+    assert arms["m@2"]["above_far_hits@1"] == 0.0 and arms["m@2"]["above_far_hits@1_ci95"] == [0.0, 0.0]
+    assert "above_far_hits@1" not in arms["far@4"] and "above_far_hits@1" not in arms["reference"]
+
+
 @pytest.mark.slow
 def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
     out = tmp_path / "nec"
@@ -215,6 +234,11 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
     per_fact_ok = [sum(h not in e and t not in e for h, _, t in far) >= 2 for e in ends]
     assert all(per_fact_ok)
     assert (out / "necessity.md").read_text().count("|") > 20
+    for k in (1, 2):  # above far: the arm's ΔH@1 minus far's, per fact
+        for name in ("tracin", "degree", "neighbour"):
+            a = arms[f"{name}@{k}"]
+            assert a["above_far_hits@1"] == pytest.approx(a["delta_hits@1"] - arms[f"far@{k}"]["delta_hits@1"])
+        assert "above_far_hits@1" not in arms[f"far@{k}"]
 
 
 def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, umls_dir, tmp_path):

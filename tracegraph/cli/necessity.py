@@ -61,5 +61,8 @@ def necessity_cmd(
 
 
 def res_lines(res: dict) -> str:
-    return "\n".join(f"{name}: ΔH@1 {e['delta_hits@1']['mean']:.3f}, ΔMRR {e['delta_mrr']['mean']:.3f}, "
+    def above(e: dict) -> str:
+        return f" ({e['above_far_hits@1']['mean']:+.3f} above far)" if "above_far_hits@1" in e else ""
+
+    return "\n".join(f"{name}: ΔH@1 {e['delta_hits@1']['mean']:.3f}{above(e)}, ΔMRR {e['delta_mrr']['mean']:.3f}, "
                      f"{e['triples_removed']} removed" for name, e in res["summary"].items())
