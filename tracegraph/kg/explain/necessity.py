@@ -287,12 +287,11 @@ def _across_seeds(per_seed: dict, methods, ks) -> dict:
         for k in ks:
             rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
             entry = {}
-            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank"):
+            above = ("above_far_hits@1",) if "above_far_hits@1" in rows[0] else ()  # far has none
+            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", *above):
                 v = [r[key] for r in rows]
                 entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
-            if "above_far_hits@1" in rows[0]:
-                v = [r["above_far_hits@1"] for r in rows]
-                entry["above_far_hits@1"] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
+            if above:
                 entry["above_far_hits@1_ci95_first_seed"] = rows[0]["above_far_hits@1_ci95"]
             entry["triples_removed"] = rows[0]["triples_removed"]
             entry["delta_hits@1_ci95_first_seed"] = rows[0]["delta_hits@1_ci95"]
