@@ -210,6 +210,7 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
                                         output_dir=str(out), n=3, ks=[1, 2], methods=["tracin", "degree"],
                                         bootstrap=50, device="cpu", checkpoints=["final"]))
     assert res["n_facts"] == 3 and all(r == 1.0 for r in res["base_ranks"])
+    assert res["environment"]["torch_threads"] == torch.get_num_threads() and res["environment"]["explain_device"] == "cpu"
     arms = res["seeds"]["0"]
     assert set(arms) == {"reference", *(f"{a}@{k}" for a in ("tracin", "degree", "neighbour", "far") for k in (1, 2))}
     lt = read_labeled_triples(umls_dir / "train.txt")

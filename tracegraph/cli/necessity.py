@@ -28,7 +28,7 @@ def necessity_cmd(
     n: int = typer.Option(100, "--n", min=1, help="Facts drawn among the test triples the model ranks first."),
     k: str = typer.Option("1,2,4", "--k", help="Explanation sizes; one retrain per arm and k."),
     method: str = typer.Option("tracin-margin-path", "--method", help=METHOD_HELP + " Default: explain's default, tracin-margin-path."),
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Training seeds, comma-separated (default: the run's). Another seed adds a full retrain as its reference."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Training seeds, comma-separated (default: the run's). Another seed tests the run's explanations in retrains with that seed, against a full retrain with it as the reference (one more retrain)."),
     loss: str = typer.Option("logit", help="TracIn loss convention for tracin* / relatif / local-retrain's pre-ranking: logit (-s, what a KvsAll retrain without the triple changes), score (softplus(-s)) or train-loss (1-N BCE)."),
     layers: str = typer.Option("all", help="all, last:N, or parameter names."),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="As for `tracegraph explain` (default: all saved epochs)."),

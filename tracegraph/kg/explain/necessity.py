@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
 
 from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all
@@ -257,6 +258,8 @@ def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None
         "facts": [list(label(x)) for x in facts], "base_ranks": base_ranks.tolist(),
         "mean_candidates": float(np.mean([len(c) for c in cands])),
         "explain_seconds": explain_seconds, **results,
+        # a retrain reproduces the run bit for bit only with the run's device and thread count
+        "environment": {"explain_device": str(device), "retrain_device": retrainer.cfg.device, "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         "local_retrain": None if local_records is None else _local_diagnostics(local_records, cfg.local),
         "summary": _across_seeds(results["seeds"], methods, ks),
     }
