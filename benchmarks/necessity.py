@@ -1,10 +1,10 @@
 """Necessity of explanations (issue 15) on UMLS (bundled) or any train/valid/test folder such as
 WN18RR (`tracegraph data get wn18rr -o DIR`): train ConvE with the README's defaults, then
-`fidelity necessity` with every method, and print one JSON line per arm plus one with the targets
-(chosen method's ΔH@1 >= 0.3 and >= 2x the neighbour arm's; far within 0.05 of 0) and the seconds.
+`fidelity necessity` with the methods asked for, and print one JSON line per arm plus one with the targets
+(the chosen method's — the first of --methods — ΔH@1 >= 0.3 and >= 2x the neighbour arm's; far within 0.05 of 0) and the seconds.
 
 Usage: python benchmarks/necessity.py --out DIR [--data DIR] [--model small|default] [--epochs 100] [--n 100] [--k 4]
-       [--methods tracin,tracin-cosine,relatif,local-retrain,degree,path] [--device cuda]
+       [--methods tracin-margin-path,tracin-margin,tracin,local-retrain,path,...] [--device cuda]
        [--seeds 0 | --replicates 0,1,2]
 
 Two ways to see the spread over training seeds:
@@ -53,7 +53,8 @@ def main():
     ap.add_argument("--model", choices=["small", "default"], default="small")
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--k", default="4")
-    ap.add_argument("--methods", default="local-retrain,tracin,relatif,tracin-cosine,path,degree")
+    ap.add_argument("--methods", default="tracin-margin-path,tracin-margin",
+                    help="arms; the first is the method the targets are checked for (default: explain's default)")
     ap.add_argument("--seeds", default="0", help="transfer: retrain the seed-0 run's removals with these seeds")
     ap.add_argument("--replicates", default=None, help="independent replicates: train, explain, remove, retrain per seed")
     ap.add_argument("--device", default="cpu")
@@ -116,10 +117,12 @@ def replicate(a, out: Path, seed: int | None) -> dict:
     k = max(ks)
     s = res["summary"]
     nb, far = s[f"neighbour@{k}"]["delta_hits@1"]["mean"], s[f"far@{k}"]["delta_hits@1"]["mean"]
+    # the targets are the chosen method's (the first of --methods), not the best of several
+    chosen = cfg.methods[0]
     best = max(cfg.methods, key=lambda m: s[f"{m}@{k}"]["delta_hits@1"]["mean"])
-    d = s[f"{best}@{k}"]["delta_hits@1"]["mean"]
-    emit(figure=f"necessity_{name}_targets", n_facts=res["n_facts"], k=k, best_method=best, best_delta_hits1=d,
-         neighbour=nb, far=far, ratio_to_neighbour=d / nb if nb > 0 else None,
+    d = s[f"{chosen}@{k}"]["delta_hits@1"]["mean"]
+    emit(figure=f"necessity_{name}_targets", n_facts=res["n_facts"], k=k, method=chosen, delta_hits1=d,
+         most_necessary=best, neighbour=nb, far=far, ratio_to_neighbour=d / nb if nb > 0 else None,
          target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05), train_seconds=train_s,
          explain_seconds=res["explain_seconds"], necessity_seconds=res["seconds"],
          retrain_seconds=[v["seconds"] for sd in res["seeds"].values() for v in sd.values()], **tag)
