@@ -242,6 +242,23 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
         assert "above_far_hits@1" not in arms[f"far@{k}"]
 
 
+@pytest.mark.slow
+def test_cli_necessity_prints_the_arms_not_the_retrains_epochs(tiny_umls, umls_dir, tmp_path):
+    from tests.conftest import run_cli
+
+    out = tmp_path / "cli"
+    res = run_cli(["fidelity", "necessity", "--model-dir", tiny_umls, "--train", umls_dir / "train.txt", "--n", "2",
+                   "--k", "1", "--method", "degree", "--bootstrap", "20", "--device", "cpu", "-o", out])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:3]] == ["neighbour@1", "far@1", "degree@1"]
+    assert "above far" in lines[0] and "above far" not in lines[1] and "above far" in lines[2]
+    # the three retrains ran (their runs are on disk) without a line per epoch: one bar over them instead
+    assert len(list((out / "retrains").glob("seed0_*_k1/run/config.json"))) == 3
+    assert "epoch 1:" not in res.stderr and "necessity seed 0 degree k=1" in res.stderr
+    assert json.loads((out / "necessity.json").read_text())["summary"].keys() == {"neighbour@1", "far@1", "degree@1"}
+
+
 def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, umls_dir, tmp_path):
     import csv
 

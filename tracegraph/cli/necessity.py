@@ -43,8 +43,8 @@ def necessity_cmd(
 ):
     """Necessity of explanations on any graph: H@1/MRR of the facts after removing their top-k triples."""
     from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
-    from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
-    from tracegraph.runtime.progress import setup_logging
+    from tracegraph.kg.explain.necessity import NecessityConfig, retrain_count, run_necessity
+    from tracegraph.runtime.progress import make_progress, setup_logging
 
     setup_logging()
     set_threads(num_threads)
@@ -55,7 +55,9 @@ def necessity_cmd(
         filter_files=[str(f) for f in filter_files] if filter_files else None, bootstrap=bootstrap, sample_seed=seed,
         local=LocalRetrainOptions(candidates=local_candidates, k=max(int_list(k, "--k")), steps=local_steps, seed=seed),
         device=device, keep_models=keep_models)
-    res = run_necessity(cfg)
+    with make_progress() as progress:  # one bar over the retrains; their own epoch lines are silenced
+        task = progress.add_task("retrain", total=retrain_count(cfg), info="")
+        res = run_necessity(cfg, on_retrain=lambda what: progress.update(task, advance=1, info=what))
     typer.echo(res_lines(res))
     typer.echo(f"-> {output_dir / 'necessity.json'}")
 

@@ -8,6 +8,7 @@ log lines are plain ``time level message`` lines, never wrapped at 80 columns.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -42,6 +43,23 @@ def setup_logging(verbose: bool = False) -> None:
     log.addHandler(handler)
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.propagate = False
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence inner progress bars and INFO logging (warnings still show): for work nested in an
+    outer progress bar — rich live displays clash — such as the retrains of a necessity test."""
+    old_env, old_level = os.environ.get("TRACEGRAPH_PROGRESS"), log.level
+    os.environ["TRACEGRAPH_PROGRESS"] = "0"
+    log.setLevel(max(old_level, logging.WARNING))
+    try:
+        yield
+    finally:
+        if old_env is None:
+            os.environ.pop("TRACEGRAPH_PROGRESS", None)
+        else:
+            os.environ["TRACEGRAPH_PROGRESS"] = old_env
+        log.setLevel(old_level)
 
 
 def progress_enabled() -> bool:

@@ -11,8 +11,6 @@ excluded triples), ``report.html``, ``demo_summary.json``.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +19,7 @@ import numpy as np
 
 from tracegraph.kg.explain.fidelity import FidelityConfig
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
-from tracegraph.runtime.progress import console, log
+from tracegraph.runtime.progress import console, quiet
 
 
 @dataclass
@@ -72,22 +70,6 @@ class Stages:
         yield
         self.seconds[name] = round(time.perf_counter() - t0, 2)
         console.print(f"[green]✓[/] {name} ({self.seconds[name]:.1f} s)", highlight=False)
-
-
-@contextlib.contextmanager
-def _quiet():
-    """Silence inner progress bars and per-epoch logging (nested rich live displays clash)."""
-    old_env, old_level = os.environ.get("TRACEGRAPH_PROGRESS"), log.level
-    os.environ["TRACEGRAPH_PROGRESS"] = "0"
-    log.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        if old_env is None:
-            os.environ.pop("TRACEGRAPH_PROGRESS", None)
-        else:
-            os.environ["TRACEGRAPH_PROGRESS"] = old_env
-        log.setLevel(old_level)
 
 
 # explanation methods graded beside TracIn and the baselines (kg/explain/methods.py)
@@ -171,7 +153,7 @@ def _run(cfg: DemoConfig) -> dict:
         sel.parent.mkdir(parents=True, exist_ok=True)
         sel.write_text("".join("\t".join(ctx.labels(*ctx.test_ids[j])) + "\n" for j in chosen))
         rows_of = {(int(ctx.test_ids[j][0]), int(ctx.test_ids[j][2])): ctx.subsets[j] for j in chosen}
-        with _quiet():
+        with quiet():
             run_explain(ExplainConfig(model_dir=str(run_dir), train=str(data / "train.txt"), test_triples=str(sel),
                                       output_dir=str(out / "explanations"), loss=p.loss, device=cfg.device,
                                       node_name_dict=str(data / "node_name_dict.txt")),
@@ -202,7 +184,7 @@ def _run(cfg: DemoConfig) -> dict:
         with make_progress() as progress:
             task = progress.add_task("retrain", total=retrain_count(ncfg, cfg.seed), info="")
             try:
-                with _quiet():
+                with quiet():
                     necessity = run_necessity(ncfg, on_retrain=lambda what: progress.update(task, advance=1, info=what))
             except DataError as err:  # e.g. no test triple ranked first by a weak model
                 necessity = {"note": str(err), "summary": {}}

@@ -35,7 +35,7 @@ from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
-from tracegraph.runtime.progress import log
+from tracegraph.runtime.progress import log, quiet
 
 RANDOM_ARMS = ("neighbour", "far")
 
@@ -153,7 +153,8 @@ class Retrainer:
             write_triples(d / "excluded.txt", excluded)
             exclude = str(d / "excluded.txt")
         t0 = time.perf_counter()
-        train(replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude))
+        with quiet():  # a retrain's per-epoch lines would bury the test's own; warnings still show
+            train(replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude))
         lm = load_model(d / "run" / "final_model.pt")
         if not self.keep:
             shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
@@ -269,8 +270,12 @@ def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None
     return result
 
 
-def retrain_count(cfg: NecessityConfig, run_seed: int) -> int:
-    """How many retrains :func:`run_necessity` will do (for a progress bar)."""
+def retrain_count(cfg: NecessityConfig, run_seed: int | None = None) -> int:
+    """How many retrains :func:`run_necessity` will do (for a progress bar); ``run_seed``: the
+    run's training seed (default: read from its config.json)."""
+    if run_seed is None:
+        mdir = Path(cfg.model_dir)
+        run_seed = int(read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"].get("seed", 0))
     seeds = cfg.seeds or [run_seed]
     arms = len(RANDOM_ARMS) + len(check_methods(cfg.methods))
     return sum(arms * len(set(cfg.ks)) + (s != run_seed) for s in seeds)
