@@ -161,7 +161,11 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
     ctx = fid.prepare(cfg)
     fid.compute_tracin(ctx)
     fid.rank_test(ctx)
-    res = fid.removal(ctx)
+    from tracegraph.runtime.progress import make_progress
+
+    with make_progress() as progress:
+        res = fid.removal(ctx, progress=progress)
+    assert [(t.description, t.total, t.completed) for t in progress.tasks] == [("retrain", 2, 2)]  # 1 triple × 2 arms
     assert res["graded"] == 1 and res["retrains"] == 2
     case = res["per_triple"][0]
     original = read_labeled_triples(d / "train.txt")

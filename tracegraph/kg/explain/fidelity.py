@@ -388,7 +388,9 @@ def recovery(ctx: FidelityContext) -> dict:
     return out
 
 
-def removal(ctx: FidelityContext, on_retrain=None) -> dict:
+def removal(ctx: FidelityContext, progress=None) -> dict:
+    """The removal test on the test triples the model ranks best; ``progress`` (a rich Progress)
+    gets one bar over the retrains."""
     o = ctx.cfg.removal_options
     if ctx.ranks is None:
         rank_test(ctx)
@@ -400,6 +402,10 @@ def removal(ctx: FidelityContext, on_retrain=None) -> dict:
     if not cases:
         return {"options": asdict(o), "graded": 0, "retrains": 0,
                 "note": f"no test triple has a filtered tail rank <= {o.max_rank} under the final model"}
+    on_retrain = None
+    if progress is not None:
+        task = progress.add_task("retrain", total=len(cases) * (1 + o.random_draws), info="")
+        on_retrain = lambda what: progress.update(task, advance=1, info=what)  # noqa: E731
     return removal_test(ctx.cfg.model_dir, ctx.cfg.train, ctx.train_ids, cases, ctx.known,
                         Path(ctx.cfg.output_dir) / "removal", o, labels=ctx.labels, on_retrain=on_retrain)
 
@@ -411,14 +417,15 @@ def run_fidelity(cfg: FidelityConfig) -> dict:
 
     t0 = time.perf_counter()
     ctx = prepare(cfg)
-    with make_progress() as progress:  # closed before the retrains, which show their own
+    with make_progress() as progress:  # closed before the retrains' own bar
         compute_tracin(ctx, progress)
         compute_methods(ctx, cfg.methods, progress)
     rank_test(ctx)
     result = {"model_dir": str(cfg.model_dir), "train": str(cfg.train), "test": str(cfg.test),
               "mechanisms": str(cfg.mechanisms), "recovery": recovery(ctx)}
     if cfg.removal:
-        result["removal"] = removal(ctx)
+        with make_progress() as progress:  # one bar over the retrains
+            result["removal"] = removal(ctx, progress=progress)
     result["seconds"] = time.perf_counter() - t0
     atomic_write_json(Path(cfg.output_dir) / "fidelity.json", result)
     return result

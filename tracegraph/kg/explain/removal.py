@@ -14,6 +14,7 @@ import numpy as np
 
 from tracegraph.errors import require_file
 from tracegraph.runtime.checkpoints import read_json
+from tracegraph.runtime.progress import log, quiet
 
 
 @dataclass
@@ -108,14 +109,17 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
             n_kept = write_without(train_path, rows, d / "train.txt")  # what the retrain saw, for reading
             ent, rel = base.entities.labels, base.relations.labels
             write_triples(d / "excluded.txt", [(ent[a], rel[b], ent[c]) for a, b, c in train_ids[rows]])
-            if on_retrain:
-                on_retrain(f"triple {case.index} {arm}")
             # the full file with the removed triples masked out: same batches otherwise (kg/data/exclusion.py);
             # a fresh run each time: never --resume (the original may have been resumed); a rerun replaces its own
-            train(replace(base_cfg, train=str(train_path), exclude=str(d / "excluded.txt"), output_dir=str(d / "run"),
-                          resume=False, overwrite=True))
+            with quiet():  # the retrain's per-epoch lines would bury the test's own; warnings still show
+                train(replace(base_cfg, train=str(train_path), exclude=str(d / "excluded.txt"), output_dir=str(d / "run"),
+                              resume=False, overwrite=True))
             lm = load_model(d / "run" / "final_model.pt")
             (r1,), (s1,) = tail_ranks(lm.model, np.array([case.triple]), known)
+            log.info(f"removal: test triple {case.index}, {arm}{'' if arm == 'proponents' else f' draw {draw}'}: "
+                     f"rank {case.base_rank:g} -> {float(r1):g}")
+            if on_retrain:
+                on_retrain(f"triple {case.index} {arm}")
             removed = train_ids[rows]
             case.arms.append({
                 "arm": arm, "draw": draw, "removed_rows": rows.tolist(),
