@@ -12,7 +12,7 @@ from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.necessity import (
-    NecessityConfig, arm_rows, add_above_far, bootstrap_mean, choose_facts, run_necessity, summarize_arm, top_rows,
+    NecessityConfig, add_margin_halves, arm_rows, add_above_far, bootstrap_mean, fact_margins, choose_facts, run_necessity, summarize_arm, top_rows,
 )
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.reference import autograd_gradients
@@ -203,6 +203,42 @@ def test_above_far_is_paired_by_fact():
     assert "above_far_hits@1" not in arms["far@4"] and "above_far_hits@1" not in arms["reference"]
 
 
+def test_fact_margins_equal_the_brute_force_filtered_runner_up(tiny_umls, umls_dir):
+    from tracegraph.kg.model.model_io import load_model
+
+    lm = load_model(tiny_umls)
+    train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
+    facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:6]
+    with torch.no_grad():
+        all_scores = lm.model.score_all(torch.as_tensor(facts[:, 0]), torch.as_tensor(facts[:, 1])).double().numpy()
+    # each fact's best-scored other tail is made known true, so an unfiltered rival would be it
+    order = all_scores.argsort(1)
+    best_other = np.where(order[:, -1] == facts[:, 2], order[:, -2], order[:, -1])
+    planted = np.stack([facts[:, 0], facts[:, 1], best_other], 1)
+    known = KnownTails([with_reciprocals(np.concatenate([train_ids, planted]), len(lm.relations))],
+                       lm.model.config.num_relation_rows)
+    got = fact_margins(lm.model, facts, known)
+    for j, (h, r, t) in enumerate(facts):
+        others = np.ones(all_scores.shape[1], bool)
+        others[known.tails_of(int(h), int(r))] = False
+        others[t] = False
+        assert got[j] == pytest.approx(all_scores[j, t] - all_scores[j, others].max(), rel=1e-5, abs=1e-5)
+
+
+def test_margin_halves_split_at_the_median():
+    ref = np.ones(6)
+    arms = {"reference": {"ranks": ref.tolist()},
+            "m@4": {"ranks": [2.0, 1.0, 3.0, 1.0, 1.0, 5.0]}}
+    margins = np.array([0.1, 2.0, 0.3, 0.2, 3.0, 4.0])  # low half: facts 0, 2, 3; high: 1, 4, 5
+    add_margin_halves(arms, margins)
+    assert arms["m@4"]["delta_hits@1_low_margin"] == pytest.approx(2 / 3)  # facts 0 and 2 lost
+    assert arms["m@4"]["delta_hits@1_high_margin"] == pytest.approx(1 / 3)  # fact 5 lost
+    assert arms["reference"]["margins"] == margins.tolist()
+    same = {"reference": {"ranks": [1.0, 1.0]}, "m@4": {"ranks": [2.0, 1.0]}}
+    add_margin_halves(same, np.array([0.5, 0.5]))  # no high half: left out
+    assert "delta_hits@1_low_margin" not in same["m@4"]
+
+
 @pytest.mark.slow
 def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
     out = tmp_path / "nec"
@@ -240,6 +276,13 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
             a = arms[f"{name}@{k}"]
             assert a["above_far_hits@1"] == pytest.approx(a["delta_hits@1"] - arms[f"far@{k}"]["delta_hits@1"])
         assert "above_far_hits@1" not in arms[f"far@{k}"]
+    margins = np.array(arms["reference"]["margins"])
+    assert margins.shape == (3,) and (margins > 0).all()  # ranked first by the run: ahead of every rival
+    for name, a in arms.items():  # the halves' ΔH@1, weighted by their sizes, is the whole ΔH@1
+        if name != "reference" and "delta_hits@1_low_margin" in a:
+            low = (margins <= np.median(margins)).sum()
+            assert (low * a["delta_hits@1_low_margin"] + (3 - low) * a["delta_hits@1_high_margin"]) / 3 == \
+                pytest.approx(a["delta_hits@1"])
 
 
 @pytest.mark.slow

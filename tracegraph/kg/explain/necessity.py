@@ -17,7 +17,9 @@ seed), with bootstrap 95 % intervals over the facts; triples removed; seconds. E
 ΔH@1 *above far* (paired by fact, with its own interval): against the run itself, the facts were
 chosen because the run ranks them first, so any retrain that changes the trajectory loses a few
 of them (the winner's curse; 0.03–0.08 on UMLS) — the far arm measures that floor, and the
-paired difference is what the removal itself did.
+paired difference is what the removal itself did. And each arm's ΔH@1 on the facts with the
+smaller and the larger half of the reference's margins (fact − strongest filtered rival): near-ties
+flip on any retrain, confident predictions only when their support goes.
 """
 
 from __future__ import annotations
@@ -120,6 +122,38 @@ def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
                 continue
             m, lo, hi = bootstrap_mean(far_hit - (np.asarray(a["ranks"], np.float64) <= 1), n_boot, seed)
             a["above_far_hits@1"], a["above_far_hits@1_ci95"] = m, [lo, hi]
+
+
+def fact_margins(model, facts: np.ndarray, known) -> np.ndarray:
+    """Per fact (h, r, t): s(h, r, t) − s(h, r, t*), t* the best-scored tail that is neither t nor
+    known true (filtered): how far ahead of its strongest rival the model puts the fact."""
+    from tracegraph.kg.explain.methods import competitors
+
+    model.eval()
+    dev = next(model.parameters()).device
+    rivals = competitors(model, facts, known)
+    with torch.no_grad():
+        def score(x):
+            return model.score_triples(*(torch.as_tensor(x[:, i], device=dev) for i in range(3))).double().cpu().numpy()
+
+        return score(np.asarray(facts, np.int64)) - score(rivals)
+
+
+def add_margin_halves(arms: dict, margins: np.ndarray) -> None:
+    """Every arm's ΔH@1 on the facts whose reference margin is at most the median, and on the
+    rest: whether removals break confident predictions or only near-ties (which any retrain may
+    flip). Left out when a half is empty (all margins equal)."""
+    m = np.asarray(margins, np.float64)
+    low = m <= np.median(m)
+    arms["reference"]["margins"] = m.tolist()
+    if low.all():
+        return
+    ref_hit = np.asarray(arms["reference"]["ranks"], np.float64) <= 1
+    for name, a in arms.items():
+        if name != "reference":
+            hit = np.asarray(a["ranks"], np.float64) <= 1
+            a["delta_hits@1_low_margin"] = float(ref_hit[low].mean() - hit[low].mean())
+            a["delta_hits@1_high_margin"] = float(ref_hit[~low].mean() - hit[~low].mean())
 
 
 class Retrainer:
@@ -225,12 +259,13 @@ def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None
     results = {"seeds": {}}
     for seed in seeds:
         if seed == int(run_cfg.get("seed", 0)):
-            ref_ranks, ref_seconds = base_ranks, 0.0
+            ref_model, ref_ranks, ref_seconds = lm.model, base_ranks, 0.0
         else:
-            model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
+            ref_model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
             if on_retrain is not None:
                 on_retrain(f"reference seed {seed}")
-            ref_ranks, _ = tail_ranks(model, facts, known)
+            ref_ranks, _ = tail_ranks(ref_model, facts, known)
+        ref_margins = fact_margins(ref_model, facts, known)
         arms = {"reference": {"ranks": ref_ranks.tolist(), "seconds": ref_seconds,
                               "hits@1": float(np.mean(ref_ranks <= 1)), "mrr": float(np.mean(1 / ref_ranks))}}
         for arm, rows_per_fact in per_fact.items():
@@ -247,6 +282,7 @@ def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None
                          f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
                          f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)")
         add_above_far(arms, ks, cfg.bootstrap, cfg.sample_seed)
+        add_margin_halves(arms, ref_margins)
         results["seeds"][str(seed)] = arms
     result = {
         "model_dir": str(mdir), "train": str(cfg.train), "facts_file": str(fact_file),
@@ -296,7 +332,9 @@ def _across_seeds(per_seed: dict, methods, ks) -> dict:
             rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
             entry = {}
             above = ("above_far_hits@1",) if "above_far_hits@1" in rows[0] else ()  # far has none
-            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", *above):
+            halves = ("delta_hits@1_low_margin", "delta_hits@1_high_margin") if all(
+                "delta_hits@1_low_margin" in r for r in rows) else ()
+            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", *above, *halves):
                 v = [r[key] for r in rows]
                 entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
             if above:
@@ -312,9 +350,9 @@ def necessity_markdown(res: dict) -> str:
     lines = [f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})", "",
              "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
              "(docs/demo.md, 'Necessity').", "",
-             "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔMRR | H@1 after | mean rank after "
-             "| removed |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half | ΔMRR "
+             "| H@1 after | mean rank after | removed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, e in res["summary"].items():
         arm, k = name.rsplit("@", 1)
         lo, hi = e["delta_hits@1_ci95_first_seed"]
@@ -323,7 +361,10 @@ def necessity_markdown(res: dict) -> str:
         if "above_far_hits@1" in e:
             flo, fhi = e["above_far_hits@1_ci95_first_seed"]
             above = f"{e['above_far_hits@1']['mean']:.3f} ({flo:.3f}–{fhi:.3f})"
-        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | "
+        halves = "—"
+        if "delta_hits@1_low_margin" in e:
+            halves = f"{e['delta_hits@1_low_margin']['mean']:.3f} / {e['delta_hits@1_high_margin']['mean']:.3f}"
+        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | {halves} | "
                      f"{e['delta_mrr']['mean']:.3f} | {e['hits@1']['mean']:.3f} | {e['mean_rank']['mean']:.2f} | "
                      f"{e['triples_removed']} |")
     return "\n".join(lines) + "\n"
