@@ -537,6 +537,15 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
                 assert len(set(shell[np.isfinite(shell)])) > 1 and order[:top_k or 20] != by_margin[:top_k or 20]
                 want = order if top_k is None else order[:top_k] + [i for i in by_margin if i not in order[:top_k]][-top_k:]
             assert col == want
+            # the JSON names what the margin is taken against: the brute-force rival and both logits
+            meta = json.loads(path.with_suffix(".json").read_text())
+            h, r, t = (int(x) for x in facts[j])
+            with torch.no_grad():
+                s_fact, s_rival = (float(lm.model.score_triples(torch.tensor([h]), torch.tensor([r]), torch.tensor([e]))[0])
+                                   for e in (t, int(rivals[j, 2])))
+            assert meta["rival"]["tail"] == lm.entities.labels[int(rivals[j, 2])]
+            assert meta["rival"]["logit"] == pytest.approx(s_rival, abs=1e-5)
+            assert meta["rival"]["logit_margin"] == pytest.approx(s_fact - s_rival, abs=1e-5)
     if explainer is None:  # a filtered subgraph per test triple: walks inside it, not the whole graph
         sub = {tuple(f[[0, 2]]): np.flatnonzero(np.isin(train_ids[:, [0, 2]], f[[0, 2]]).any(1))[::2] for f in facts}
         run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),

@@ -127,6 +127,17 @@ def competitors(model, facts: np.ndarray, known) -> np.ndarray:
     return out
 
 
+def triple_logits(model, triples: np.ndarray) -> np.ndarray:
+    """s(h, r, t) of each triple, in eval mode (no dropout; BatchNorm's running statistics), float64."""
+    import torch
+
+    model.eval()
+    dev = next(model.parameters()).device
+    x = np.asarray(triples, np.int64)
+    with torch.no_grad():
+        return model.score_triples(*(torch.as_tensor(x[:, i], device=dev) for i in range(3))).double().cpu().numpy()
+
+
 def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
     """Training rows equal to the fact (or, written backwards, to its inverse): never explanations."""
     h, r, t = (int(x) for x in fact)

@@ -127,16 +127,10 @@ def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
 def fact_margins(model, facts: np.ndarray, known) -> np.ndarray:
     """Per fact (h, r, t): s(h, r, t) − s(h, r, t*), t* the best-scored tail that is neither t nor
     known true (filtered): how far ahead of its strongest rival the model puts the fact."""
-    from tracegraph.kg.explain.methods import competitors
+    from tracegraph.kg.explain.methods import competitors, triple_logits
 
-    model.eval()
-    dev = next(model.parameters()).device
-    rivals = competitors(model, facts, known)
-    with torch.no_grad():
-        def score(x):
-            return model.score_triples(*(torch.as_tensor(x[:, i], device=dev) for i in range(3))).double().cpu().numpy()
-
-        return score(np.asarray(facts, np.int64)) - score(rivals)
+    model.eval()  # competitors ranks with the model as it is
+    return triple_logits(model, facts) - triple_logits(model, competitors(model, facts, known))
 
 
 def add_margin_halves(arms: dict, margins: np.ndarray) -> None:

@@ -170,6 +170,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             from tracegraph.kg.model.predict import filter_index, run_files
 
             engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)))])
+        rival_of = _rival_records(run.model, engine_ids[T:], test_ids, ents.labels, ent_names) if len(engine_ids) > T else None
         walk_of = None  # tracin-margin-path: todo position -> walk length of each of its rows (every rank's own)
         if cfg.explainer == "tracin-margin-path":
             walk_of = _walks(train_ids, [subsets[i] for i, _, _ in todo], test_ids, train_subsets is None)
@@ -198,6 +199,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
                 "test_self_influence": float(result.test_self[j]),
                 "training_triples_ranked": int(len(cols)), "top_k": cfg.top_k,
             }
+            if rival_of is not None:  # what the margin is taken against: without it the ranking cannot be read
+                meta["rival"] = rival_of[j]
             pos = np.arange(len(cols))
             if picks is None:
                 sc, self_inf, sel = np.asarray(result.scores[j, cols], np.float64), result.train_self[cols], cols
@@ -352,6 +355,16 @@ def _write_csv(path: Path, rows, header=CSV_HEADER) -> None:
         w.writerow(header)
         for row in rows:
             w.writerow(row[:n_text] + [repr(x) for x in row[n_text:]])
+
+
+def _rival_records(model, rivals: np.ndarray, test_ids: np.ndarray, ent_labels, ent_names) -> list[dict]:
+    """Per test triple (h, r, t): its margin methods' rival t* (the best-scored tail neither t nor
+    known true) with both logits and the margin s(h, r, t) − s(h, r, t*)."""
+    from tracegraph.kg.explain.methods import triple_logits
+
+    s_fact, s_rival = triple_logits(model, test_ids), triple_logits(model, rivals)
+    return [{"tail": ent_labels[int(x[2])], "tail_name": ent_names[int(x[2])], "logit": float(b),
+             "fact_logit": float(a), "logit_margin": float(a - b)} for x, a, b in zip(rivals, s_fact, s_rival)]
 
 
 def _names(path, labels: list[str]) -> list[str]:
