@@ -241,10 +241,14 @@ def test_margin_halves_split_at_the_median():
 
 @pytest.mark.slow
 def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
+    from tracegraph.runtime.progress import make_progress
+
     out = tmp_path / "nec"
-    res = run_necessity(NecessityConfig(model_dir=str(tiny_umls), train=str(umls_dir / "train.txt"),
-                                        output_dir=str(out), n=3, ks=[1, 2], methods=["tracin", "degree"],
-                                        bootstrap=50, device="cpu", checkpoints=["final"]))
+    with make_progress() as progress:
+        res = run_necessity(NecessityConfig(model_dir=str(tiny_umls), train=str(umls_dir / "train.txt"),
+                                            output_dir=str(out), n=3, ks=[1, 2], methods=["tracin", "degree"],
+                                            bootstrap=50, device="cpu", checkpoints=["final"]), progress=progress)
+    assert [(t.description, t.total, t.completed) for t in progress.tasks] == [("retrain", 8, 8)]  # 4 arms × 2 k
     assert res["n_facts"] == 3 and all(r == 1.0 for r in res["base_ranks"])
     assert res["environment"]["torch_threads"] == torch.get_num_threads() and res["environment"]["explain_device"] == "cpu"
     arms = res["seeds"]["0"]

@@ -43,7 +43,7 @@ def necessity_cmd(
 ):
     """Necessity of explanations on any graph: H@1/MRR of the facts after removing their top-k triples."""
     from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
-    from tracegraph.kg.explain.necessity import NecessityConfig, retrain_count, run_necessity
+    from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
     from tracegraph.runtime.progress import make_progress, setup_logging
 
     setup_logging()
@@ -56,8 +56,7 @@ def necessity_cmd(
         local=LocalRetrainOptions(candidates=local_candidates, k=max(int_list(k, "--k")), steps=local_steps, seed=seed),
         device=device, keep_models=keep_models)
     with make_progress() as progress:  # one bar over the retrains; their own epoch lines are silenced
-        task = progress.add_task("retrain", total=retrain_count(cfg), info="")
-        res = run_necessity(cfg, on_retrain=lambda what: progress.update(task, advance=1, info=what))
+        res = run_necessity(cfg, progress=progress)
     typer.echo(res_lines(res))
     typer.echo(f"-> {output_dir / 'necessity.json'}")
 

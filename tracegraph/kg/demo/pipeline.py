@@ -98,7 +98,7 @@ def _run(cfg: DemoConfig) -> dict:
     from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
     from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
     from tracegraph.errors import DataError
-    from tracegraph.kg.explain.necessity import NecessityConfig, retrain_count, run_necessity
+    from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
     from tracegraph.kg.model.train import TrainConfig, train
     from tracegraph.runtime.checkpoints import atomic_write_json, read_json
     from tracegraph.runtime.progress import make_progress
@@ -182,10 +182,9 @@ def _run(cfg: DemoConfig) -> dict:
                            device=cfg.device)
     with stage("necessity test", f"remove every top-ranked fact's top-{p.necessity_k} at once, retrain once per arm"):
         with make_progress() as progress:
-            task = progress.add_task("retrain", total=retrain_count(ncfg, cfg.seed), info="")
             try:
                 with quiet():
-                    necessity = run_necessity(ncfg, on_retrain=lambda what: progress.update(task, advance=1, info=what))
+                    necessity = run_necessity(ncfg, progress=progress)
             except DataError as err:  # e.g. no test triple ranked first by a weak model
                 necessity = {"note": str(err), "summary": {}}
         arms = necessity["summary"]

@@ -28,7 +28,6 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -191,9 +190,9 @@ class Retrainer:
         return lm.model, time.perf_counter() - t0
 
 
-def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None = None) -> dict:
+def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON.
-    ``on_retrain(name)`` is called after each retrain (the demo's progress bar)."""
+    ``progress`` (a rich Progress) gets one bar over the retrains."""
     from tracegraph.kg.explain.fidelity import tail_ranks
     from tracegraph.kg.model.model_io import run_label_smoothing
     from tracegraph.kg.model.predict import filter_index, run_files
@@ -248,11 +247,16 @@ def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None
                      for m in methods})
 
     # ---- retrains
-    seeds = cfg.seeds or [int(run_cfg.get("seed", 0))]
+    run_seed = int(run_cfg.get("seed", 0))
+    seeds = cfg.seeds or [run_seed]
     retrainer = Retrainer(mdir, cfg.train, cfg.device, out / "retrains", cfg.keep_models)
+    on_retrain = None
+    if progress is not None:
+        task = progress.add_task("retrain", total=retrain_count(cfg, run_seed), info="")
+        on_retrain = lambda what: progress.update(task, advance=1, info=what)  # noqa: E731
     results = {"seeds": {}}
     for seed in seeds:
-        if seed == int(run_cfg.get("seed", 0)):
+        if seed == run_seed:
             ref_model, ref_ranks, ref_seconds = lm.model, base_ranks, 0.0
         else:
             ref_model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
@@ -300,12 +304,8 @@ def run_necessity(cfg: NecessityConfig, on_retrain: Callable[[str], None] | None
     return result
 
 
-def retrain_count(cfg: NecessityConfig, run_seed: int | None = None) -> int:
-    """How many retrains :func:`run_necessity` will do (for a progress bar); ``run_seed``: the
-    run's training seed (default: read from its config.json)."""
-    if run_seed is None:
-        mdir = Path(cfg.model_dir)
-        run_seed = int(read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"].get("seed", 0))
+def retrain_count(cfg: NecessityConfig, run_seed: int) -> int:
+    """How many retrains :func:`run_necessity` will do (for its progress bar)."""
     seeds = cfg.seeds or [run_seed]
     arms = len(RANDOM_ARMS) + len(check_methods(cfg.methods))
     return sum(arms * len(set(cfg.ks)) + (s != run_seed) for s in seeds)
