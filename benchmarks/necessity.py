@@ -5,7 +5,7 @@ WN18RR (`tracegraph data get wn18rr -o DIR`): train ConvE with the README's defa
 
 Usage: python benchmarks/necessity.py --out DIR [--data DIR] [--model small|default] [--epochs 100] [--n 100] [--k 4]
        [--methods tracin-margin-path,tracin-margin,tracin,local-retrain,path,...] [--device cuda]
-       [--seeds 0 | --replicates 0,1,2]
+       [--seeds 0 | --replicates 0,1,2] [--sides auto|tail|head|both]
 
 Two ways to see the spread over training seeds:
 - `--seeds 0,1,2` (transfer): explain the seed-0 run once, then make the same removals in retrains
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--seeds", default="0", help="transfer: retrain the seed-0 run's removals with these seeds")
     ap.add_argument("--replicates", default=None, help="independent replicates: train, explain, remove, retrain per seed")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sides", default="auto", help="which answer a fact is: tail, head, both (auto: both, the model is reciprocal)")
     ap.add_argument("--checkpoint-every", type=int, default=None, help="epochs between checkpoints (small: 5, default: 1)")
     ap.add_argument("--loss", default="logit", help="TracIn loss convention (score, logit, train-loss)")
     ap.add_argument("--checkpoints", default="all", help="all, or every:N (every N-th saved epoch)")
@@ -73,10 +74,13 @@ def main():
     arms = list(next(iter(per.values()))["summary"])
     mean = lambda arm, key: float(sum(per[s]["summary"][arm][key]["mean"] for s in seeds) / len(seeds))
     for arm in arms:
-        above = {"above_far_mean": mean(arm, "above_far_hits@1")} if "above_far_hits@1" in per[seeds[0]]["summary"][arm] else {}
+        first = per[seeds[0]]["summary"][arm]
+        names = {"above_far_hits@1": "above_far_mean", "delta_hits@1_tail": "delta_hits1_tail_mean",
+                 "delta_hits@1_head": "delta_hits1_head_mean"}
+        extra = {out: mean(arm, key) for key, out in names.items() if key in first}
         emit(figure="necessity_replicates", arm=arm, seeds=seeds, k=k,
              delta_hits1=[per[s]["summary"][arm]["delta_hits@1"]["mean"] for s in seeds],
-             delta_hits1_mean=mean(arm, "delta_hits@1"), delta_mrr_mean=mean(arm, "delta_mrr"), **above)
+             delta_hits1_mean=mean(arm, "delta_hits@1"), delta_mrr_mean=mean(arm, "delta_mrr"), **extra)
     chosen = a.methods.split(",")[0]
     d, nb, far = (mean(f"{x}@{k}", "delta_hits@1") for x in (chosen, "neighbour", "far"))
     emit(figure="necessity_replicates_targets", method=chosen, k=k, seeds=seeds, delta_hits1_mean=d, neighbour=nb,
@@ -107,13 +111,14 @@ def replicate(a, out: Path, seed: int | None) -> dict:
     cfg = NecessityConfig(model_dir=str(run), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
                           n=a.n, ks=ks, methods=a.methods.split(","),
                           seeds=None if seed is not None else [int(s) for s in a.seeds.split(",")],
-                          checkpoints=ckpts, device=a.device, loss=a.loss,
+                          checkpoints=ckpts, device=a.device, loss=a.loss, sides=a.sides,
                           local=LocalRetrainOptions(candidates=a.local_candidates, steps=a.local_steps, k=max(ks)))
     res = run_necessity(cfg)
     tag = {} if seed is None else {"replicate_seed": seed}
     for arm, e in res["summary"].items():
+        sides = {f"delta_hits1_{x}": e[f"delta_hits@1_{x}"]["mean"] for x in ("tail", "head") if f"delta_hits@1_{x}" in e}
         emit(figure=f"necessity_{name}", arm=arm, delta_hits1=e["delta_hits@1"], delta_mrr=e["delta_mrr"]["mean"],
-             hits1_after=e["hits@1"]["mean"], removed=e["triples_removed"], **tag)
+             hits1_after=e["hits@1"]["mean"], removed=e["triples_removed"], **sides, **tag)
     k = max(ks)
     s = res["summary"]
     nb, far = s[f"neighbour@{k}"]["delta_hits@1"]["mean"], s[f"far@{k}"]["delta_hits@1"]["mean"]
@@ -121,7 +126,8 @@ def replicate(a, out: Path, seed: int | None) -> dict:
     chosen = cfg.methods[0]
     best = max(cfg.methods, key=lambda m: s[f"{m}@{k}"]["delta_hits@1"]["mean"])
     d = s[f"{chosen}@{k}"]["delta_hits@1"]["mean"]
-    emit(figure=f"necessity_{name}_targets", n_facts=res["n_facts"], k=k, method=chosen, delta_hits1=d,
+    emit(figure=f"necessity_{name}_targets", n_facts=res["n_facts"],
+         head_side_facts=sum(x == "head" for x in res["fact_sides"]), k=k, method=chosen, delta_hits1=d,
          most_necessary=best, neighbour=nb, far=far, ratio_to_neighbour=d / nb if nb > 0 else None,
          target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05), train_seconds=train_s,
          explain_seconds=res["explain_seconds"], necessity_seconds=res["seconds"],

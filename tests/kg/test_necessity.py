@@ -12,8 +12,10 @@ from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.necessity import (
-    NecessityConfig, add_margin_halves, arm_rows, add_above_far, bootstrap_mean, fact_margins, choose_facts, run_necessity, summarize_arm, top_rows,
+    NecessityConfig, add_margin_halves, add_split, arm_rows, add_above_far, bootstrap_mean, fact_margins, fact_ranks,
+    choose_facts, resolve_sides, run_necessity, summarize_arm, top_rows,
 )
+from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.reference import autograd_gradients
 from tracegraph.kg.model.train import TrainConfig, train
@@ -203,26 +205,68 @@ def test_above_far_is_paired_by_fact():
     assert "above_far_hits@1" not in arms["far@4"] and "above_far_hits@1" not in arms["reference"]
 
 
-def test_fact_margins_equal_the_brute_force_filtered_runner_up(tiny_umls, umls_dir):
+def _brute_force_side(model, known, fact, head: bool):
+    """Every entity's score as the answer of the fact's query on one side, one triple at a time, and
+    the mask of the entities left in its filtered ranking (the answer and the unknown ones)."""
+    h, r, t = (int(x) for x in fact)
+    R, N = model.config.num_relations, model.config.num_entities
+    q_ent, q_rel, answer = (t, r + R, h) if head else (h, r, t)
+    with torch.no_grad():
+        scores = np.array([float(model.score_triples(torch.tensor([q_ent]), torch.tensor([q_rel]), torch.tensor([e]))[0])
+                           for e in range(N)])
+    keep = np.ones(N, bool)
+    keep[known.tails_of(q_ent, q_rel)] = False
+    keep[answer] = True
+    return scores, keep, answer
+
+
+@pytest.mark.parametrize("head", [False, True])
+def test_fact_margins_equal_the_brute_force_filtered_runner_up(tiny_umls, umls_dir, head):
     from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)
+    R = len(lm.relations)
     train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
     facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:6]
-    with torch.no_grad():
-        all_scores = lm.model.score_all(torch.as_tensor(facts[:, 0]), torch.as_tensor(facts[:, 1])).double().numpy()
-    # each fact's best-scored other tail is made known true, so an unfiltered rival would be it
-    order = all_scores.argsort(1)
-    best_other = np.where(order[:, -1] == facts[:, 2], order[:, -2], order[:, -1])
-    planted = np.stack([facts[:, 0], facts[:, 1], best_other], 1)
-    known = KnownTails([with_reciprocals(np.concatenate([train_ids, planted]), len(lm.relations))],
+    known0 = KnownTails([with_reciprocals(train_ids, R)], lm.model.config.num_relation_rows)
+    # each fact's best-scored other answer is made known true, so an unfiltered rival would be it
+    planted = []
+    for f in facts:
+        scores, _, answer = _brute_force_side(lm.model, known0, f, head)
+        scores[answer] = -np.inf
+        best = int(scores.argmax())
+        planted.append((best, f[1], f[2]) if head else (f[0], f[1], best))
+    known = KnownTails([with_reciprocals(np.concatenate([train_ids, np.array(planted)]), R)],
                        lm.model.config.num_relation_rows)
-    got = fact_margins(lm.model, facts, known)
-    for j, (h, r, t) in enumerate(facts):
-        others = np.ones(all_scores.shape[1], bool)
-        others[known.tails_of(int(h), int(r))] = False
-        others[t] = False
-        assert got[j] == pytest.approx(all_scores[j, t] - all_scores[j, others].max(), rel=1e-5, abs=1e-5)
+    side = np.full(len(facts), head)
+    got = fact_margins(lm.model, facts, known, side)
+    ranks = fact_ranks(lm.model, facts, side, known)
+    for j, f in enumerate(facts):
+        scores, keep, answer = _brute_force_side(lm.model, known, f, head)
+        assert not keep[planted[j][0 if head else 2]]
+        assert got[j] == pytest.approx(scores[answer] - scores[_brute_force_rival(lm.model, known, f, head)], rel=1e-5, abs=1e-5)
+        greater, equal = (scores[keep] > scores[answer]).sum(), (scores[keep] == scores[answer]).sum() - 1
+        assert ranks[j] == pytest.approx(1 + greater + equal / 2, abs=1.01 if equal else 1e-9)
+
+
+def test_sides_resolve_and_need_reciprocal_relations():
+    assert resolve_sides("auto", True) == ("tail", "head") and resolve_sides("auto", False) == ("tail",)
+    assert resolve_sides("both", True) == ("tail", "head") and resolve_sides("head", True) == ("head",)
+    assert resolve_sides("tail", False) == ("tail",)
+    with pytest.raises(TracegraphError, match="reciprocal"):
+        resolve_sides("both", False)
+    with pytest.raises(TracegraphError, match="--sides must be one of"):
+        resolve_sides("heads", True)
+
+
+def test_side_split_weights_to_the_whole():
+    arms = {"reference": {"ranks": [1.0] * 5}, "m@4": {"ranks": [2.0, 1.0, 1.0, 3.0, 1.0]}}
+    tail = np.array([True, True, False, False, False])
+    add_split(arms, tail, ("tail", "head"))
+    assert arms["m@4"]["delta_hits@1_tail"] == pytest.approx(1 / 2) and arms["m@4"]["delta_hits@1_head"] == pytest.approx(1 / 3)
+    only_tail = {"reference": {"ranks": [1.0]}, "m@4": {"ranks": [2.0]}}
+    add_split(only_tail, np.array([True]), ("tail", "head"))
+    assert "delta_hits@1_tail" not in only_tail["m@4"]
 
 
 def test_margin_halves_split_at_the_median():
@@ -246,10 +290,32 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
     out = tmp_path / "nec"
     with make_progress() as progress:
         res = run_necessity(NecessityConfig(model_dir=str(tiny_umls), train=str(umls_dir / "train.txt"),
-                                            output_dir=str(out), n=3, ks=[1, 2], methods=["tracin", "degree"],
+                                            output_dir=str(out), n=1000, ks=[1, 2], methods=["tracin", "degree"],
                                             bootstrap=50, device="cpu", checkpoints=["final"]), progress=progress)
     assert [(t.description, t.total, t.completed) for t in progress.tasks] == [("retrain", 8, 8)]  # 4 arms × 2 k
-    assert res["n_facts"] == 3 and all(r == 1.0 for r in res["base_ranks"])
+    # every (test triple, side) the run ranks first, found by scoring every entity at once
+    from tracegraph.kg.model.model_io import load_model
+    lm = load_model(tiny_umls)
+    R = len(lm.relations)
+    filt = np.concatenate([encode_triples(read_labeled_triples(umls_dir / f), lm.entities, lm.relations)
+                           for f in ("train.txt", "test.txt")])  # the run's filter (tiny_umls has no valid file)
+    known = KnownTails([with_reciprocals(filt, R)], lm.model.config.num_relation_rows)
+    test_ids = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)
+    e, r = lm.entities.labels, lm.relations.labels
+    first = set()
+    for side, q, ans, shift in (("tail", 0, 2, 0), ("head", 2, 0, R)):  # the head side asks (t, r⁻¹ = r + R, ?)
+        rels = test_ids[:, 1] + shift
+        with torch.no_grad():
+            scores = lm.model.eval().score_all(torch.as_tensor(test_ids[:, q]), torch.as_tensor(rels)).numpy()
+        for j, (x, y, z) in enumerate(test_ids):
+            others = np.setdiff1d(np.arange(scores.shape[1]), [*known.tails_of(int(test_ids[j, q]), int(rels[j])), test_ids[j, ans]])
+            if (scores[j, others] < scores[j, test_ids[j, ans]]).all():
+                first.add((e[x], r[y], e[z], side))
+    assert {(*f, s) for f, s in zip(res["facts"], res["fact_sides"])} == first  # n is above their number
+    n = res["n_facts"]
+    assert n == len(first) and all(r == 1.0 for r in res["base_ranks"])
+    head = np.array(res["fact_sides"]) == "head"
+    assert head.any() and not head.all()  # a reciprocal run: facts on both sides
     assert res["environment"]["torch_threads"] == torch.get_num_threads() and res["environment"]["explain_device"] == "cpu"
     arms = res["seeds"]["0"]
     assert set(arms) == {"reference", *(f"{a}@{k}" for a in ("tracin", "degree", "neighbour", "far") for k in (1, 2))}
@@ -262,7 +328,7 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
         ex = read_labeled_triples(out / "retrains" / f"seed0_{name.replace('@', '_k')}" / "excluded.txt")
         removed = set(zip(ex.heads, ex.relations, ex.tails))
         assert removed <= train_set and not removed & facts
-        assert 1 <= arm["triples_removed"] == len(removed) <= 3 * arm["k"]
+        assert 1 <= arm["triples_removed"] == len(removed) <= n * arm["k"]
         ends = [(f[0], f[2]) for f in res["facts"]]
         touching = [any(h in e or t in e for e in ends) for h, _, t in removed]
         if not name.startswith("far"):  # explanations and neighbour draws: candidates touch their fact
@@ -281,12 +347,17 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
             assert a["above_far_hits@1"] == pytest.approx(a["delta_hits@1"] - arms[f"far@{k}"]["delta_hits@1"])
         assert "above_far_hits@1" not in arms[f"far@{k}"]
     margins = np.array(arms["reference"]["margins"])
-    assert margins.shape == (3,) and (margins > 0).all()  # ranked first by the run: ahead of every rival
-    for name, a in arms.items():  # the halves' ΔH@1, weighted by their sizes, is the whole ΔH@1
-        if name != "reference" and "delta_hits@1_low_margin" in a:
-            low = (margins <= np.median(margins)).sum()
-            assert (low * a["delta_hits@1_low_margin"] + (3 - low) * a["delta_hits@1_high_margin"]) / 3 == \
-                pytest.approx(a["delta_hits@1"])
+    assert margins.shape == (n,) and (margins > 0).all()  # ranked first by the run: ahead of every rival
+    for name, a in arms.items():  # each split's ΔH@1, weighted by its parts' sizes, is the whole ΔH@1
+        if name == "reference":
+            continue
+        for part, mask in (("low_margin", margins <= np.median(margins)), ("tail", ~head)):
+            if f"delta_hits@1_{part}" in a:
+                other = "high_margin" if part == "low_margin" else "head"
+                n_part = mask.sum()
+                assert (n_part * a[f"delta_hits@1_{part}"] + (len(mask) - n_part) * a[f"delta_hits@1_{other}"]) / n == \
+                    pytest.approx(a["delta_hits@1"])
+        assert "delta_hits@1_tail" in a
 
 
 @pytest.mark.slow
@@ -398,19 +469,18 @@ def _margin_reference(run_dir, train_ids, facts, rivals, rows, loss):
     return tracin, margin
 
 
-def _brute_force_rival(model, train_ids, fact):
-    h, r, t = (int(x) for x in fact)
-    true = {int(b) for a, rr, b in train_ids if a == h and rr == r} | {t}
-    with torch.no_grad():
-        scores = [float(model.score_triples(torch.tensor([h]), torch.tensor([r]), torch.tensor([e]))[0])
-                  for e in range(model.config.num_entities)]
-    return max((e for e in range(model.config.num_entities) if e not in true), key=lambda e: scores[e])
+def _brute_force_rival(model, known, fact, head=False) -> int:
+    """The best-scored answer of the fact's query on one side that is neither its answer nor known true."""
+    scores, keep, answer = _brute_force_side(model, known, fact, head)
+    keep[answer] = False
+    return int(np.flatnonzero(keep)[scores[keep].argmax()])
 
 
-@pytest.mark.parametrize("loss", ["score", "logit"])
-def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tiny_umls, umls_dir, loss):
-    """tracin-margin = Σ_k η_k ⟨g_train, g(h,r,t) − g(h,r,t*)⟩ with t* the best-scored tail that is
-    neither t nor a known true tail (found here by scoring every entity one triple at a time)."""
+@pytest.mark.parametrize("loss,head", [("score", False), ("logit", False), ("logit", True)])
+def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tiny_umls, umls_dir, loss, head):
+    """tracin-margin = Σ_k η_k ⟨g_train, g(h,r,t) − g(rival)⟩, the rival (h,r,t*) with t* the best-scored
+    tail that is neither t nor a known true tail — on the head side (h*,r,t), h* the best answer to
+    (t, r⁻¹, ?) — found here by scoring every entity one triple at a time."""
     from tracegraph.kg.explain.methods import competitors
     from tracegraph.kg.model.model_io import load_model
 
@@ -418,13 +488,17 @@ def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tin
     train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
     facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:3]
     known = KnownTails([with_reciprocals(train_ids, len(lm.relations))], lm.model.config.num_relation_rows)
-    rivals = competitors(lm.model, facts, known)
-    for f, (_, _, got) in zip(facts, rivals):
-        assert got == _brute_force_rival(lm.model, train_ids, f)
+    side = np.full(len(facts), head)
+    rivals = competitors(lm.model, facts, known, side)
+    for f, rival in zip(facts, rivals):
+        want = f.copy()
+        want[0 if head else 2] = _brute_force_rival(lm.model, known, f, head)
+        assert list(rival) == list(want)
     subsets = [np.arange(0, 30), np.arange(20, 50), np.array([7, 300, 800])]
     ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
     keys = method_keys_all(["tracin-margin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids, facts=facts,
-                           subsets=subsets, known=known, opts=MethodOptions(loss=loss), device=torch.device("cpu"))
+                           subsets=subsets, known=known, opts=MethodOptions(loss=loss), device=torch.device("cpu"),
+                           head_side=side)
     union = np.unique(np.concatenate(subsets))
     _, ref = _margin_reference(tiny_umls, train_ids, facts, rivals, union, loss)
     for j, rows in enumerate(subsets):
@@ -509,7 +583,8 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     # the run's filter: its train and test files (tiny_umls has no valid file)
     filt = np.concatenate([full_train, encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)])
     rivals = facts.copy()
-    rivals[:, 2] = [_brute_force_rival(lm.model, filt, f) for f in facts]
+    known = KnownTails([with_reciprocals(filt, len(lm.relations))], lm.model.config.num_relation_rows)
+    rivals[:, 2] = [_brute_force_rival(lm.model, known, f) for f in facts]
     tracin, margin = _margin_reference(tiny_umls, train_ids, facts, rivals, np.arange(len(train_ids)), "logit")
     extra = {} if explainer is None else {"explainer": explainer}
     for top_k in (None, 3):
@@ -561,3 +636,4 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             cand = train_ids[sub[tuple(f[[0, 2]])]]
             walk = dict(zip(map(tuple, cand.tolist()), networkx_walks(cand, f)))
             assert len(rows) == len(cand) and [float(r[15]) for r in rows] == [walk[x] for x in ids]
+

@@ -24,7 +24,8 @@ def necessity_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory written by `tracegraph train` (config.json, checkpoints/, final_model.pt)."),
     train: Path = typer.Option(..., "--train", help="The training triples of that run."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="necessity.json, necessity.md and retrains/ go here."),
-    facts: Optional[Path] = typer.Option(None, "--facts", help="Triples to explain (default: --n test triples of the run ranked first, tail side)."),
+    facts: Optional[Path] = typer.Option(None, "--facts", help="Triples to explain (default: --n test triples of the run ranked first), each on every side of --sides."),
+    sides: str = typer.Option("auto", "--sides", help="Which answer a fact is: tail, head or both (a triple ranked first on both sides can be two facts). auto: both when the run has reciprocal relations (the default model), else tail."),
     n: int = typer.Option(100, "--n", min=1, help="Facts drawn among the test triples the model ranks first."),
     k: str = typer.Option("1,2,4", "--k", help="Explanation sizes; one retrain per arm and k."),
     method: str = typer.Option("tracin-margin-path", "--method", help=METHOD_HELP + " Default: explain's default, tracin-margin-path."),
@@ -50,7 +51,7 @@ def necessity_cmd(
     set_threads(num_threads)
     cfg = NecessityConfig(
         model_dir=str(model_dir), train=str(train), output_dir=str(output_dir), facts=str(facts) if facts else None,
-        n=n, ks=int_list(k, "--k"), methods=[m.strip() for m in method.split(",") if m.strip()],
+        sides=sides, n=n, ks=int_list(k, "--k"), methods=[m.strip() for m in method.split(",") if m.strip()],
         seeds=int_list(seeds, "--seeds") if seeds else None, loss=loss, layers=layers, checkpoints=checkpoints,
         filter_files=[str(f) for f in filter_files] if filter_files else None, bootstrap=bootstrap, sample_seed=seed,
         local=LocalRetrainOptions(candidates=local_candidates, k=max(int_list(k, "--k")), steps=local_steps, seed=seed),

@@ -113,17 +113,34 @@ def margin_shell(walk: np.ndarray) -> np.ndarray:
     return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
-def competitors(model, facts: np.ndarray, known) -> np.ndarray:
-    """Per fact (h, r, t): (h, r, t*), t* the tail the model scores highest among those neither t
-    nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left out). The filtered
-    top 2 of :func:`rank_queries` (batched, chunked over entities): t* is whichever is not t."""
+def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:
+    """The query the model ranks for each fact (h, r, t): (h, r, t) for its tail, and on the head
+    side (``head_side`` true; reciprocal models) (t, r⁻¹, h), r⁻¹ = r + R."""
+    q = np.array(facts, dtype=np.int64).reshape(-1, 3)
+    if head_side is not None:
+        hs = np.asarray(head_side, bool)
+        q[hs] = np.stack([q[hs, 2], q[hs, 1] + num_relations, q[hs, 0]], 1)
+    return q
+
+
+def competitors(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
+    """Per fact (h, r, t): its rival, (h, r, t*) with t* the tail the model scores highest among
+    those neither t nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left
+    out); for a fact on the head side (``head_side``, reciprocal models), (h*, r, t) with h* the
+    best filtered answer to (t, r⁻¹, ?). The filtered top 2 of :func:`rank_queries` (batched,
+    chunked over entities): the rival is whichever is not the answer."""
     from tracegraph.kg.model.evaluate import rank_queries
 
-    facts = np.asarray(facts, dtype=np.int64)
-    top = rank_queries(model, facts[:, 0], facts[:, 1], facts[:, 2], known, top_k=2,
+    facts = np.asarray(facts, dtype=np.int64).reshape(-1, 3)
+    hs = np.zeros(len(facts), bool) if head_side is None else np.asarray(head_side, bool)
+    if hs.any() and not model.config.reciprocal:
+        raise TracegraphError("head-side facts need a model with reciprocal relations")
+    q = queries(facts, hs, model.config.num_relations)
+    top = rank_queries(model, q[:, 0], q[:, 1], q[:, 2], known, top_k=2,
                        device=next(model.parameters()).device).topk_ids
+    best = np.where(top[:, 0] == q[:, 2], top[:, 1], top[:, 0])
     out = facts.copy()
-    out[:, 2] = np.where(top[:, 0] == facts[:, 2], top[:, 1], top[:, 0])
+    out[~hs, 2], out[hs, 0] = best[~hs], best[hs]
     return out
 
 
@@ -145,11 +162,14 @@ def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
 
 
 def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.ndarray, facts: np.ndarray,
-                    subsets: list[np.ndarray], known, opts: MethodOptions, device, progress=None) -> dict:
+                    subsets: list[np.ndarray], known, opts: MethodOptions, device, progress=None,
+                    head_side=None) -> dict:
     """method -> per fact, the list of key arrays for its candidates (see the module doc).
 
-    ``facts`` are base-relation triples (h, r, t) predicted on the tail side; candidates equal to
-    the fact never reach the top (they get -inf)."""
+    ``facts`` are base-relation triples (h, r, t), predicted on the tail side unless ``head_side``
+    marks them (reciprocal models). Only the margin methods' rival depends on the side: TracIn of
+    a reciprocal model's triple already sums both of its directions. Candidates equal to the fact
+    never reach the top (they get -inf)."""
     from tracegraph.kg.explain.fidelity import degrees, method_keys, path_lengths, path_shell
 
     methods = check_methods(methods)
@@ -158,7 +178,7 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
     parts = margins = None
     if any(m in MARGIN_METHODS for m in methods):  # the rivals ride along as extra test triples of the same pass
         T = len(facts)
-        both = influence_parts(checkpoints, train_ids, np.concatenate([facts, competitors(model, facts, known)]),
+        both = influence_parts(checkpoints, train_ids, np.concatenate([facts, competitors(model, facts, known, head_side)]),
                                list(subsets) * 2, opts, device, progress)
         parts = InfluenceParts(both.tracin[:T], both.cosine[:T], both.relatif[:T])
         margins = [np.asarray(a, np.float64) - np.asarray(b, np.float64) for a, b in zip(parts.tracin, both.tracin[T:])]

@@ -1,7 +1,8 @@
 """The necessity test: are an explanation's triples what a prediction needs? (after Kelpie's protocol)
 
-Facts: N test triples the trained model ranks first (filtered, tail side), or the triples of
-``--facts``. For each *arm* and k, every fact's top-k explanation triples are removed **at once**
+Facts: N test triples the trained model ranks first (filtered; on the tail side, and with reciprocal
+relations on the head side too: a triple ranked first on both sides can be two facts), or the
+triples of ``--facts`` on those sides. For each *arm* and k, every fact's top-k explanation triples are removed **at once**
 and the model is retrained **once** with the run's own configuration; the facts are then ranked
 again. Arms:
 
@@ -19,7 +20,8 @@ chosen because the run ranks them first, so any retrain that changes the traject
 of them (the winner's curse; 0.03–0.08 on UMLS) — the far arm measures that floor, and the
 paired difference is what the removal itself did. And each arm's ΔH@1 on the facts with the
 smaller and the larger half of the reference's margins (fact − strongest filtered rival): near-ties
-flip on any retrain, confident predictions only when their support goes.
+flip on any retrain, confident predictions only when their support goes. With facts on both
+sides, each arm's ΔH@1 on the tail-side and on the head-side facts too.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ import numpy as np
 import torch
 
 from tracegraph.errors import DataError, TracegraphError, require_file
-from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all
+from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all, queries
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.progress import log, quiet
 
 RANDOM_ARMS = ("neighbour", "far")
+SIDES = ("auto", "tail", "head", "both")
+# the ΔH@1 splits of each arm: (mask name, its complement's name)
+SPLITS = (("low_margin", "high_margin"), ("tail", "head"))
 
 
 @dataclass
@@ -47,6 +52,7 @@ class NecessityConfig:
     train: str
     output_dir: str
     facts: str | None = None  # default: N test triples (the run's test file) ranked first
+    sides: str = "auto"  # which answer a fact is: tail, head, both; auto = both with reciprocal relations
     n: int = 100
     ks: list[int] = field(default_factory=lambda: [1, 2, 4])
     methods: list[str] = field(default_factory=lambda: [DEFAULT_EXPLAINER])
@@ -68,6 +74,25 @@ def choose_facts(ranks: np.ndarray, n: int, seed: int) -> np.ndarray:
     if len(first) > n:
         first = np.sort(np.random.default_rng(seed).choice(first, size=n, replace=False))
     return first
+
+
+def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
+    """``--sides`` as the tuple of sides a fact may be predicted on."""
+    if sides not in SIDES:
+        raise TracegraphError(f"--sides must be one of {', '.join(SIDES)}, not {sides!r}")
+    if sides == "auto":
+        return ("tail", "head") if reciprocal else ("tail",)
+    if sides != "tail" and not reciprocal:
+        raise TracegraphError(f"--sides {sides}: head-side facts need a model with reciprocal relations "
+                              "(this run has none); use --sides tail")
+    return ("tail", "head") if sides == "both" else (sides,)
+
+
+def fact_ranks(model, facts: np.ndarray, head_side: np.ndarray, known) -> np.ndarray:
+    """Filtered realistic rank of each fact's answer on its side (the tail, or the head)."""
+    from tracegraph.kg.explain.fidelity import tail_ranks
+
+    return tail_ranks(model, queries(facts, head_side, model.config.num_relations), known)[0]
 
 
 def arm_rows(arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
@@ -123,13 +148,30 @@ def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
             a["above_far_hits@1"], a["above_far_hits@1_ci95"] = m, [lo, hi]
 
 
-def fact_margins(model, facts: np.ndarray, known) -> np.ndarray:
+def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
     """Per fact (h, r, t): s(h, r, t) − s(h, r, t*), t* the best-scored tail that is neither t nor
-    known true (filtered): how far ahead of its strongest rival the model puts the fact."""
+    known true (filtered) — on the head side s(t, r⁻¹, h) − s(t, r⁻¹, h*): how far ahead of its
+    strongest rival the model puts the fact's answer."""
     from tracegraph.kg.explain.methods import competitors, triple_logits
 
     model.eval()  # competitors ranks with the model as it is
-    return triple_logits(model, facts) - triple_logits(model, competitors(model, facts, known))
+    R = model.config.num_relations
+    rivals = competitors(model, facts, known, head_side)
+    return triple_logits(model, queries(facts, head_side, R)) - triple_logits(model, queries(rivals, head_side, R))
+
+
+def add_split(arms: dict, mask: np.ndarray, names: tuple[str, str]) -> None:
+    """Every arm's ΔH@1 on the facts in ``mask`` (``delta_hits@1_<names[0]>``) and on the rest
+    (``…_<names[1]>``). Left out when either part is empty."""
+    mask = np.asarray(mask, bool)
+    if mask.all() or not mask.any():
+        return
+    ref_hit = np.asarray(arms["reference"]["ranks"], np.float64) <= 1
+    for name, a in arms.items():
+        if name != "reference":
+            hit = np.asarray(a["ranks"], np.float64) <= 1
+            for part, sel in zip(names, (mask, ~mask)):
+                a[f"delta_hits@1_{part}"] = float(ref_hit[sel].mean() - hit[sel].mean())
 
 
 def add_margin_halves(arms: dict, margins: np.ndarray) -> None:
@@ -137,16 +179,8 @@ def add_margin_halves(arms: dict, margins: np.ndarray) -> None:
     rest: whether removals break confident predictions or only near-ties (which any retrain may
     flip). Left out when a half is empty (all margins equal)."""
     m = np.asarray(margins, np.float64)
-    low = m <= np.median(m)
     arms["reference"]["margins"] = m.tolist()
-    if low.all():
-        return
-    ref_hit = np.asarray(arms["reference"]["ranks"], np.float64) <= 1
-    for name, a in arms.items():
-        if name != "reference":
-            hit = np.asarray(a["ranks"], np.float64) <= 1
-            a["delta_hits@1_low_margin"] = float(ref_hit[low].mean() - hit[low].mean())
-            a["delta_hits@1_high_margin"] = float(ref_hit[~low].mean() - hit[~low].mean())
+    add_split(arms, m <= np.median(m), SPLITS[0])
 
 
 class Retrainer:
@@ -193,7 +227,6 @@ class Retrainer:
 def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON.
     ``progress`` (a rich Progress) gets one bar over the retrains."""
-    from tracegraph.kg.explain.fidelity import tail_ranks
     from tracegraph.kg.model.model_io import run_label_smoothing
     from tracegraph.kg.model.predict import filter_index, run_files
     from tracegraph.kg.run import Run
@@ -216,11 +249,15 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     candidates_ids = encode_triples(read_labeled_triples(fact_file), lm.entities, lm.relations)
     files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
     known = filter_index(lm, [*files, fact_file])
-    base_ranks_all, _ = tail_ranks(lm.model, candidates_ids, known)
-    chosen = choose_facts(base_ranks_all, cfg.n, cfg.sample_seed) if not cfg.facts else np.arange(len(candidates_ids))
+    sides = resolve_sides(cfg.sides, lm.model.config.reciprocal)
+    # every candidate on every side, tail side first (so --sides tail draws what it always drew)
+    pool = np.concatenate([candidates_ids] * len(sides))
+    pool_head = np.repeat(np.array([s == "head" for s in sides]), len(candidates_ids))
+    pool_ranks = fact_ranks(lm.model, pool, pool_head, known)
+    chosen = choose_facts(pool_ranks, cfg.n, cfg.sample_seed) if not cfg.facts else np.arange(len(pool))
     if len(chosen) == 0:
-        raise DataError("no fact is ranked first by the model (filtered, tail side)", fact_file)
-    facts, base_ranks = candidates_ids[chosen], base_ranks_all[chosen]
+        raise DataError(f"no fact is ranked first by the model (filtered, {' or '.join(sides)} side)", fact_file)
+    facts, head_side, base_ranks = pool[chosen], pool_head[chosen], pool_ranks[chosen]
     e, r = lm.entities.labels, lm.relations.labels
     label = lambda x: (e[int(x[0])], r[int(x[1])], e[int(x[2])])
     cands = [np.setdiff1d(np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
@@ -232,7 +269,8 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     mopts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps, local=cfg.local)
     t0 = time.perf_counter()
     keys = method_keys_all(methods, model=lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
-                           train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device)
+                           train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device,
+                           head_side=head_side)
     explain_seconds = time.perf_counter() - t0
     log.info(f"necessity: {len(facts)} facts explained by {', '.join(methods)} in {explain_seconds:.0f}s")
     local_records = keys.pop("_local_retrain_records", None)
@@ -262,8 +300,8 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
             ref_model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
             if on_retrain is not None:
                 on_retrain(f"reference seed {seed}")
-            ref_ranks, _ = tail_ranks(ref_model, facts, known)
-        ref_margins = fact_margins(ref_model, facts, known)
+            ref_ranks = fact_ranks(ref_model, facts, head_side, known)
+        ref_margins = fact_margins(ref_model, facts, known, head_side)
         arms = {"reference": {"ranks": ref_ranks.tolist(), "seconds": ref_seconds,
                               "hits@1": float(np.mean(ref_ranks <= 1)), "mrr": float(np.mean(1 / ref_ranks))}}
         for arm, rows_per_fact in per_fact.items():
@@ -272,7 +310,7 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
                 model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
                 if on_retrain is not None:
                     on_retrain(f"{arm} k={k}")
-                ranks, _ = tail_ranks(model, facts, known)
+                ranks = fact_ranks(model, facts, head_side, known)
                 arms[f"{arm}@{k}"] = dict(summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed), arm=arm,
                                           k=k, triples_removed=int(len(rows)), seconds=secs, ranks=ranks.tolist())
                 a = arms[f"{arm}@{k}"]
@@ -281,16 +319,19 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
                          f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)")
         add_above_far(arms, ks, cfg.bootstrap, cfg.sample_seed)
         add_margin_halves(arms, ref_margins)
+        add_split(arms, ~head_side, SPLITS[1])
         results["seeds"][str(seed)] = arms
     result = {
         "model_dir": str(mdir), "train": str(cfg.train), "facts_file": str(fact_file),
-        "protocol": {"facts": "filtered tail rank 1 under the run's final model" if not cfg.facts else "given",
+        "protocol": {"facts": (f"filtered rank 1 ({' or '.join(sides)} side) under the run's final model"
+                               if not cfg.facts else f"given, on the {' and '.join(sides)} side"),
                      "candidates": "training triples touching the fact's head or tail, never the fact",
                      "removal": "every fact's top-k at once, one retrain per arm and k (kg/data/exclusion.py)",
                      "reference": "the run itself for its own seed, else a full retrain with that seed",
                      "ci": f"bootstrap over facts, {cfg.bootstrap} resamples"},
         "config": _jsonable(asdict(cfg)), "n_facts": int(len(facts)),
-        "facts": [list(label(x)) for x in facts], "base_ranks": base_ranks.tolist(),
+        "facts": [list(label(x)) for x in facts], "fact_sides": ["head" if h else "tail" for h in head_side],
+        "base_ranks": base_ranks.tolist(),
         "mean_candidates": float(np.mean([len(c) for c in cands])),
         "explain_seconds": explain_seconds, **results,
         # a retrain reproduces the run bit for bit only with the run's device and thread count
@@ -326,9 +367,9 @@ def _across_seeds(per_seed: dict, methods, ks) -> dict:
             rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
             entry = {}
             above = ("above_far_hits@1",) if "above_far_hits@1" in rows[0] else ()  # far has none
-            halves = ("delta_hits@1_low_margin", "delta_hits@1_high_margin") if all(
-                "delta_hits@1_low_margin" in r for r in rows) else ()
-            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", *above, *halves):
+            splits = [f"delta_hits@1_{part}" for pair in SPLITS if all(f"delta_hits@1_{pair[0]}" in r for r in rows)
+                      for part in pair]
+            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", *above, *splits):
                 v = [r[key] for r in rows]
                 entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
             if above:
@@ -344,9 +385,9 @@ def necessity_markdown(res: dict) -> str:
     lines = [f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})", "",
              "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
              "(docs/demo.md, 'Necessity').", "",
-             "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half | ΔMRR "
-             "| H@1 after | mean rank after | removed |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
+             "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in res["summary"].items():
         arm, k = name.rsplit("@", 1)
         lo, hi = e["delta_hits@1_ci95_first_seed"]
@@ -355,10 +396,9 @@ def necessity_markdown(res: dict) -> str:
         if "above_far_hits@1" in e:
             flo, fhi = e["above_far_hits@1_ci95_first_seed"]
             above = f"{e['above_far_hits@1']['mean']:.3f} ({flo:.3f}–{fhi:.3f})"
-        halves = "—"
-        if "delta_hits@1_low_margin" in e:
-            halves = f"{e['delta_hits@1_low_margin']['mean']:.3f} / {e['delta_hits@1_high_margin']['mean']:.3f}"
-        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | {halves} | "
+        halves, sides = (f"{e[f'delta_hits@1_{a}']['mean']:.3f} / {e[f'delta_hits@1_{b}']['mean']:.3f}"
+                         if f"delta_hits@1_{a}" in e else "—" for a, b in SPLITS)
+        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | {halves} | {sides} | "
                      f"{e['delta_mrr']['mean']:.3f} | {e['hits@1']['mean']:.3f} | {e['mean_rank']['mean']:.2f} | "
                      f"{e['triples_removed']} |")
     return "\n".join(lines) + "\n"
