@@ -331,6 +331,8 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
         assert 1 <= arm["triples_removed"] == len(removed) <= n * arm["k"]
         ends = [(f[0], f[2]) for f in res["facts"]]
         touching = [any(h in e or t in e for e in ends) for h, _, t in removed]
+        # at each fact: the removed triples touching its head or tail, by a plain count
+        assert arm["removed_at_fact"] == pytest.approx(np.mean([sum(h in e or t in e for h, _, t in removed) for e in ends]))
         if not name.startswith("far"):  # explanations and neighbour draws: candidates touch their fact
             assert all(touching)
         rc = json.loads((out / "retrains" / f"seed0_{name.replace('@', '_k')}" / "run" / "config.json").read_text())
