@@ -559,13 +559,14 @@ def test_tracin_margin_path_orders_by_networkx_shell_then_brute_force_margin(tin
     assert {2.0, 3.0} <= seen and len(seen) >= 3 and merged_differs  # direct edges do not simply come first
 
 
-@pytest.mark.parametrize("explainer", [None, "tracin-margin"])
-def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls_dir, tmp_path, explainer):
+@pytest.mark.parametrize("explainer,side", [(None, "tail"), ("tracin-margin", "tail"), (None, "head")])
+def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls_dir, tmp_path, explainer, side):
     """tracin-margin (--loss logit): TracInScore is the fact's own TracIn, MethodScore its margin
     over the rival filtered by the run's train/valid/test files, rows sorted by MethodScore; with
     --top-k the k strongest and k weakest margins. `explain`'s default, tracin-margin-path: the same
     scores, HeadTailWalk = the networkx walk, rows sorted by shell then margin; with --top-k the
-    first k of that order and the k weakest margins among the rest."""
+    first k of that order and the k weakest margins among the rest. --side head: the rival is the
+    best filtered head h* of (t, r⁻¹, ?), the margin TracIn(h,r,t) − TracIn(h*,r,t)."""
     import csv
 
     from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
@@ -586,9 +587,10 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     filt = np.concatenate([full_train, encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)])
     rivals = facts.copy()
     known = KnownTails([with_reciprocals(filt, len(lm.relations))], lm.model.config.num_relation_rows)
-    rivals[:, 2] = [_brute_force_rival(lm.model, known, f) for f in facts]
+    head = side == "head"
+    rivals[:, 0 if head else 2] = [_brute_force_rival(lm.model, known, f, head) for f in facts]
     tracin, margin = _margin_reference(tiny_umls, train_ids, facts, rivals, np.arange(len(train_ids)), "logit")
-    extra = {} if explainer is None else {"explainer": explainer}
+    extra = ({} if explainer is None else {"explainer": explainer}) | ({"side": side} if head else {})
     for top_k in (None, 3):
         out = tmp_path / f"out{top_k}"
         summary = run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
@@ -620,14 +622,14 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             assert col == want
             # the JSON names what the margin is taken against: the brute-force rival and both logits
             meta = json.loads(path.with_suffix(".json").read_text())
-            h, r, t = (int(x) for x in facts[j])
-            with torch.no_grad():
-                s_fact, s_rival = (float(lm.model.score_triples(torch.tensor([h]), torch.tensor([r]), torch.tensor([e]))[0])
-                                   for e in (t, int(rivals[j, 2])))
-            assert meta["rival"]["tail"] == lm.entities.labels[int(rivals[j, 2])]
+            scores, _, answer = _brute_force_side(lm.model, known, facts[j], head)
+            rival = int(rivals[j, 0 if head else 2])
+            s_fact, s_rival = scores[answer], scores[rival]
+            assert meta["side"] == side and meta["rival"]["side"] == side
+            assert meta["rival"][side] == lm.entities.labels[rival]
             assert meta["rival"]["logit"] == pytest.approx(s_rival, abs=1e-5)
             assert meta["rival"]["logit_margin"] == pytest.approx(s_fact - s_rival, abs=1e-5)
-    if explainer is None:  # a filtered subgraph per test triple: walks inside it, not the whole graph
+    if explainer is None and not head:  # a filtered subgraph per test triple: walks inside it, not the whole graph
         sub = {tuple(f[[0, 2]]): np.flatnonzero(np.isin(train_ids[:, [0, 2]], f[[0, 2]]).any(1))[::2] for f in facts}
         run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
                                   test_triples=str(tmp_path / "test.txt"), output_dir=str(tmp_path / "sub"),
@@ -639,3 +641,24 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             walk = dict(zip(map(tuple, cand.tolist()), networkx_walks(cand, f)))
             assert len(rows) == len(cand) and [float(r[15]) for r in rows] == [walk[x] for x in ids]
 
+
+
+def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
+    """`explain --side head` and `fidelity necessity --sides head|both` on a run without reciprocal
+    relations stop with a one-line error before any work; a side that is no side, too."""
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+
+    run = tmp_path / "run"
+    train(TrainConfig(train=str(umls_dir / "train.txt"), test=str(umls_dir / "test.txt"), output_dir=str(run),
+                      epochs=1, batch_size=512, model=dict(TINY, reciprocal=False)))
+    common = dict(model_dir=str(run), train=str(umls_dir / "train.txt"), device="cpu")
+    with pytest.raises(TracegraphError, match="--side head needs a model with reciprocal relations"):
+        run_explain(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
+                                  side="head"))
+    with pytest.raises(TracegraphError, match="--side must be tail or head"):
+        run_explain(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
+                                  side="both"))
+    for sides in ("head", "both"):
+        with pytest.raises(TracegraphError, match=f"--sides {sides}: head-side facts need a model with reciprocal"):
+            run_necessity(NecessityConfig(**common, output_dir=str(tmp_path / "n"), sides=sides))
+    assert not (tmp_path / "x").exists() and not (tmp_path / "n").exists()

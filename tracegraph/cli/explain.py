@@ -29,6 +29,7 @@ def explain_cmd(
     engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
     loss: str = typer.Option(DEFAULT_LOSS, help="logit: -s, the triple's own score (what removing a training triple changes in a KvsAll retrain, whatever its fit); score: softplus(-s); train-loss: the 1-N training BCE with the run's label smoothing (the earlier codebase's convention)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
+    side: str = typer.Option("tail", "--side", help="The prediction the margin methods (tracin-margin, tracin-margin-path) explain: tail, the answer to (h, r, ?), or head, the answer to (?, r, t) (reciprocal models). Their rival, in each JSON's 'rival', is then a head."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Keep the top-k proponents and top-k opponents per test triple (default: every training triple)."),
     batch_size: int = typer.Option(0, min=0, help="Training triples per step; 0 = auto: 512 on CPU, up to 4096 on a GPU (under torchrun every process scores whole batches of its shard)."),
     precision: str = typer.Option("fp32", help="fp32 (exact) or bf16 (faster on recent hardware; approximate)."),
@@ -72,7 +73,7 @@ def explain_cmd(
         checkpoints=checkpoints, method=engine, explainer=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
         precision=precision, device=device, node_name_dict=_s(node_name_dict), edge_map=_s(edge_map),
         start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
-        devices=devices.split(",") if devices else None,
+        devices=devices.split(",") if devices else None, side=side,
     )
     run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
     subsets = None

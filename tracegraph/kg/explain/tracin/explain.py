@@ -67,6 +67,9 @@ class ExplainConfig:
     skip_existing: bool = False
     label_smoothing: float | None = None  # default: the run's
     devices: list[str] | None = None  # one process, several devices: test triples sharded across them
+    # which prediction the margin methods explain: the tail of (h, r, ?), or with reciprocal relations
+    # the head of (?, r, t) — their rival is then a head; TracIn itself sums both of a triple's directions
+    side: str = "tail"
 
 
 base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
@@ -105,6 +108,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
 
     if cfg.top_k is not None and cfg.top_k < 1:  # 0 would keep every row (order[-0:] is all of it)
         raise TracegraphError(f"--top-k must be at least 1, not {cfg.top_k}")
+    if cfg.side not in ("tail", "head"):
+        raise TracegraphError(f"--side must be tail or head, not {cfg.side!r}")
     t0 = time.perf_counter()
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     devices = parse_devices(cfg.devices) if cfg.devices else None
@@ -118,6 +123,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     checkpoints = resolve_checkpoint_list(mdir, cfg.checkpoints)
     check_one_run(mdir, checkpoints)  # TracIn sums over them: they must be one run's
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else run.label_smoothing
+    if cfg.side == "head" and not run.model.config.reciprocal:
+        raise TracegraphError("--side head needs a model with reciprocal relations (this run has none)")
     ent_names = _names(cfg.node_name_dict, ents.labels)
     rel_names = _rel_names(cfg.edge_map, rels.labels)
 
@@ -169,8 +176,10 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             from tracegraph.kg.explain.methods import competitors
             from tracegraph.kg.model.predict import filter_index, run_files
 
-            engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)))])
-        rival_of = _rival_records(run.model, engine_ids[T:], test_ids, ents.labels, ent_names) if len(engine_ids) > T else None
+            head_side = np.full(T, cfg.side == "head")
+            engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)), head_side)])
+        rival_of = (_rival_records(run.model, engine_ids[T:], test_ids, ents.labels, ent_names, cfg.side)
+                    if len(engine_ids) > T else None)
         walk_of = None  # tracin-margin-path: todo position -> walk length of each of its rows (every rank's own)
         if cfg.explainer == "tracin-margin-path":
             walk_of = _walks(train_ids, [subsets[i] for i, _, _ in todo], test_ids, train_subsets is None)
@@ -193,7 +202,8 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
             cols = np.searchsorted(union, subsets[i])
             meta = {
                 "test_triple": {"index": i, "head": ents.labels[h], "relation": rels.labels[r], "tail": ents.labels[t]},
-                "method": cfg.explainer, "engine": cfg.method, "loss": cfg.loss, "label_smoothing": eps, "layers": result.layers,
+                "method": cfg.explainer, "side": cfg.side, "engine": cfg.method, "loss": cfg.loss, "label_smoothing": eps,
+                "layers": result.layers,
                 "checkpoints": [asdict(c) for c in result.checkpoints],
                 "learning_rates": [c.lr for c in result.checkpoints],
                 "test_self_influence": float(result.test_self[j]),
@@ -357,13 +367,17 @@ def _write_csv(path: Path, rows, header=CSV_HEADER) -> None:
             w.writerow(row[:n_text] + [repr(x) for x in row[n_text:]])
 
 
-def _rival_records(model, rivals: np.ndarray, test_ids: np.ndarray, ent_labels, ent_names) -> list[dict]:
+def _rival_records(model, rivals: np.ndarray, test_ids: np.ndarray, ent_labels, ent_names, side: str) -> list[dict]:
     """Per test triple (h, r, t): its margin methods' rival t* (the best-scored tail neither t nor
-    known true) with both logits and the margin s(h, r, t) − s(h, r, t*)."""
-    from tracegraph.kg.explain.methods import triple_logits
+    known true) with both logits and the margin s(h, r, t) − s(h, r, t*); on the head side h*, the
+    logits of (t, r⁻¹, h) and (t, r⁻¹, h*)."""
+    from tracegraph.kg.explain.methods import queries, triple_logits
 
-    s_fact, s_rival = triple_logits(model, test_ids), triple_logits(model, rivals)
-    return [{"tail": ent_labels[int(x[2])], "tail_name": ent_names[int(x[2])], "logit": float(b),
+    head = np.full(len(test_ids), side == "head")
+    q = lambda x: queries(x, head, model.config.num_relations)  # noqa: E731
+    s_fact, s_rival = triple_logits(model, q(test_ids)), triple_logits(model, q(rivals))
+    col = 0 if side == "head" else 2
+    return [{"side": side, side: ent_labels[int(x[col])], f"{side}_name": ent_names[int(x[col])], "logit": float(b),
              "fact_logit": float(a), "logit_margin": float(a - b)} for x, a, b in zip(rivals, s_fact, s_rival)]
 
 
