@@ -12,9 +12,9 @@ from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.necessity import (
-    NecessityConfig, add_margin_halves, add_split, arm_rows, add_above_far, bootstrap_mean, fact_margins, fact_ranks,
-    choose_facts, resolve_sides, run_necessity, summarize_arm, top_rows,
+    NecessityConfig, arm_rows, fact_margins, fact_ranks, choose_facts, resolve_sides, run_necessity, top_rows,
 )
+from tracegraph.kg.explain.necessity_summary import add_above_far, add_margin_halves, add_split, bootstrap_mean, summarize_arm
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.reference import autograd_gradients

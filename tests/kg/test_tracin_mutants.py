@@ -586,7 +586,7 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
         tsi = meta.pop("test_self_influence")
         assert abs(tsi - tself[tt]) < 1e-4 * tself[tt]
         assert meta == {"test_triple": {"index": i, "head": tt[0], "relation": tt[1], "tail": tt[2]},
-                        "method": "tracin", "engine": "exact", "loss": "score", "label_smoothing": 0.1,
+                        "method": "tracin", "side": "tail", "engine": "exact", "loss": "score", "label_smoothing": 0.1,
                         "layers": PARAM_ORDER,
                         "checkpoints": [{"path": p, "epoch": k + 1, "lr": lr} for k, (p, lr) in
                                         enumerate(zip(ckpts, meta["learning_rates"]))],

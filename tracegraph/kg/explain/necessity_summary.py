@@ -1,0 +1,118 @@
+"""The necessity test's statistics and report: ΔH@1 / ΔMRR with bootstrap intervals, the excess
+over the far arm (paired by fact), ΔH@1 split by margin half and by side, the spread over seeds,
+and ``necessity.md`` (the protocol itself: kg/explain/necessity.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# the ΔH@1 splits of each arm: (mask name, its complement's name)
+SPLITS = (("low_margin", "high_margin"), ("tail", "head"))
+
+
+def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, float, float]:
+    """(mean, 2.5 %, 97.5 %) of the mean over facts, by resampling the facts."""
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    idx = np.random.default_rng(seed).integers(0, v.size, size=(n_boot, v.size))
+    means = v[idx].mean(1)
+    return float(v.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: int) -> dict:
+    b, a = np.asarray(base_ranks, np.float64), np.asarray(ranks, np.float64)
+    out = {"hits@1": float(np.mean(a <= 1)), "mrr": float(np.mean(1 / a)), "mean_rank": float(np.mean(a))}
+    for name, diff in (("delta_hits@1", (b <= 1).astype(float) - (a <= 1)), ("delta_mrr", 1 / b - 1 / a)):
+        m, lo, hi = bootstrap_mean(diff, n_boot, seed)
+        out[name], out[f"{name}_ci95"] = m, [lo, hi]
+    return out
+
+
+def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
+    """Every non-far arm's ΔH@1 minus far's at the same k, paired by fact: per fact, far's hit
+    after retraining minus the arm's (the reference cancels), bootstrap over the facts."""
+    for k in ks:
+        far_hit = (np.asarray(arms[f"far@{k}"]["ranks"], np.float64) <= 1).astype(np.float64)
+        for name, a in arms.items():
+            if name in ("reference", f"far@{k}") or a.get("k") != k:
+                continue
+            m, lo, hi = bootstrap_mean(far_hit - (np.asarray(a["ranks"], np.float64) <= 1), n_boot, seed)
+            a["above_far_hits@1"], a["above_far_hits@1_ci95"] = m, [lo, hi]
+
+
+def removed_at_fact(removed: np.ndarray, facts: np.ndarray) -> float:
+    """How many of an arm's removed triples touch a fact's head or tail, on average over the facts.
+    Every fact's removals go at once, so on a small dense graph one fact's far draws are another's
+    neighbours (UMLS, N = 100, k = 4: 19 at each fact for far, 24 for neighbour)."""
+    ends = removed[:, [0, 2]]
+    return float(np.mean([np.isin(ends, (int(h), int(t))).any(1).sum() for h, _, t in facts]))
+
+
+def add_split(arms: dict, mask: np.ndarray, names: tuple[str, str]) -> None:
+    """Every arm's ΔH@1 on the facts in ``mask`` (``delta_hits@1_<names[0]>``) and on the rest
+    (``…_<names[1]>``). Left out when either part is empty."""
+    mask = np.asarray(mask, bool)
+    if mask.all() or not mask.any():
+        return
+    ref_hit = np.asarray(arms["reference"]["ranks"], np.float64) <= 1
+    for name, a in arms.items():
+        if name != "reference":
+            hit = np.asarray(a["ranks"], np.float64) <= 1
+            for part, sel in zip(names, (mask, ~mask)):
+                a[f"delta_hits@1_{part}"] = float(ref_hit[sel].mean() - hit[sel].mean())
+
+
+def add_margin_halves(arms: dict, margins: np.ndarray) -> None:
+    """Every arm's ΔH@1 on the facts whose reference margin is at most the median, and on the
+    rest: whether removals break confident predictions or only near-ties (which any retrain may
+    flip). Left out when a half is empty (all margins equal)."""
+    m = np.asarray(margins, np.float64)
+    arms["reference"]["margins"] = m.tolist()
+    add_split(arms, m <= np.median(m), SPLITS[0])
+
+
+def across_seeds(per_seed: dict, arms: list[str], ks) -> dict:
+    """Per arm and k: mean and spread (min, max) over seeds of ΔH@1 and ΔMRR."""
+    out = {}
+    for arm in arms:
+        for k in ks:
+            rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
+            entry = {}
+            above = ("above_far_hits@1",) if "above_far_hits@1" in rows[0] else ()  # far has none
+            splits = [f"delta_hits@1_{part}" for pair in SPLITS if all(f"delta_hits@1_{pair[0]}" in r for r in rows)
+                      for part in pair]
+            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", *above, *splits):
+                v = [r[key] for r in rows]
+                entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
+            if above:
+                entry["above_far_hits@1_ci95_first_seed"] = rows[0]["above_far_hits@1_ci95"]
+            entry["triples_removed"] = rows[0]["triples_removed"]
+            entry["removed_at_fact"] = float(np.mean([r["removed_at_fact"] for r in rows]))
+            entry["delta_hits@1_ci95_first_seed"] = rows[0]["delta_hits@1_ci95"]
+            out[f"{arm}@{k}"] = entry
+    return out
+
+
+def necessity_markdown(res: dict) -> str:
+    seeds = list(res["seeds"])
+    lines = [f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})", "",
+             "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
+             "(docs/demo.md, 'Necessity').", "",
+             "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
+             "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, e in res["summary"].items():
+        arm, k = name.rsplit("@", 1)
+        lo, hi = e["delta_hits@1_ci95_first_seed"]
+        spread = "" if len(seeds) == 1 else f" [{e['delta_hits@1']['min']:.3f}, {e['delta_hits@1']['max']:.3f}]"
+        above = "—"
+        if "above_far_hits@1" in e:
+            flo, fhi = e["above_far_hits@1_ci95_first_seed"]
+            above = f"{e['above_far_hits@1']['mean']:.3f} ({flo:.3f}–{fhi:.3f})"
+        halves, sides = (f"{e[f'delta_hits@1_{a}']['mean']:.3f} / {e[f'delta_hits@1_{b}']['mean']:.3f}"
+                         if f"delta_hits@1_{a}" in e else "—" for a, b in SPLITS)
+        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | {halves} | {sides} | "
+                     f"{e['delta_mrr']['mean']:.3f} | {e['hits@1']['mean']:.3f} | {e['mean_rank']['mean']:.2f} | "
+                     f"{e['triples_removed']} ({e['removed_at_fact']:.1f}) |")
+    return "\n".join(lines) + "\n"
