@@ -219,7 +219,9 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
                            train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device,
                            head_side=head_side)
     explain_seconds = time.perf_counter() - t0
-    log.info(f"necessity: {len(facts)} facts explained by {', '.join(methods)} in {explain_seconds:.0f}s")
+    n_head = int(head_side.sum())
+    log.info(f"necessity: {len(facts)} facts ({len(facts) - n_head} tail-side, {n_head} head-side) explained by "
+             f"{', '.join(methods)} in {explain_seconds:.0f}s")
     local_records = keys.pop("_local_retrain_records", None)
 
     # ---- arms: per fact its removed rows for the largest k (smaller k: prefixes)
