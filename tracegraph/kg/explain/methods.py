@@ -155,6 +155,13 @@ def triple_logits(model, triples: np.ndarray) -> np.ndarray:
         return model.score_triples(*(torch.as_tensor(x[:, i], device=dev) for i in range(3))).double().cpu().numpy()
 
 
+def side_logits(model, facts: np.ndarray, rivals: np.ndarray, head_side) -> tuple[np.ndarray, np.ndarray]:
+    """The logits of each fact's query and of its rival's on the fact's side: s(h, r, t) and
+    s(h, r, t*), or on the head side s(t, r⁻¹, h) and s(t, r⁻¹, h*)."""
+    R = model.config.num_relations
+    return triple_logits(model, queries(facts, head_side, R)), triple_logits(model, queries(rivals, head_side, R))
+
+
 def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
     """Training rows equal to the fact (or, written backwards, to its inverse): never explanations."""
     h, r, t = (int(x) for x in fact)

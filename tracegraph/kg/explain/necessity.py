@@ -122,12 +122,11 @@ def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
     """Per fact (h, r, t): s(h, r, t) − s(h, r, t*), t* the best-scored tail that is neither t nor
     known true (filtered) — on the head side s(t, r⁻¹, h) − s(t, r⁻¹, h*): how far ahead of its
     strongest rival the model puts the fact's answer."""
-    from tracegraph.kg.explain.methods import competitors, triple_logits
+    from tracegraph.kg.explain.methods import competitors, side_logits
 
     model.eval()  # competitors ranks with the model as it is
-    R = model.config.num_relations
-    rivals = competitors(model, facts, known, head_side)
-    return triple_logits(model, queries(facts, head_side, R)) - triple_logits(model, queries(rivals, head_side, R))
+    s_fact, s_rival = side_logits(model, facts, competitors(model, facts, known, head_side), head_side)
+    return s_fact - s_rival
 
 
 class Retrainer:

@@ -371,11 +371,9 @@ def _rival_records(model, rivals: np.ndarray, test_ids: np.ndarray, ent_labels, 
     """Per test triple (h, r, t): its margin methods' rival t* (the best-scored tail neither t nor
     known true) with both logits and the margin s(h, r, t) − s(h, r, t*); on the head side h*, the
     logits of (t, r⁻¹, h) and (t, r⁻¹, h*)."""
-    from tracegraph.kg.explain.methods import queries, triple_logits
+    from tracegraph.kg.explain.methods import side_logits
 
-    head = np.full(len(test_ids), side == "head")
-    q = lambda x: queries(x, head, model.config.num_relations)  # noqa: E731
-    s_fact, s_rival = triple_logits(model, q(test_ids)), triple_logits(model, q(rivals))
+    s_fact, s_rival = side_logits(model, test_ids, rivals, np.full(len(test_ids), side == "head"))
     col = 0 if side == "head" else 2
     return [{"side": side, side: ent_labels[int(x[col])], f"{side}_name": ent_names[int(x[col])], "logit": float(b),
              "fact_logit": float(a), "logit_margin": float(a - b)} for x, a, b in zip(rivals, s_fact, s_rival)]
