@@ -91,8 +91,8 @@ def test_report_necessity_section_shows_every_arm_and_the_headline(tmp_path):
                      "mrr": {"mean": 1 - d / 2}, "mean_rank": {"mean": 1 + d}, "triples_removed": 8,
                      "delta_hits@1_ci95_first_seed": [d - 0.1, d + 0.1]}
     above = lambda d, x: {**arm(d), "above_far_hits@1": {"mean": x}}
-    nec = {"summary": {"neighbour@4": above(0.125, 0.0625), "far@4": arm(0.0), "tracin@4": above(0.625, 0.5),
-                       "path@4": above(0.25, 0.1875)},
+    nec = {"summary": {"neighbour@4": above(0.125, 0.0625), "far@4": {**arm(0.0), "removed_at_fact": 19.375},
+                       "tracin@4": above(0.625, 0.5), "path@4": above(0.25, 0.1875)},
            "n_facts": 8, "explain_seconds": 3.0, "seconds": 60.0}
     metrics = {s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")}
     page = write_report(tmp_path / "r.html", history=[{"epoch": 1, "loss": 0.5}], metrics=metrics, counts={"test": 1},
@@ -102,6 +102,7 @@ def test_report_necessity_section_shows_every_arm_and_the_headline(tmp_path):
     for name, dh1 in (("neighbour", "0.125"), ("far", "0.000"), ("tracin", "0.625"), ("path", "0.250")):
         assert f"<td>{name}</td>" in section and dh1 in section, name
     assert "<th>above far</th>" in section and "0.500" in section and "0.188" in section  # paired excess over far
+    assert "<th>of them at each fact</th>" in section and '<td class="num">19.4</td>' in section
     # headline: the best method's ΔH@1 (0.625 ≥ 2 × neighbour's 0.125) shown as a pass, then neighbour / far
     assert "necessity ΔH@1: tracin / neighbour / far" in page
     assert "<span class='ok'>0.625</span> / 0.125 / 0.000" in page

@@ -123,7 +123,9 @@ def _necessity_section(nec: dict) -> str:
             "their batches, so every other batch stays as it was. Arms: each method's top-k; <b>neighbour</b>: k "
             "random triples touching the fact's head or tail; <b>far</b>: k random triples touching neither (the noise "
             "floor, ≈ 0). Δ = before − after (positive: the facts got worse). <b>Above far</b>: the arm's ΔH@1 minus "
-            "far's, paired by fact — what the removal did beyond the floor.</p>")
+            "far's, paired by fact — what the removal did beyond the floor. <b>Of them at each fact</b>: how many of the "
+            "removed triples touch a fact's head or tail, on average — every fact's removals go at once, so on a small "
+            "graph one fact's far draws are another's neighbours.</p>")
     if not nec.get("summary"):
         return head + f"<p class='bad'>{e(nec.get('note', 'nothing graded'))}</p>"
     rows = []
@@ -133,9 +135,9 @@ def _necessity_section(nec: dict) -> str:
         above = _f(v["above_far_hits@1"]["mean"]) if "above_far_hits@1" in v else "—"
         rows.append([e(arm), k, f"{_f(v['delta_hits@1']['mean'])} ({_f(lo)}–{_f(hi)})", above, _f(v["delta_mrr"]["mean"]),
                      _f(v["hits@1"]["mean"]), _f(v["mrr"]["mean"]), _f(v["mean_rank"]["mean"], 1),
-                     str(v["triples_removed"])])
+                     str(v["triples_removed"]), _f(v["removed_at_fact"], 1) if "removed_at_fact" in v else "—"])
     return (head + _table(["arm", "k", "ΔH@1 (95 % CI)", "above far", "ΔMRR", "H@1 after", "MRR after", "mean rank after",
-                           "triples removed"], rows, num_from=1)
+                           "triples removed", "of them at each fact"], rows, num_from=1)
             + f"<p class='note'>{nec['n_facts']} facts; explanations {_f(nec['explain_seconds'], 0)} s, "
               f"whole test {_f(nec['seconds'], 0)} s. Files: <code>necessity/</code>.</p>")
 
