@@ -43,6 +43,7 @@ from tracegraph.kg.explain.removal import (  # noqa: F401 - part of this module'
     RemovalCase, RemovalOptions, neighbour_rows, random_neighbour_rows, removal_test, select_correct, tail_ranks,
     write_without,
 )
+from tracegraph.runtime.progress import step_callback
 
 HITS_K = (1, 3, 10)
 METRICS = ("mrr", "map", *(f"hits@{k}" for k in HITS_K), "recall@10")
@@ -402,10 +403,7 @@ def removal(ctx: FidelityContext, progress=None) -> dict:
     if not cases:
         return {"options": asdict(o), "graded": 0, "retrains": 0,
                 "note": f"no test triple has a filtered tail rank <= {o.max_rank} under the final model"}
-    on_retrain = None
-    if progress is not None:
-        task = progress.add_task("retrain", total=len(cases) * (1 + o.random_draws), info="")
-        on_retrain = lambda what: progress.update(task, advance=1, info=what)  # noqa: E731
+    on_retrain = step_callback(progress, "retrain", len(cases) * (1 + o.random_draws))
     return removal_test(ctx.cfg.model_dir, ctx.cfg.train, ctx.train_ids, cases, ctx.known,
                         Path(ctx.cfg.output_dir) / "removal", o, labels=ctx.labels, on_retrain=on_retrain)
 

@@ -41,7 +41,7 @@ from tracegraph.kg.explain.necessity_summary import (
     SPLITS, across_seeds, add_above_far, add_margin_halves, add_split, necessity_markdown, removed_at_fact, summarize_arm,
 )
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
-from tracegraph.runtime.progress import log, quiet
+from tracegraph.runtime.progress import log, quiet, step_callback
 
 RANDOM_ARMS = ("neighbour", "far")
 SIDES = ("auto", "tail", "head", "both")
@@ -236,10 +236,7 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     run_seed = int(run_cfg.get("seed", 0))
     seeds = cfg.seeds or [run_seed]
     retrainer = Retrainer(mdir, cfg.train, cfg.device, out / "retrains", cfg.keep_models)
-    on_retrain = None
-    if progress is not None:
-        task = progress.add_task("retrain", total=retrain_count(cfg, run_seed), info="")
-        on_retrain = lambda what: progress.update(task, advance=1, info=what)  # noqa: E731
+    on_retrain = step_callback(progress, "retrain", retrain_count(cfg, run_seed))
     results = {"seeds": {}}
     for seed in seeds:
         if seed == run_seed:
