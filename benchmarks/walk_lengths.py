@@ -1,5 +1,5 @@
 """Head–tail walk lengths (the shells of tracin-path / tracin-margin-path and the path baseline):
-fidelity.WalkLengths (scipy BFS, one graph for every test triple when explain ranks every training
+ranking.WalkLengths (scipy BFS, one graph for every test triple when explain ranks every training
 triple) against a pure-Python BFS reference, the implementation it replaced, on a random graph
 the size of FB15k-237's training set (14,541 entities, 272,115 edges).
 
@@ -20,7 +20,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from tracegraph.kg.explain.fidelity import WalkLengths, path_lengths
+from tracegraph.kg.explain.ranking import WalkLengths, path_lengths
 
 
 def python_bfs_walks(edges: np.ndarray, head: int, tail: int) -> np.ndarray:

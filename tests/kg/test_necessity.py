@@ -416,9 +416,9 @@ def networkx_walks(cand: np.ndarray, fact) -> np.ndarray:
 
 
 def test_path_lengths_equal_networkx_on_random_graphs():
-    """fidelity.path_lengths (scipy BFS) against networkx on random multigraphs with self-loops,
+    """ranking.path_lengths (scipy BFS) against networkx on random multigraphs with self-loops,
     isolated heads/tails and head == tail."""
-    from tracegraph.kg.explain.fidelity import path_lengths
+    from tracegraph.kg.explain.ranking import path_lengths
 
     rng = np.random.default_rng(0)
     for _ in range(60):
@@ -433,7 +433,7 @@ def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_d
     come first; within a shell, higher TracIn first; the fact itself last."""
     import networkx as nx
 
-    from tracegraph.kg.explain.fidelity import ranked_order
+    from tracegraph.kg.explain.ranking import ranked_order
     from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)
@@ -526,7 +526,7 @@ def test_one_default_method_everywhere():
 def test_tracin_margin_path_orders_by_networkx_shell_then_brute_force_margin(tiny_umls, umls_dir):
     """tracin-margin-path: shells of the networkx head–tail walk with a direct edge counted as a
     two-edge walk (no walk last), the float64 brute-force margin inside each; the fact itself last."""
-    from tracegraph.kg.explain.fidelity import ranked_order
+    from tracegraph.kg.explain.ranking import ranked_order
     from tracegraph.kg.explain.methods import competitors
     from tracegraph.kg.model.model_io import load_model
 

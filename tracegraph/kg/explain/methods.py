@@ -41,6 +41,7 @@ import numpy as np
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
+from tracegraph.kg.explain.ranking import degrees, method_keys, path_lengths, path_shell, ranked_order
 
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
@@ -107,9 +108,7 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
 
 def margin_shell(walk: np.ndarray) -> np.ndarray:
     """tracin-margin-path's shell of each candidate from its head–tail walk length
-    (fidelity.path_lengths): 2 for a direct edge or a two-edge walk, then 3, 4, …, no walk last."""
-    from tracegraph.kg.explain.fidelity import path_shell
-
+    (ranking.path_lengths): 2 for a direct edge or a two-edge walk, then 3, 4, …, no walk last."""
     return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
@@ -177,7 +176,6 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
     marks them (reciprocal models). Only the margin methods' rival depends on the side: TracIn of
     a reciprocal model's triple already sums both of its directions. Candidates equal to the fact
     never reach the top (they get -inf)."""
-    from tracegraph.kg.explain.fidelity import degrees, method_keys, path_lengths, path_shell
 
     methods = check_methods(methods)
     out: dict[str, list] = {}
@@ -234,8 +232,6 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
 def single_score(keys: list[np.ndarray], seed: int = 0) -> np.ndarray:
     """One score per candidate with the same order as the keys (several keys, or ties broken at
     random for ``random``: minus the rank position)."""
-    from tracegraph.kg.explain.fidelity import ranked_order
-
     if len(keys) == 1 and np.any(np.asarray(keys[0]) != 0):
         return np.asarray(keys[0], np.float64)
     order = ranked_order(keys, np.random.default_rng(seed).permutation(len(keys[0])))

@@ -37,6 +37,8 @@ import torch
 from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all, queries
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
+from tracegraph.kg.explain.ranking import ranked_order
+from tracegraph.kg.explain.removal import tail_ranks
 from tracegraph.kg.explain.necessity_summary import (
     SPLITS, across_seeds, add_above_far, add_margin_halves, add_split, necessity_markdown, removed_at_fact, summarize_arm,
 )
@@ -91,8 +93,6 @@ def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
 
 def fact_ranks(model, facts: np.ndarray, head_side: np.ndarray, known) -> np.ndarray:
     """Filtered realistic rank of each fact's answer on its side (the tail, or the head)."""
-    from tracegraph.kg.explain.fidelity import tail_ranks
-
     return tail_ranks(model, queries(facts, head_side, model.config.num_relations), known)[0]
 
 
@@ -110,8 +110,6 @@ def arm_rows(arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: i
 
 
 def top_rows(keys: list[np.ndarray], candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
-    from tracegraph.kg.explain.fidelity import ranked_order
-
     tiebreak = np.random.default_rng([seed, index, 2]).permutation(len(candidates))
     order = ranked_order(keys, tiebreak)
     order = order[np.isfinite(np.asarray(keys[0], np.float64)[order])]  # -inf: the fact itself

@@ -25,6 +25,7 @@ from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.model_io import list_epoch_checkpoints, resolve_checkpoint
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MARGIN_METHODS
+from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.data.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
 )
@@ -312,8 +313,6 @@ def _walks(train_ids, subsets, test_ids, every_row: bool):
     """j -> the head–tail walk length of each of test triple j's rows, computed when asked (a
     [tests × rows] table would be as large as the scores); one graph for all when every test
     triple ranks every training triple (no filter), else one per filtered subgraph."""
-    from tracegraph.kg.explain.fidelity import WalkLengths
-
     shared = WalkLengths(train_ids[:, [0, 2]]) if every_row else None
 
     def walk_of(j: int) -> np.ndarray:
