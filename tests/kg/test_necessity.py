@@ -518,7 +518,10 @@ def test_one_default_method_everywhere():
     import inspect
 
     assert DEFAULT_EXPLAINER == "tracin-margin-path" == DEFAULT_METHOD
-    assert ExplainConfig("m", "t", "x", "o").explainer == DEFAULT_EXPLAINER
+    from tracegraph.kg.explain.methods import default_method
+
+    assert ExplainConfig("m", "t", "x", "o").explainer is None  # resolved by run_explain from the loss
+    assert default_method("logit") == default_method("score") == DEFAULT_EXPLAINER and default_method("train-loss") == "tracin"
     assert NecessityConfig("m", "t", "o").methods == [DEFAULT_EXPLAINER] and Preset().necessity_methods[0] == DEFAULT_EXPLAINER
     assert inspect.signature(necessity).parameters["method"].default.default == DEFAULT_EXPLAINER
 

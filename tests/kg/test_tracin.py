@@ -126,6 +126,35 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     assert json.loads((o / "summary.json").read_text())["skipped_existing"] == 2
 
 
+def test_loss_train_loss_alone_is_the_earlier_codebase_convention(trained, tmp_path):
+    """One flag away (issue 15): `--loss train-loss` without --method ranks by plain TracIn over the
+    1-N training loss (autograd reference); a named method keeps its own ordering."""
+    out, train_ids, test_ids = trained
+    lm = load_model(out)
+    E, R = lm.entities.labels, lm.relations.labels
+    train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
+    train_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in train_ids))
+    test_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in test_ids[:1]))
+    ref = influence(out, train_ids, test_ids[:1], list_epoch_checkpoints(out), method="autograd", loss="train-loss")
+    name = f"triple_000_{E[test_ids[0, 0]]}_{E[test_ids[0, 2]]}".replace(":", "_")
+    for extra, method in (([], "tracin"), (["--method", "tracin-margin"], "tracin-margin")):
+        o = tmp_path / method
+        res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o,
+                       "--loss", "train-loss", *extra])
+        assert res.exit_code == 0, res.stderr
+        meta = json.loads((o / f"{name}_tracin.json").read_text())
+        assert meta["method"] == method and meta["loss"] == "train-loss"
+        with open(o / f"{name}_tracin.csv") as f:
+            header, *body = list(csv.reader(f))
+        got = [(r[6], r[8], r[10]) for r in body]
+        want = [tuple(E[x] if k != 1 else R[x] for k, x in enumerate(train_ids[i])) for i in np.argsort(-ref.scores[0])]
+        if method == "tracin":
+            assert header == CSV_HEADER and got == want
+            np.testing.assert_allclose([float(r[12]) for r in body], np.sort(ref.scores[0])[::-1], rtol=1e-4)
+        else:
+            assert header != CSV_HEADER and got != want  # MethodScore column, the margin's own order
+
+
 @pytest.mark.slow
 def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp_path):
     from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex

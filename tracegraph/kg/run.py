@@ -311,7 +311,8 @@ class Run:
 
         ``test_triples``: a file or label triples; ``train``: the training triples to rank (default
         the run's training file). ``options``: those of :class:`~tracegraph.kg.explain.tracin.explain.ExplainConfig`
-        (``explainer``: the CLI's ``--method``, default ``tracin-margin-path``; ``method``: the engine; ``loss``,
+        (``explainer``: the CLI's ``--method``, default ``tracin-margin-path``, or ``tracin`` with
+        ``loss="train-loss"``, the earlier codebase's convention; ``method``: the engine; ``loss``,
         ``layers``, ``side`` (``"head"``: the margin methods explain the head prediction), ``checkpoints``,
         ``batch_size``, ``node_name_dict``, …) and
         ``n_hops`` plus :class:`~tracegraph.kg.explain.neighborhood.FilterOptions` fields to rank only each

@@ -50,6 +50,15 @@ MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides alon
 # "Which explanation method"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
 METHODS = (*INFLUENCE_METHODS, *MARGIN_METHODS, "tracin-path", "local-retrain", *BASELINE_METHODS)
+# the earlier codebase ranked by plain TracIn over the 1-N training loss; `--loss train-loss` alone
+# brings that back (one flag away), so with it the method left unnamed is plain tracin
+EARLIER_CONVENTION = ("tracin", "train-loss")
+
+
+def default_method(loss: str) -> str:
+    """The method ``explain`` uses when none is named: the default, or with ``--loss train-loss``
+    the earlier codebase's plain TracIn."""
+    return EARLIER_CONVENTION[0] if loss == EARLIER_CONVENTION[1] else DEFAULT_EXPLAINER
 
 
 @dataclass

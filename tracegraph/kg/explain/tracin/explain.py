@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +24,7 @@ import numpy as np
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.model_io import list_epoch_checkpoints, resolve_checkpoint
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
-from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MARGIN_METHODS
+from tracegraph.kg.explain.methods import MARGIN_METHODS, default_method
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.data.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
@@ -54,7 +54,9 @@ class ExplainConfig:
     output_dir: str
     checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
     method: str = "exact"  # TracIn's engine: exact | autograd | vmap
-    explainer: str = DEFAULT_EXPLAINER  # the explanation method (kg/explain/methods.py); others add a MethodScore column
+    # the explanation method (kg/explain/methods.py); others than tracin add a MethodScore column.
+    # None: tracin-margin-path, or plain tracin with loss="train-loss" (the earlier codebase's convention)
+    explainer: str | None = None
     loss: str = "logit"  # the most necessary explanations on UMLS (README, "Which explanation method")
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
@@ -111,6 +113,11 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
         raise TracegraphError(f"--top-k must be at least 1, not {cfg.top_k}")
     if cfg.side not in ("tail", "head"):
         raise TracegraphError(f"--side must be tail or head, not {cfg.side!r}")
+    if cfg.explainer is None:
+        cfg = replace(cfg, explainer=default_method(cfg.loss))
+        if cfg.loss == "train-loss":
+            log.info("--loss train-loss without --method: plain TracIn over the 1-N training loss, the earlier "
+                     "codebase's convention (name --method to combine the loss with another method)")
     t0 = time.perf_counter()
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     devices = parse_devices(cfg.devices) if cfg.devices else None
