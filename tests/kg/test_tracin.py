@@ -83,15 +83,23 @@ def test_memmap_path_equals_in_memory(trained, tmp_path):
     assert_rel_close(b.scores, a.scores, 1e-6)
 
 
-@pytest.mark.slow
-def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
+def label_files(trained, tmp_path, n_test: int):
+    """The fixture's training rows and its first ``n_test`` test triples as label files."""
     out, train_ids, test_ids = trained
     lm = load_model(out)
     E, R = lm.entities.labels, lm.relations.labels
-    write = lambda p, ids: p.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in ids))
+    lines = lambda ids: "".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in ids)
     train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
-    write(train_f, train_ids)
-    test_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in test_ids[:2]) + "nope\tisa\tsteroid\n")
+    train_f.write_text(lines(train_ids))
+    test_f.write_text(lines(test_ids[:n_test]))
+    return E, R, train_f, test_f
+
+
+@pytest.mark.slow
+def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
+    out, train_ids, test_ids = trained
+    E, R, train_f, test_f = label_files(trained, tmp_path, 2)
+    test_f.write_text(test_f.read_text() + "nope\tisa\tsteroid\n")
     names = tmp_path / "names.txt"
     names.write_text("".join(f"Name of {lab}\t{i}\n" for i, lab in enumerate(E)))
     o = tmp_path / "explain"
@@ -130,11 +138,7 @@ def test_loss_train_loss_alone_is_the_earlier_codebase_convention(trained, tmp_p
     """One flag away (issue 15): `--loss train-loss` without --method ranks by plain TracIn over the
     1-N training loss (autograd reference); a named method keeps its own ordering."""
     out, train_ids, test_ids = trained
-    lm = load_model(out)
-    E, R = lm.entities.labels, lm.relations.labels
-    train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
-    train_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in train_ids))
-    test_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in test_ids[:1]))
+    E, R, train_f, test_f = label_files(trained, tmp_path, 1)
     ref = influence(out, train_ids, test_ids[:1], list_epoch_checkpoints(out), method="autograd", loss="train-loss")
     name = f"triple_000_{E[test_ids[0, 0]]}_{E[test_ids[0, 2]]}".replace(":", "_")
     for extra, method in (([], "tracin"), (["--method", "tracin-margin"], "tracin-margin")):
@@ -160,11 +164,7 @@ def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp
     from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
 
     out, train_ids, test_ids = trained
-    lm = load_model(out)
-    E, R = lm.entities.labels, lm.relations.labels
-    train_f, test_f = tmp_path / "train.txt", tmp_path / "test.txt"
-    train_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in train_ids))
-    test_f.write_text("".join(f"{E[h]}\t{R[r]}\t{E[t]}\n" for h, r, t in test_ids[:3]))
+    E, R, train_f, test_f = label_files(trained, tmp_path, 3)
     res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", tmp_path / "f",
                    "--n-hops", "1", "--min-degree", "3", "--loss", "score"])
     assert res.exit_code == 0, res.stderr
