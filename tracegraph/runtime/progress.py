@@ -138,9 +138,9 @@ def make_progress(transient: bool = False) -> Progress:
 
 def step_callback(progress: Progress | None, description: str, total: int):
     """A new bar on ``progress`` and a callback ``step(info)`` that advances it by one and shows
-    ``info``; None without a progress display (callers then report nothing)."""
+    ``info``; without a progress display, a callback that does nothing."""
     if progress is None:
-        return None
+        return lambda info: None
     task = progress.add_task(description, total=total, info="")
     return lambda info: progress.update(task, advance=1, info=info)
 

@@ -35,7 +35,9 @@ import numpy as np
 import torch
 
 from tracegraph.errors import DataError, TracegraphError, require_file
-from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER, MethodOptions, check_methods, fact_rows, method_keys_all, queries
+from tracegraph.kg.explain.methods import (
+    DEFAULT_EXPLAINER, MethodOptions, check_methods, competitors, fact_rows, method_keys_all, queries, side_logits,
+)
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.kg.explain.ranking import ranked_order
 from tracegraph.kg.explain.removal import tail_ranks
@@ -120,8 +122,6 @@ def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
     """Per fact (h, r, t): s(h, r, t) − s(h, r, t*), t* the best-scored tail that is neither t nor
     known true (filtered) — on the head side s(t, r⁻¹, h) − s(t, r⁻¹, h*): how far ahead of its
     strongest rival the model puts the fact's answer."""
-    from tracegraph.kg.explain.methods import competitors, side_logits
-
     model.eval()  # competitors ranks with the model as it is
     s_fact, s_rival = side_logits(model, facts, competitors(model, facts, known, head_side), head_side)
     return s_fact - s_rival
@@ -241,8 +241,7 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
             ref_model, ref_ranks, ref_seconds = lm.model, base_ranks, 0.0
         else:
             ref_model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
-            if on_retrain is not None:
-                on_retrain(f"reference seed {seed}")
+            on_retrain(f"reference seed {seed}")
             ref_ranks = fact_ranks(ref_model, facts, head_side, known)
         ref_margins = fact_margins(ref_model, facts, known, head_side)
         arms = {"reference": {"ranks": ref_ranks.tolist(), "seconds": ref_seconds,
@@ -251,8 +250,7 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
             for k in ks:
                 rows = np.unique(np.concatenate([x[:k] for x in rows_per_fact]))
                 model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
-                if on_retrain is not None:
-                    on_retrain(f"{arm} k={k}")
+                on_retrain(f"{arm} k={k}")
                 ranks = fact_ranks(model, facts, head_side, known)
                 arms[f"{arm}@{k}"] = dict(summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed), arm=arm,
                                           k=k, triples_removed=int(len(rows)), seconds=secs, ranks=ranks.tolist(),

@@ -24,7 +24,9 @@ import numpy as np
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.model_io import list_epoch_checkpoints, resolve_checkpoint
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, InfluenceResult, _alloc, auto_batch_size, compute_influence
-from tracegraph.kg.explain.methods import MARGIN_METHODS, default_method
+from tracegraph.kg.explain.methods import (
+    MARGIN_METHODS, MethodOptions, competitors, default_method, margin_shell, method_keys_all, side_logits, single_score,
+)
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.data.triples import (
     encode_triples, read_edge_map, read_labeled_triples, read_name_dict, triple_file_stem,
@@ -181,7 +183,6 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
         T = len(test_ids)
         engine_ids = test_ids
         if cfg.explainer in MARGIN_METHODS:  # the rivals ride along as T more test triples (methods.py)
-            from tracegraph.kg.explain.methods import competitors
             from tracegraph.kg.model.predict import filter_index, run_files
 
             head_side = np.full(T, cfg.side == "head")
@@ -306,7 +307,6 @@ def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, pr
 
 def _method_scores(cfg, run, checkpoints, train_ids, test_ids, subsets, eps, device) -> list[np.ndarray]:
     """Per test triple, the explanation method's score of each of its rows (kg/explain/methods.py)."""
-    from tracegraph.kg.explain.methods import MethodOptions, method_keys_all, single_score
     from tracegraph.kg.model.predict import filter_index, run_files
 
     opts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
@@ -339,8 +339,6 @@ def _pick(score: np.ndarray, walk: np.ndarray | None, top_k: int | None) -> np.n
     if walk is None:
         order = by_score
     else:
-        from tracegraph.kg.explain.methods import margin_shell
-
         order = np.lexsort((-np.asarray(score, np.float64), margin_shell(walk)))
     if top_k is None or 2 * top_k >= len(order):
         return order
@@ -377,8 +375,6 @@ def _rival_records(model, rivals: np.ndarray, test_ids: np.ndarray, ent_labels, 
     """Per test triple (h, r, t): its margin methods' rival t* (the best-scored tail neither t nor
     known true) with both logits and the margin s(h, r, t) − s(h, r, t*); on the head side h*, the
     logits of (t, r⁻¹, h) and (t, r⁻¹, h*)."""
-    from tracegraph.kg.explain.methods import side_logits
-
     s_fact, s_rival = side_logits(model, test_ids, rivals, np.full(len(test_ids), side == "head"))
     col = 0 if side == "head" else 2
     return [{"side": side, side: ent_labels[int(x[col])], f"{side}_name": ent_names[int(x[col])], "logit": float(b),
