@@ -188,7 +188,7 @@ def test_explain_matches_float64_autograd_tracin(run_dir):
 
 @pytest.mark.slow
 def test_each_checkpoint_is_loaded_once(run_dir, monkeypatch):
-    import tracegraph.kg.run as run_module
+    import tracegraph.kg.model.store as run_module  # where checkpoints are read
 
     loads = []
     real = run_module.load_checkpoint

@@ -68,13 +68,7 @@ def _register() -> None:
 
     # each module defines register(app); the order is the order of --help
     for mod in ("data", "kg", "tune", "explain", "filter", "demo", "trees", "importers"):
-        try:
-            module = importlib.import_module(f"tracegraph.cli.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"tracegraph.cli.{mod}":
-                raise
-            continue
-        module.register(app)
+        importlib.import_module(f"tracegraph.cli.{mod}").register(app)  # a broken module is an error, not a gap
 
 
 _register()

@@ -123,7 +123,7 @@ def evaluate_cmd(
     device: str = DeviceOpt,
 ):
     """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
-    from tracegraph.kg.model.predict import evaluate_files
+    from tracegraph.kg.outputs import evaluate_files
 
     test = dataset_splits(dataset, ("test",), test=test)["test"]
     res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
@@ -145,7 +145,7 @@ def predict_cmd(
     device: str = DeviceOpt,
 ):
     """Labels in, labels + scores out."""
-    from tracegraph.kg.model.predict import predict
+    from tracegraph.kg.outputs import predict
 
     predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device)
 

@@ -213,7 +213,7 @@ class FidelityContext:
 def prepare(cfg: FidelityConfig) -> FidelityContext:
     """Load the run, encode train/test/mechanisms, filter the training graph around each test triple."""
     from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
-    from tracegraph.kg.run import Run, run_files
+    from tracegraph.kg.model.store import RunStore as Run, run_files
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 
     lm = Run(Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file()

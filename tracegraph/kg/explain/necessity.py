@@ -172,8 +172,8 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON.
     ``progress`` (a rich Progress) gets one bar over the retrains."""
     from tracegraph.kg.model.model_io import run_label_smoothing
-    from tracegraph.kg.model.predict import filter_index, run_files
-    from tracegraph.kg.run import Run
+    from tracegraph.kg.model.store import filter_index, run_files
+    from tracegraph.kg.model.store import RunStore as Run
     from tracegraph.kg.explain.tracin.explain import resolve_checkpoint_list
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
     from tracegraph.runtime.precision import resolve_device

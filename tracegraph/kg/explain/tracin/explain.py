@@ -109,7 +109,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     returns the row indices of the training triples to rank for that test triple (filtering).
     ``run``: the :class:`~tracegraph.kg.run.Run` of ``cfg.model_dir`` when the caller has it open
     (its id maps and cached checkpoints are reused); ``collect`` receives every CSV row written."""
-    from tracegraph.kg.run import Run
+    from tracegraph.kg.model.store import RunStore as Run
 
     if cfg.top_k is not None and cfg.top_k < 1:  # 0 would keep every row (order[-0:] is all of it)
         raise TracegraphError(f"--top-k must be at least 1, not {cfg.top_k}")
@@ -183,7 +183,7 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
         T = len(test_ids)
         engine_ids = test_ids
         if cfg.explainer in MARGIN_METHODS:  # the rivals ride along as T more test triples (methods.py)
-            from tracegraph.kg.model.predict import filter_index, run_files
+            from tracegraph.kg.model.store import filter_index, run_files
 
             head_side = np.full(T, cfg.side == "head")
             engine_ids = np.concatenate([test_ids, competitors(run.model, test_ids, filter_index(run, run_files(run)), head_side)])
@@ -307,7 +307,7 @@ def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, pr
 
 def _method_scores(cfg, run, checkpoints, train_ids, test_ids, subsets, eps, device) -> list[np.ndarray]:
     """Per test triple, the explanation method's score of each of its rows (kg/explain/methods.py)."""
-    from tracegraph.kg.model.predict import filter_index, run_files
+    from tracegraph.kg.model.store import filter_index, run_files
 
     opts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
     keys = method_keys_all([cfg.explainer], model=run.model, checkpoints=checkpoints, train_ids=train_ids,
