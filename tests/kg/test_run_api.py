@@ -163,7 +163,7 @@ def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
 def test_explain_matches_float64_autograd_tracin(run_dir):
     run = tracegraph.open_run(run_dir)
     ents, rels = _labels(run_dir / "node_dict.txt"), _labels(run_dir / "rel_dict.txt")
-    why = run.explain([QUERY], top_k=3, loss="score", explainer="tracin")
+    why = run.explain([QUERY], top_k=3, loss="score", method="tracin")
     assert len(why) == 6 and why["TracInScore"].is_monotonic_decreasing
     assert set(zip(why.TestHead, why.TestRel, why.TestTail)) == {QUERY}
 

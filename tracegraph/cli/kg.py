@@ -145,7 +145,7 @@ def predict_cmd(
     device: str = DeviceOpt,
 ):
     """Labels in, labels + scores out."""
-    from tracegraph.kg.outputs import predict
+    from tracegraph.kg.api import predict
 
     predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device)
 

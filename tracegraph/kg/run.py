@@ -19,11 +19,11 @@ on the bundled UMLS for 2 epochs; tests/kg/test_run_api.py runs these examples o
 >>> sorted(ev.metrics), ev.ranks["side"].tolist()
 (['both', 'head', 'tail'], ['tail', 'head'])
 >>> why = run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2)  # tracin-margin-path, --loss logit
->>> len(why), why.columns[-4:].tolist()
-(4, ['TracInScore', 'SelfInfluence', 'MethodScore', 'HeadTailWalk'])
->>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, explainer="tracin-margin").columns[-1]
+>>> why.columns[-5:].tolist(), set(why["Role"]) <= {"proponent", "opponent"}
+(['TracInScore', 'SelfInfluence', 'MethodScore', 'HeadTailWalk', 'Role'], True)
+>>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, method="tracin-margin").columns[-2]
 'MethodScore'
->>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, explainer="tracin").columns[-1]
+>>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, method="tracin").columns[-2]
 'SelfInfluence'
 >>> run.predict("steroids", "interacts_with")
 Traceback (most recent call last):
@@ -44,8 +44,11 @@ import pandas as pd
 import torch
 
 from tracegraph.errors import TracegraphError
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
+from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
 from tracegraph.kg.model.run_evaluation import RANKS_COLUMNS, Evaluation, evaluate_store
 from tracegraph.kg.model.store import RunCheckpoint, RunStore, run_files
+from tracegraph.kg.outputs import prepare_output_dir, write_explanations
 
 PREDICT_COLUMNS = ["head", "relation", "rank", "tail", "score", "probability"]
 SCORE_COLUMNS = ["head", "relation", "tail", "score", "probability"]
@@ -111,46 +114,76 @@ class Run(RunStore):
         return evaluate_store(self, test, filter_triples, top_k=top_k, batch_size=batch_size,
                               entity_chunk=entity_chunk, unseen=unseen)
 
-    def explain(self, test_triples, train=None, top_k: int | None = None, output_dir=None, **options) -> pd.DataFrame:
-        """Exact TracIn: every training triple's influence on each test triple, summed over the checkpoints.
+    def explain(self, test_triples, train=None, *, method: str | None = None, engine: str = "exact",
+                loss: str = DEFAULT_LOSS, layers: str = "all", side: str = "tail", checkpoints: list[str] | None = None,
+                top_k: int | None = None, batch_size: int = 0, precision: str = "fp32",
+                label_smoothing: float | None = None, node_name_dict=None, edge_map=None,
+                n_hops: int | None = None, min_degree: int = 2, preserve_test_edges: bool = True,
+                strict_hop: bool = False, path_filtering: bool = False, max_path_length: int = 3,
+                strict_path: bool = False, edges_only: bool = False,
+                output_dir=None, overwrite: bool = False) -> pd.DataFrame:
+        """Rank training triples by their influence on each test triple (``tracegraph explain``).
 
-        ``test_triples``: a file or label triples; ``train``: the training triples to rank (default
-        the run's training file). ``options``: those of :class:`~tracegraph.kg.explain.tracin.explain.ExplainConfig`
-        (``explainer``: the CLI's ``--method``, default ``tracin-margin-path``, or ``tracin`` with
-        ``loss="train-loss"``, the earlier codebase's convention; ``method``: the engine; ``loss``,
-        ``layers``, ``side`` (``"head"``: the margin methods explain the head prediction), ``checkpoints``,
-        ``batch_size``, ``node_name_dict``, …) and
-        ``n_hops`` plus :class:`~tracegraph.kg.explain.neighborhood.FilterOptions` fields to rank only each
-        test triple's filtered subgraph. Returns one DataFrame with the ``_tracin.csv`` columns, the
-        test triples one after the other; ``output_dir`` also keeps the files ``explain`` writes."""
-        import dataclasses
-        import tempfile
+        Args:
+            test_triples: a triples file, or (head, relation, tail) labels (an unknown label is an error).
+            train: the training triples to rank; default the run's training file.
+            method: the explanation method (the CLI's ``--method``): tracin, tracin-cosine, relatif,
+                tracin-margin, tracin-margin-path (default), tracin-path, local-retrain, degree, path,
+                random; with ``loss="train-loss"`` and no method, plain tracin.
+            engine: how TracIn is computed (``--engine``): exact, autograd or vmap.
+            loss: TracIn's loss convention: logit (default), score or train-loss.
+            layers: all, last:N, or comma-separated parameter names.
+            side: the prediction the margin methods explain: tail (of (h, r, ?)) or head (reciprocal models).
+            checkpoints: default the epoch checkpoints up to the model's epoch (a run opened on one
+                checkpoint file: that one); or ["all"], ["best"], ["final"], paths.
+            top_k: keep at most k proponents and k opponents per test triple (default every row).
+            batch_size: training triples per step (0: automatic).
+            precision: fp32 (exact) or bf16.
+            label_smoothing: for loss="train-loss"; default the run's.
+            node_name_dict: name<TAB>index file for the _label columns (default the run's recorded one).
+            edge_map: edge_map.json for relation labels (default the run's recorded one).
+            n_hops: rank only each test triple's n-hop subgraph; the filter's options follow
+                (min_degree, preserve_test_edges, strict_hop, path_filtering, max_path_length,
+                strict_path, edges_only; docs/filtering.md).
+            output_dir: also write the files ``explain`` writes there (refused when it holds files,
+                unless ``overwrite``).
+            overwrite: replace the explanation files already in ``output_dir``.
 
+        Returns:
+            One DataFrame with the ``_tracin.csv`` columns (``Role`` last), the test triples one after
+            the other; ``.attrs["summary"]`` is summary.json (failures, ranks, timings) and
+            ``.attrs["explanations"]`` the per-triple records.
+
+        Raises:
+            TracegraphError: a bad value (named by its parameter) or an unknown label.
+        """
         from tracegraph.kg.explain.neighborhood import FilterOptions
-        from tracegraph.kg.explain.tracin.explain import CSV_HEADER, EXTRA_COLUMNS, ExplainConfig, run_explain
 
-        filter_fields = {f.name for f in dataclasses.fields(FilterOptions)}
-        n_hops = options.pop("n_hops", None)
-        filter_opts = {k: options.pop(k) for k in list(options) if k in filter_fields}
         train = train if train is not None else self.data_files.get("train")
         if train is None:
             raise TracegraphError(f"{self.path}: the run records no training file that still exists; pass train=")
-        rows: list = []
-        with tempfile.TemporaryDirectory(prefix="tracegraph_explain_") as tmp:
-            if not isinstance(test_triples, (str, Path)):  # labels: checked here, so a typo is an error, not a skip
-                ids = self.encode(test_triples)
-                test_triples = Path(tmp) / "test_triples.txt"
-                ent, rel = self.entities.labels, self.relations.labels
-                test_triples.write_text("".join(f"{ent[h]}\t{rel[r]}\t{ent[t]}\n" for h, r, t in ids))
-            cfg = ExplainConfig(model_dir=str(self.checkpoint), train=str(train), test_triples=str(test_triples),
-                                output_dir=str(output_dir or Path(tmp) / "out"), top_k=top_k,
-                                device=str(self.device), **options)
-            subsets = (self.training_subsets(train, FilterOptions(n_hops=n_hops, **filter_opts))
-                       if n_hops is not None else None)
-            summary = run_explain(cfg, subsets, run=self, collect=rows)
-        extra = EXTRA_COLUMNS[:len(rows[0]) - len(CSV_HEADER)] if rows else []  # methods other than tracin
-        frame = pd.DataFrame(rows, columns=[*CSV_HEADER, *extra])
-        frame.attrs["summary"] = summary  # failures (unknown labels in a file, empty subgraphs), timings
+        if not isinstance(test_triples, (str, Path)):  # labels: checked here, so a typo is an error, not a skip
+            ent, rel = self.entities.labels, self.relations.labels
+            test_triples = [(ent[h], rel[r], ent[t]) for h, r, t in self.encode(test_triples)]
+        cfg = ExplainConfig(model_dir=str(self.opened_with), train=str(train), test_triples=test_triples,
+                            output_dir=None if output_dir is None else str(output_dir), checkpoints=checkpoints,
+                            engine=engine, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
+                            precision=precision, device=str(self.device), label_smoothing=label_smoothing,
+                            node_name_dict=_s(node_name_dict), edge_map=_s(edge_map), side=side)
+        subsets = None
+        if n_hops is not None:
+            subsets = self.training_subsets(train, FilterOptions(
+                n_hops=n_hops, min_degree=min_degree, preserve_test_edges=preserve_test_edges, strict_hop=strict_hop,
+                path_filtering=path_filtering, max_path_length=max_path_length, strict_path=strict_path,
+                edges_only=edges_only))
+        if output_dir is not None:
+            prepare_output_dir(output_dir, cfg, overwrite)
+        result = run_explain(cfg, subsets, run=self)
+        if output_dir is not None:
+            write_explanations(result, output_dir)
+        frame = result.frame()
+        frame.attrs["summary"] = result.summary  # failures (unknown labels in a file, empty subgraphs), timings
+        frame.attrs["explanations"] = result.explanations
         return frame
 
     def training_subsets(self, train, filter_options):
@@ -159,6 +192,10 @@ class Run(RunStore):
 
         index = GraphIndex.load_or_build(train, self.encode(train), len(self.entities))
         return lambda h, t: index.filter(h, t, filter_options).triple_rows
+
+
+def _s(p):
+    return None if p is None else str(p)
 
 
 def _sigmoid(x: float) -> float:

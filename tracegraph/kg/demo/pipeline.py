@@ -96,7 +96,8 @@ def _run(cfg: DemoConfig) -> dict:
     from tracegraph.kg.model.evaluate import evaluate
     from tracegraph.kg.demo.report import write_report
     from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
-    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.outputs import explain_files as run_explain  # records, then the standard files
     from tracegraph.errors import DataError
     from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
     from tracegraph.kg.model.train import TrainConfig, train

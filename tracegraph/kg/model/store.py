@@ -195,6 +195,22 @@ def recorded_data_files(store: RunStore) -> dict[str, str]:
     return {k: tcfg[k] for k in ("train", "valid", "test") if tcfg.get(k) and Path(tcfg[k]).is_file()}
 
 
+def recorded_label_files(store: RunStore) -> dict[str, str]:
+    """The readable-name files that go with a run's ids, when its data came with them (what
+    ``tracegraph data kgx`` writes): ``node_name_dict`` (name<TAB>index: used only beside the
+    entity map the run was trained with, whose indices it names) and ``edge_map`` (by label)."""
+    tcfg = store.config.get("train", {})
+    found = {}
+    emap = tcfg.get("entity_map")
+    if emap and (Path(emap).parent / "node_name_dict.txt").is_file():
+        found["node_name_dict"] = str(Path(emap).parent / "node_name_dict.txt")
+    for base in (tcfg.get("relation_map"), tcfg.get("train")):
+        if base and (Path(base).parent / "edge_map.json").is_file():
+            found["edge_map"] = str(Path(base).parent / "edge_map.json")
+            break
+    return found
+
+
 def run_files(store) -> list[str]:
     """The train/valid/test files recorded in a run's config.json (those that still exist)."""
     store = store if isinstance(store, RunStore) else RunStore(store.checkpoint)
@@ -231,4 +247,4 @@ def _nbytes(payload: dict) -> int:
 
 
 __all__ = ["RunStore", "RunCheckpoint", "run_files", "filter_index",
-           "recorded_data_files", "label_columns"]
+           "recorded_data_files", "recorded_label_files", "label_columns"]
