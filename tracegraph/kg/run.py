@@ -133,11 +133,13 @@ class Run:
     def label_smoothing(self) -> float:
         return run_label_smoothing(self.path)
 
-    @property
-    def data_files(self) -> dict[str, str]:
-        """The train/valid/test files recorded in ``config.json`` that still exist."""
-        tcfg = self.config.get("train", {})
-        return {k: tcfg[k] for k in ("train", "valid", "test") if tcfg.get(k) and Path(tcfg[k]).is_file()}
+    @cached_property
+    def data_files(self) -> dict[str, Path]:
+        """The run's train/valid/test files, found from any working directory and after a move, each
+        checked against its recorded sha256 (kg/data/datafiles.py); a missing or changed one is an error."""
+        from tracegraph.kg.data.datafiles import resolve_data_files
+
+        return resolve_data_files(self.path, self.config)
 
     @cached_property
     def checkpoints(self) -> list[RunCheckpoint]:
@@ -289,7 +291,9 @@ class Run:
 
         report = None
         if isinstance(test, (str, Path)):
-            test_ids, report = evaluation_triples(self, test, unseen, run_files(self)[:1])
+            # with filter files given, a recorded training file that is gone leaves the unseen check to the id map
+            train_file = self.data_files.get("train") if not filter_triples else _optional_train(self)
+            test_ids, report = evaluation_triples(self, test, unseen, [train_file] if train_file else [])
         else:
             test_ids = self.encode(test)
         sources = list(filter_triples) if filter_triples else list(self.data_files.values())
@@ -359,6 +363,13 @@ class Run:
 def run_files(run) -> list[str]:
     """The train/valid/test files recorded in a run's config.json (those that still exist)."""
     return list(run.data_files.values()) if isinstance(run, Run) else list(Run(run.checkpoint).data_files.values())
+
+
+def _optional_train(run: Run):
+    try:
+        return run.data_files.get("train")
+    except DataError:
+        return None
 
 
 def _info(path: Path, payload: dict) -> RunCheckpoint:
