@@ -49,7 +49,7 @@ def train_cmd(
     tf32: bool = typer.Option(True, "--tf32/--no-tf32", help="CUDA: TF32 matmuls while training (Ampere or newer). Exactness claims (TracIn, loss tests) always run without."),
     deterministic: bool = typer.Option(False, "--deterministic", help="CUDA: deterministic kernels, so a rerun or --resume is bit-identical (slower). On CPU runs are bit-identical anyway."),
     num_workers: int = typer.Option(0, min=0, help="Kept for compatibility: batches are now built on the training device and need no loader workers."),
-    checkpoint_every: int = typer.Option(10, "--checkpoint-every", min=1, help="Save checkpoints/epoch_NNNN.pt (weights and learning rate: what TracIn sums over) every k epochs and after the last. Default 10: a 100-epoch UMLS run keeps 10 of them, about 47 MB in all with the default model. The full optimizer and RNG state for --resume is one rolling checkpoints/resume.pt, rewritten every epoch."),
+    checkpoint_every: int = typer.Option(10, "--checkpoint-every", min=1, help="Save checkpoints/epoch_NNNN.pt (weights and learning rate: what TracIn sums over) every k epochs and after the last. Default 10: a 100-epoch UMLS run with the default model keeps 10 of 8.5 MB each. The full optimizer and RNG state for --resume is one rolling checkpoints/resume.pt (25 MB there), rewritten every epoch."),
     eval_every: int = typer.Option(1, min=1, help="Evaluate valid MRR every k epochs."),
     patience: Optional[int] = typer.Option(None, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never). Default: 10 when --valid is given, else never."),
     min_epochs: int = typer.Option(0, min=0, help="Never stop early before this epoch."),

@@ -79,7 +79,7 @@ def resolve_data_files(run_dir: str | Path, config: dict) -> dict[str, Path]:
         entry = recorded.get(name)
         if not entry:
             continue
-        candidates = [Path(entry["path"]), run_dir.resolve() / entry["relative"]]
+        candidates = [Path(entry["path"]), (run_dir / entry["relative"]).resolve()]
         existing = [c for c in candidates if c.is_file()]
         match = next((c for c in existing if sha256_of(c) == entry["sha256"]), None)
         if match is None:
