@@ -25,7 +25,9 @@ import torch
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.exclusion import exclude_from_samples
-from tracegraph.kg.data.triples import IdMap, KnownTails, TripleSet, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.data.triples import (
+    IdMap, KnownTails, TripleSet, count_duplicates, encode_triples, read_labeled_triples, with_reciprocals,
+)
 from tracegraph.kg.model.batching import SampleStore
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import Ranks, evaluate, summarize
@@ -64,12 +66,17 @@ def load_data(cfg: TrainConfig) -> Data:
     entities = IdMap.read(cfg.entity_map, "entity map") if cfg.entity_map else IdMap.from_labels(lt.heads + lt.tails)
     relations = IdMap.read(cfg.relation_map, "relation map") if cfg.relation_map else IdMap.from_labels(lt.relations)
     splits = {name: read_labeled_triples(p) for name, p in (("valid", cfg.valid), ("test", cfg.test)) if p}
+    counts = [f"{name} {part.path}: {len(part)} triples, {count_duplicates(part)} duplicates"
+              for name, part in (("train", lt), *splits.items())]  # as read, before --unseen drops any
     entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
-    if unseen.describe():
-        log.info(unseen.describe())
     train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
     split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
-    return Data(train, split("valid"), split("test"), unseen.to_json())
+    data = Data(train, split("valid"), split("test"), unseen.to_json())
+    for line in counts:  # logged once all is read: a bad file stops the run with its one error line
+        log.info(line)
+    if splits:
+        log.info(unseen.describe() or f"{', '.join(splits)}: no entity unseen in train")
+    return data
 
 
 class TrainingObjective(torch.nn.Module):
