@@ -136,18 +136,26 @@ def evaluate_cmd(
 
 def predict_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
-    query: Optional[Tuple[str, str]] = typer.Option(None, "--query", help="HEAD RELATION: rank all tails of this query."),
+    head: Optional[str] = typer.Option(None, "--head", help="With --relation: rank every tail of (HEAD, RELATION, ?)."),
+    tail: Optional[str] = typer.Option(None, "--tail", help="With --relation: rank every head of (?, RELATION, TAIL) (through the reciprocal relation when the model has them, else by scoring every head)."),
+    relation: Optional[str] = typer.Option(None, "--relation", help="The query's relation: its label, or the name the run's label files give it (a KGX run's biolink:treats for predicate:4). Entities too may be given by a name only one of them has."),
+    query: Optional[Tuple[str, str]] = typer.Option(None, "--query", help="HEAD RELATION: the same as --head HEAD --relation RELATION."),
     query_file: Optional[Path] = typer.Option(None, "--query-file", help="Lines head<TAB>relation: rank all tails of each."),
     triples: Optional[Path] = typer.Option(None, "--triples", help="Score every triple of this file."),
     top_k: int = typer.Option(10, min=1),
     exclude_train: bool = typer.Option(False, "--exclude-train", help="Leave out tails already known in the run's training file."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write .csv or .json here instead of printing CSV."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write .csv, .tsv or .json here (by the extension; any other is refused) instead of printing CSV."),
     device: str = DeviceOpt,
 ):
-    """Labels in, labels + scores out."""
-    from tracegraph.kg.model.predict import predict
+    """Labels in, labels + scores out: the best tails of --head H --relation R, the best heads of
+    --tail T --relation R, or the score of every triple of --triples. Columns head, relation, rank,
+    tail, score, probability, and head_name, relation_name, tail_name when the run has names."""
+    from tracegraph.kg.predictions import check_output, predict_command
+    from tracegraph.kg.run import Run
 
-    predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device)
+    check_output(output)
+    predict_command(Run(model_dir, device), head, tail, relation, query, query_file, triples, top_k, exclude_train,
+                    output)
 
 
 def _s(p):

@@ -237,32 +237,24 @@ class Run:
 
     # ------------------------------------------------------------------ the API
 
-    @torch.no_grad()
-    def predict(self, head: str | Sequence[str], relation: str | Sequence[str], k: int = 10,
-                exclude_train: bool = False) -> pd.DataFrame:
-        """The ``k`` best tails of each query (head, relation); a list of heads and/or relations asks
-        several queries at once. ``exclude_train`` leaves out tails already known in the training file.
-        Columns as ``tracegraph predict`` writes them: head, relation, rank, tail, score, probability."""
-        heads, rels = _queries(head, relation)
-        h = self.entities.ids(heads, "entity")
-        r = self.relations.ids(rels, "relation")
-        train = self.data_files.get("train")
-        known = self.known_tails([train] if train else []) if exclude_train else None
-        model, dev = self.model, self.device
-        k = min(k, model.config.num_entities)
-        rows = []
-        for b0 in range(0, len(h), 256):
-            hb = torch.as_tensor(h[b0:b0 + 256], device=dev)
-            rb = torch.as_tensor(r[b0:b0 + 256], device=dev)
-            s = model.score_all(hb, rb).float()
-            if known is not None:
-                bi, ti = known.batch(h[b0:b0 + 256], r[b0:b0 + 256])
-                s[torch.as_tensor(bi), torch.as_tensor(ti)] = float("-inf")
-            vals, idx = s.topk(k, dim=1)
-            for j in range(len(hb)):
-                for rank, (e, v) in enumerate(zip(idx[j].tolist(), vals[j].tolist()), start=1):
-                    rows.append((heads[b0 + j], rels[b0 + j], rank, self.entities.labels[e], v, _sigmoid(v)))
-        return pd.DataFrame(rows, columns=PREDICT_COLUMNS)
+    @cached_property
+    def labels(self):
+        """Readable names of entities and relations from the run's recorded label files (kg/data/labels.py)."""
+        from tracegraph.kg.data.labels import run_labels
+
+        return run_labels(self.path, self.config, self.entities)
+
+    def predict(self, head: str | Sequence[str] | None = None, relation: str | Sequence[str] | None = None,
+                k: int = 10, exclude_train: bool = False, *, tail: str | Sequence[str] | None = None) -> pd.DataFrame:
+        """The ``k`` best tails of (head, relation, ?) or, with ``tail=`` instead of a head, the ``k`` best
+        heads of (?, relation, tail); lists ask several queries at once. Entities and relations by label or
+        by the name the run's label files give them (a KGX run's ``biolink:treats``). ``exclude_train``
+        leaves out answers already known in the training file. Columns as ``tracegraph predict`` writes
+        them: head, relation, rank, tail, score, probability (and head_name, relation_name, tail_name
+        when the run has names)."""
+        from tracegraph.kg.predictions import predict_frame
+
+        return predict_frame(self, head=head, relation=relation, tail=tail, k=k, exclude_train=exclude_train)
 
     @torch.no_grad()
     def score(self, triples) -> pd.DataFrame:
@@ -383,18 +375,6 @@ def _nbytes(payload: dict) -> int:
 
 def _sigmoid(x: float) -> float:
     return float(1 / (1 + np.exp(-x)))
-
-
-def _queries(head, relation) -> tuple[list[str], list[str]]:
-    heads = [head] if isinstance(head, str) else list(head)
-    rels = [relation] if isinstance(relation, str) else list(relation)
-    if len(heads) == 1 and len(rels) > 1:
-        heads = heads * len(rels)
-    if len(rels) == 1 and len(heads) > 1:
-        rels = rels * len(heads)
-    if len(heads) != len(rels):
-        raise TracegraphError(f"{len(heads)} heads and {len(rels)} relations: give one of each per query")
-    return heads, rels
 
 
 def _columns(triples, n: int) -> list[list[str]]:

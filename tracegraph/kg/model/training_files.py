@@ -20,6 +20,7 @@ from tracegraph.kg.model.conve import ConvEConfig
 from tracegraph.kg.model.model_io import list_epoch_checkpoints
 from tracegraph.kg.model.train_config import TrainConfig
 from tracegraph.kg.data.datafiles import record_data_files
+from tracegraph.kg.data.labels import record_label_files
 from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 from tracegraph.runtime.distributed import broadcast_object
 from tracegraph.runtime.progress import log
@@ -109,6 +110,7 @@ def run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fuse
                   "training_samples": n_samples},
         "unseen": data.unseen,
         "data_files": record_data_files({"train": cfg.train, "valid": cfg.valid, "test": cfg.test}, cfg.output_dir),
+        **({"label_files": labels} if (labels := record_label_files(cfg.train, cfg.output_dir)) else {}),
         "versions": {"tracegraph": __version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }
