@@ -8,7 +8,8 @@ from typing import List, Optional, Tuple
 import typer
 
 from tracegraph.cli.common import (
-    DEVICE_HELP, DatasetOpt, DeviceOpt, PrecisionOpt, ThreadsOpt, UnseenOpt, dataset_splits, set_threads,
+    DEVICE_HELP, RUN_OLD_FLAGS, TRAIN_OLD_FLAGS, DatasetOpt, DeviceOpt, PrecisionOpt, ThreadsOpt, UnseenOpt,
+    dataset_splits, old_flags_command, set_threads,
 )
 
 
@@ -163,9 +164,10 @@ def _s(p):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train")(train_cmd)
-    app.command("evaluate")(evaluate_cmd)
-    app.command("predict")(predict_cmd)
+    # the original research scripts' flags whose meaning we keep are hidden aliases (cli/common.py)
+    app.command("train", cls=old_flags_command(TRAIN_OLD_FLAGS))(train_cmd)
+    app.command("evaluate", cls=old_flags_command(RUN_OLD_FLAGS))(evaluate_cmd)
+    app.command("predict", cls=old_flags_command(RUN_OLD_FLAGS))(predict_cmd)
 
 
 __all__ = ["register", "DEVICE_HELP"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,6 +55,7 @@ class Data:
     valid: np.ndarray
     test: np.ndarray
     unseen: dict | None = None  # what the --unseen policy found and did (config.json)
+    notes: list = field(default_factory=list)  # what reading found (duplicates, unseen), logged once the run starts
 
 
 def load_data(cfg: TrainConfig) -> Data:
@@ -71,12 +72,9 @@ def load_data(cfg: TrainConfig) -> Data:
     entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
     train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
     split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
-    data = Data(train, split("valid"), split("test"), unseen.to_json())
-    for line in counts:  # logged once all is read: a bad file stops the run with its one error line
-        log.info(line)
     if splits:
-        log.info(unseen.describe() or f"{', '.join(splits)}: no entity unseen in train")
-    return data
+        counts.append(unseen.describe() or f"{', '.join(splits)}: no entity unseen in train")
+    return Data(train, split("valid"), split("test"), unseen.to_json(), counts)
 
 
 class TrainingObjective(torch.nn.Module):
@@ -262,6 +260,8 @@ def _write_run_files(s: Session, changes: list) -> None:
         written["resolved"].update(world_size=s.ctx.world_size, backend=s.ctx.backend,
                                       batch_size_semantics="global (per process: about batch_size / world_size)")
     atomic_write_json(s.out / "config.json", written)
+    for note in s.data.notes:  # logged once the run has started: a bad option stops it with its one error line
+        log.info(note)
     log.info(
         f"ConvE: {s.mcfg.num_entities} entities, {s.mcfg.num_relations} relations, {len(s.data.train)} train triples, "
         f"{s.n_samples} samples ({s.cfg.training_mode}), device {s.device}, precision {s.precision.name}, "
