@@ -116,3 +116,14 @@ def test_a_misspelt_option_is_still_suggested_its_near_twin(data, tmp_path):
     res = run_cli_error(["train", "--train", data / "train.txt", "-o", tmp_path / "r", "--learning-rat", "0.1"],
                         tmp_path, contains="--learning-rat")
     assert "--learning-rate" in res.stderr
+
+
+def test_the_docs_page_maps_every_old_flag_the_cli_knows():
+    from pathlib import Path
+
+    from tracegraph.cli.common import FILTER_OLD_FLAGS, OLD_FLAG_HINTS, RUN_OLD_FLAGS, TRAIN_OLD_FLAGS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "coming-from-scripts.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `--")]
+    for flag in {*TRAIN_OLD_FLAGS, *RUN_OLD_FLAGS, *FILTER_OLD_FLAGS, *EXPLAIN_OLD_FLAGS, *OLD_FLAG_HINTS}:
+        assert any(flag in line.split("|")[1].replace("`", " ").split() for line in rows), flag
