@@ -20,7 +20,7 @@ LAYERS = [
     ("tracegraph.kg.data",),
     ("tracegraph.kg.model",),
     ("tracegraph.kg.explain",),
-    ("tracegraph.kg.run", "tracegraph.kg.api", "tracegraph.kg.outputs"),
+    ("tracegraph.kg.run", "tracegraph.kg.api", "tracegraph.kg.outputs", "tracegraph.kg.predictions"),
     ("tracegraph.report", "tracegraph.kg.report"),
     ("tracegraph.kg.demo",),
     ("tracegraph.cli", "tracegraph.__main__"),

@@ -33,7 +33,8 @@ def _triples(path: Path) -> list[tuple[str, str, str]]:
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("api") / "run"
     run = tracegraph.train({"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")},
-                           test=UMLS / "test.txt", output_dir=out, epochs=2, device="cpu", model=TINY_MODEL)
+                           test=UMLS / "test.txt", output_dir=out, epochs=2, checkpoint_every=1, device="cpu",
+                           model=TINY_MODEL)
     assert isinstance(run, tracegraph.Run) and run.path == out
     return out
 

@@ -39,6 +39,9 @@ class _Group(TyperGroup):
 def _usage_error(e):
     if type(e).__name__ == "NoArgsIsHelpError":  # `tracegraph data` alone: the help, as asked
         raise e
+    from tracegraph.cli.common import tidy_unknown_option
+
+    tidy_unknown_option(e)  # an old script flag says what replaces it; no unrelated "did you mean"
     where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
     _fail(e.format_message().replace("\n", " ") + where)
 

@@ -12,8 +12,6 @@ from pathlib import Path
 import torch
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import read_tsv
-from tracegraph.kg.outputs import emit
 from tracegraph.kg.run import Run
 
 
@@ -66,21 +64,4 @@ def import_checkpoint(file, output_dir, entity_to_id, relation_to_id, **options)
     return Run(output_dir)
 
 
-def predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device) -> None:
-    if sum(x is not None for x in (query, query_file, triples)) != 1:
-        raise TracegraphError("give exactly one of --query HEAD RELATION, --query-file, --triples")
-    run = Run(model_dir, device)
-    if triples is not None:
-        frame = run.score(triples)
-    else:
-        if query is not None:
-            heads, rels = [query[0]], [query[1]]
-        else:
-            (heads, rels), lines = read_tsv(query_file, 2, "query file", "head<TAB>relation")
-            run.entities.encode(heads, query_file, lines, "entity")  # an unknown label names its line
-            run.relations.encode(rels, query_file, lines, "relation")
-        frame = run.predict(heads, rels, k=top_k, exclude_train=exclude_train)
-    emit(frame.to_dict("records"), output)
-
-
-__all__ = ["open_run", "train", "import_pykeen", "import_checkpoint", "predict"]
+__all__ = ["open_run", "train", "import_pykeen", "import_checkpoint"]

@@ -9,7 +9,6 @@ the CLI, the demo and ``Run`` write them with these functions.
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 
 from tracegraph.errors import TracegraphError
@@ -22,22 +21,6 @@ from tracegraph.runtime.distributed import is_main_process
 N_TEXT = 12  # the label columns of an explanation CSV; then floats, written exactly, and the Role
 # what a --skip-existing run must share with the run that wrote the folder, or the folder would mix two listings
 SETTINGS_KEPT = ("method", "engine", "loss", "side", "top_k")
-
-
-def emit(rows: list[dict], output) -> None:
-    if output is not None and str(output).endswith(".json"):
-        atomic_write_json(output, rows)
-        return
-    buf = io.StringIO()
-    if rows:
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    if output is None:
-        print(buf.getvalue(), end="")
-    else:
-        with atomic_path(output) as tmp:
-            tmp.write_text(buf.getvalue())
 
 
 # ---------------------------------------------------------------------------------------------- explanations
@@ -124,5 +107,5 @@ def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
     return result.summary
 
 
-__all__ = ["evaluate_files", "emit", "write_csv", "write_explanations", "prepare_output_dir", "explain_files",
+__all__ = ["evaluate_files", "write_csv", "write_explanations", "prepare_output_dir", "explain_files",
            "ROLE_COLUMN"]

@@ -36,6 +36,7 @@ them, and so is :func:`tracegraph.kg.explain.tracin.explain.run_explain`.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -49,8 +50,8 @@ from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
 from tracegraph.kg.model.run_evaluation import RANKS_COLUMNS, Evaluation, evaluate_store
 from tracegraph.kg.model.store import RunCheckpoint, RunStore, run_files
 from tracegraph.kg.outputs import prepare_output_dir, write_explanations
+from tracegraph.kg.predictions import PREDICT_COLUMNS
 
-PREDICT_COLUMNS = ["head", "relation", "rank", "tail", "score", "probability"]
 SCORE_COLUMNS = ["head", "relation", "tail", "score", "probability"]
 
 
@@ -64,32 +65,33 @@ class Run(RunStore):
 
     # ------------------------------------------------------------------ the API
 
-    @torch.no_grad()
-    def predict(self, head: str | Sequence[str], relation: str | Sequence[str], k: int = 10,
-                exclude_train: bool = False) -> pd.DataFrame:
-        """The ``k`` best tails of each query (head, relation); a list of heads and/or relations asks
-        several queries at once. ``exclude_train`` leaves out tails already known in the training file.
-        Columns as ``tracegraph predict`` writes them: head, relation, rank, tail, score, probability."""
-        heads, rels = _queries(head, relation)
-        h = self.entities.ids(heads, "entity")
-        r = self.relations.ids(rels, "relation")
-        train = self.data_files.get("train")
-        known = self.known_tails([train] if train else []) if exclude_train else None
-        model, dev = self.model, self.device
-        k = min(k, model.config.num_entities)
-        rows = []
-        for b0 in range(0, len(h), 256):
-            hb = torch.as_tensor(h[b0:b0 + 256], device=dev)
-            rb = torch.as_tensor(r[b0:b0 + 256], device=dev)
-            s = model.score_all(hb, rb).float()
-            if known is not None:
-                bi, ti = known.batch(h[b0:b0 + 256], r[b0:b0 + 256])
-                s[torch.as_tensor(bi), torch.as_tensor(ti)] = float("-inf")
-            vals, idx = s.topk(k, dim=1)
-            for j in range(len(hb)):
-                for rank, (e, v) in enumerate(zip(idx[j].tolist(), vals[j].tolist()), start=1):
-                    rows.append((heads[b0 + j], rels[b0 + j], rank, self.entities.labels[e], v, _sigmoid(v)))
-        return pd.DataFrame(rows, columns=PREDICT_COLUMNS)
+    @cached_property
+    def labels(self):
+        """Readable names of entities and relations from the run's recorded label files (kg/data/labels.py)."""
+        from tracegraph.kg.data.labels import run_labels
+
+        return run_labels(self.path, self.config, self.entities)
+
+    def predict(self, head: str | Sequence[str] | None = None, relation: str | Sequence[str] | None = None,
+                k: int = 10, exclude_train: bool = False, *, tail: str | Sequence[str] | None = None) -> pd.DataFrame:
+        """The ``k`` best tails of (head, relation, ?) or, with ``tail=`` instead of a head, the ``k`` best
+        heads of (?, relation, tail); lists ask several queries at once.
+
+        Args:
+            head: a head label (or a list: one query each); leave out to ask for heads with ``tail``.
+            relation: a relation by label or by the name the run's label files give it (a KGX run's
+                ``biolink:treats``).
+            k: answers per query.
+            exclude_train: leave out answers already known in the training file.
+            tail: a tail label (or list): the query is (?, relation, tail).
+
+        Returns:
+            A DataFrame with the columns ``tracegraph predict`` writes: head, relation, rank, tail, score,
+            probability (and head_name, relation_name, tail_name when the run has names).
+        """
+        from tracegraph.kg.predictions import predict_frame
+
+        return predict_frame(self, head=head, relation=relation, tail=tail, k=k, exclude_train=exclude_train)
 
     @torch.no_grad()
     def score(self, triples) -> pd.DataFrame:
@@ -200,18 +202,6 @@ def _s(p):
 
 def _sigmoid(x: float) -> float:
     return float(1 / (1 + np.exp(-x)))
-
-
-def _queries(head, relation) -> tuple[list[str], list[str]]:
-    heads = [head] if isinstance(head, str) else list(head)
-    rels = [relation] if isinstance(relation, str) else list(relation)
-    if len(heads) == 1 and len(rels) > 1:
-        heads = heads * len(rels)
-    if len(rels) == 1 and len(heads) > 1:
-        rels = rels * len(heads)
-    if len(heads) != len(rels):
-        raise TracegraphError(f"{len(heads)} heads and {len(rels)} relations: give one of each per query")
-    return heads, rels
 
 
 __all__ = ["Run", "RunCheckpoint", "Evaluation", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS",

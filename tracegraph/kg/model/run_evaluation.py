@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracegraph.errors import DataError
 from tracegraph.kg.data.unseen import evaluation_triples
 from tracegraph.kg.model.evaluate import evaluate
 from tracegraph.kg.model.store import RunStore, run_files
@@ -42,7 +43,9 @@ def evaluate_store(store: RunStore, test, filter_triples=None, top_k: int = 10, 
     """Filtered ranks of ``test`` (a file or label triples) against every entity (``Run.evaluate``)."""
     report = None
     if isinstance(test, (str, Path)):
-        test_ids, report = evaluation_triples(store, test, unseen, run_files(store)[:1])
+        # with filter files given, a recorded training file that is gone leaves the unseen check to the id map
+        train_file = store.data_files.get("train") if not filter_triples else _optional_train(store)
+        test_ids, report = evaluation_triples(store, test, unseen, [train_file] if train_file else [])
     else:
         test_ids = store.encode(test)
     sources = list(filter_triples) if filter_triples else list(store.data_files.values())
@@ -77,6 +80,14 @@ def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size,
         for row in ev.ranks.itertuples(index=False):
             w.writerow([*row[:7], f"{row.score:.6f}", row.top_predictions])
     return {"metrics": ev.metrics, "output_dir": str(out), "unseen": ev.unseen}
+
+
+
+def _optional_train(store: RunStore):
+    try:
+        return store.data_files.get("train")
+    except DataError:
+        return None
 
 
 __all__ = ["Evaluation", "evaluate_store", "evaluate_files", "RANKS_COLUMNS"]

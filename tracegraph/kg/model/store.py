@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from tracegraph.errors import TracegraphError
+from tracegraph.kg.data.datafiles import resolve_data_files
+from tracegraph.kg.data.labels import RunLabels, run_labels
 from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.kg.data.unseen import encode_known
 from tracegraph.kg.model.model_io import (
@@ -91,10 +93,22 @@ class RunStore:
     def label_smoothing(self) -> float:
         return run_label_smoothing(self.path)
 
-    @property
-    def data_files(self) -> dict[str, str]:
-        """The train/valid/test files the run recorded (see :func:`recorded_data_files`)."""
-        return recorded_data_files(self)
+    @cached_property
+    def data_files(self) -> dict[str, Path]:
+        """The run's train/valid/test files, found from any working directory and after a move, each
+        checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
+
+        Raises:
+            DataError: a recorded file is missing or its content changed (the message names the flag
+                that gives another file).
+        """
+        return resolve_data_files(self.path, self.config)
+
+    @cached_property
+    def labels(self) -> RunLabels:
+        """Readable names of entities and relations from the run's recorded label files (a KGX import's
+        ``node_name_dict.txt`` and ``edge_map.json``); empty when the run has none."""
+        return run_labels(self.path, self.config, self.entities)
 
     @cached_property
     def checkpoints(self) -> list[RunCheckpoint]:
@@ -187,30 +201,6 @@ class RunStore:
         return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
 
 
-def recorded_data_files(store: RunStore) -> dict[str, str]:
-    """The train/valid/test files recorded in a run's ``config.json`` that still exist.
-
-    The one place a run's data files are resolved (everything else asks ``store.data_files``)."""
-    tcfg = store.config.get("train", {})
-    return {k: tcfg[k] for k in ("train", "valid", "test") if tcfg.get(k) and Path(tcfg[k]).is_file()}
-
-
-def recorded_label_files(store: RunStore) -> dict[str, str]:
-    """The readable-name files that go with a run's ids, when its data came with them (what
-    ``tracegraph data kgx`` writes): ``node_name_dict`` (name<TAB>index: used only beside the
-    entity map the run was trained with, whose indices it names) and ``edge_map`` (by label)."""
-    tcfg = store.config.get("train", {})
-    found = {}
-    emap = tcfg.get("entity_map")
-    if emap and (Path(emap).parent / "node_name_dict.txt").is_file():
-        found["node_name_dict"] = str(Path(emap).parent / "node_name_dict.txt")
-    for base in (tcfg.get("relation_map"), tcfg.get("train")):
-        if base and (Path(base).parent / "edge_map.json").is_file():
-            found["edge_map"] = str(Path(base).parent / "edge_map.json")
-            break
-    return found
-
-
 def run_files(store) -> list[str]:
     """The train/valid/test files recorded in a run's config.json (those that still exist)."""
     store = store if isinstance(store, RunStore) else RunStore(store.checkpoint)
@@ -247,4 +237,4 @@ def _nbytes(payload: dict) -> int:
 
 
 __all__ = ["RunStore", "RunCheckpoint", "run_files", "filter_index",
-           "recorded_data_files", "recorded_label_files", "label_columns"]
+           "label_columns"]

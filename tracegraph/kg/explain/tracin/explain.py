@@ -38,7 +38,7 @@ from tracegraph.kg.explain.tracin.rows import (
     header_of, rival_records,
 )
 from tracegraph.kg.explain.tracin.sharding import _influence_over_devices, _influence_over_ranks
-from tracegraph.kg.model.store import RunStore, filter_index, recorded_label_files, run_files
+from tracegraph.kg.model.store import RunStore, filter_index, run_files
 from tracegraph.runtime.distributed import broadcast_object, init_distributed, parse_devices
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.rundir import check_one_run
@@ -178,10 +178,12 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else store.label_smoothing
     if cfg.side == "head" and not store.model.config.reciprocal:
         raise TracegraphError("side head needs a model with reciprocal relations (this run has none)")
-    recorded = recorded_label_files(store)
-    return _Inputs(train_ids, checkpoints, eps,
-                   _names(cfg.node_name_dict or recorded.get("node_name_dict"), store.entities.labels),
-                   _rel_names(cfg.edge_map or recorded.get("edge_map"), store.relations.labels))
+    ents, rels = store.entities.labels, store.relations.labels
+    ent_names = (_names(cfg.node_name_dict, ents) if cfg.node_name_dict
+                 else [store.labels.entity_names.get(x, x) for x in ents])  # the run's recorded label files
+    rel_names = (_rel_names(cfg.edge_map, rels) if cfg.edge_map
+                 else [store.labels.relation_names.get(x, x) for x in rels])
+    return _Inputs(train_ids, checkpoints, eps, ent_names, rel_names)
 
 
 def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray, train_subsets) -> _Selection:
