@@ -67,7 +67,7 @@ def _register() -> None:
     import importlib
 
     # each module defines register(app); the order is the order of --help
-    for mod in ("data", "kg", "tune", "explain", "filter", "demo", "trees", "importers"):
+    for mod in ("data", "kg", "tune", "explain", "filter", "report", "demo", "trees", "importers"):
         try:
             module = importlib.import_module(f"tracegraph.cli.{mod}")
         except ModuleNotFoundError as e:
