@@ -72,7 +72,7 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
 
 def report_sections(run, *, explanations=(), necessity=None, test=None, marks: dict | None = None,
                     mark_label: str = "marked", n_pro: int = 10, n_opp: int = 5,
-                    explained_intro: str = "") -> list[Section]:
+                    explained_title: str = "Explained test triples", explained_intro: str = "") -> list[Section]:
     """The general sections of a run's report, in page order (keys: cards, training, metrics,
     explanations, necessity, settings). The demo places its own sections among them.
 
@@ -83,7 +83,8 @@ def report_sections(run, *, explanations=(), necessity=None, test=None, marks: d
         test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
         marks, mark_label: training triples to tag per explained test triple (see :func:`explained_section`).
         n_pro, n_opp: rows in each proponent and opponent table.
-        explained_intro: the explained section's first paragraph (HTML), replacing the general one.
+        explained_title, explained_intro: the explained section's heading (text) and first paragraph
+            (HTML, replacing the general one).
 
     Raises:
         DataError: an explanation directory, a necessity file or ``ranks.csv`` cannot be read.
@@ -100,7 +101,7 @@ def report_sections(run, *, explanations=(), necessity=None, test=None, marks: d
                 metrics_section(ranks, source)]
     if triples:
         sections.append(explained_section(triples, marks=marks, mark_label=mark_label, n_pro=n_pro, n_opp=n_opp,
-                                          intro=explained_intro))
+                                          title=explained_title, intro=explained_intro))
     if nec is not None:
         sections.append(necessity_section(nec, "" if isinstance(necessity, dict) else str(necessity)))
     sections.append(settings_section(run.config))

@@ -191,10 +191,12 @@ def _triple_block(t: ExplainedTriple, marked: set, mark_label: str, n_pro: int, 
         opp_html = table(header, orow, ocls, num_from=nf) + few
     marks_line = ""
     if marked:
-        pos = [i + 1 for i, (_, r) in enumerate(pro.iterrows())
-               if (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"])) in marked]
-        marks_line = (f"<p class='note'>{len(marked)} {e(mark_label)} edges; among the proponents at "
-                      f"{e(', '.join(map(str, pos)) or 'no position')}.</p>")
+        def where(frame):
+            return [str(i + 1) for i, (_, r) in enumerate(frame.iterrows())
+                    if (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"])) in marked]
+
+        found = [f"{what} #{', #'.join(pos)}" for what, pos in (("proponents", where(pro)), ("opponents", where(opp))) if pos]
+        marks_line = (f"<p class='note'>{len(marked)} {e(mark_label)} edges: {e('; '.join(found) or 'none listed')}.</p>")
     h, r, tl = t.names
     return (f'<div class="pred"><h3>{_name(h, t.head)} — {_name(r, t.relation)} → {_name(tl, t.tail)}</h3>'
             + _summary_line(t) + marks_line + f"<p class='note'>File: <code>{e(t.source.with_suffix('.csv').name)}</code></p>"
