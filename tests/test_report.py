@@ -198,7 +198,7 @@ def test_report_metrics_match_a_naive_mrr_over_the_test_file(explained, page):
     row = page[page.index("<td>isa</td>"):].split("</tr>")[0]  # relation, test triples, MRR tail, …
     cells = [c.split(">")[-1] for c in row.split("</td>")][:3]
     assert cells[1] == str(len(isa)) and cells[2] == f"{mrr:.3f}", (cells, mrr)
-    assert "computed now on the run&#x27;s test file" in page
+    assert "computed now on the run's test file" in page
 
 
 def test_report_escapes_names_and_needs_no_network(page):
@@ -286,3 +286,37 @@ def test_report_bad_input_is_one_error_line_and_no_file(explained, tmp_path, cas
     assert len(lines) == 1 and lines[0].startswith("error:"), res.output
     assert all(w in lines[0] for w in words), (words, lines[0])
     assert not out.exists() and not list(tmp_path.glob(".r.*"))
+
+
+# ------------------------------------------------------------------ the demo writes with the same code
+
+def _recovery(default=(0.6, 0.5), path=(0.4, 0.3)):
+    figs = lambda mrr, map_: {"mrr": {"mean": mrr, "std": 0.1}, "map": {"mean": map_, "std": 0.1},
+                              **{k: {"mean": 0.5, "std": 0.1} for k in ("hits@1", "hits@3", "hits@10", "recall@10")}}
+    summ = {"tracin": figs(0.2, 0.2), "tracin-margin-path": figs(*default), "random": figs(0.1, 0.1),
+            "degree": figs(0.05, 0.05), "path": figs(*path)}
+    return {"summary": summ, "graded": 2, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
+            "influence": {"loss": "logit", "checkpoints": [{}, {}]},
+            "definition": {"candidates": "<c>", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
+
+
+def test_demo_page_tags_planted_edges_in_the_general_explained_section(explained, page, tmp_path):
+    from tracegraph.kg.demo.report import write_report
+
+    run_dir, dirs = explained
+    first = csv_rows(sorted(dirs["default"].glob("triple_000_*_tracin.csv"))[0])
+    pro, opp = expected_tables(first)
+    marks = {EXPLAINED[0]: {pro[1], opp[0]} if opp else {pro[1]}}
+    metrics = {s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")}
+    out = write_report(tmp_path / "demo.html", run=tracegraph.open_run(run_dir, device="cpu"),
+                       explanations=dirs["default"], metrics=metrics, counts={"test": 2}, marks=marks,
+                       fidelity={"recovery": _recovery(), "necessity": {"summary": {}, "note": "<none>"}},
+                       settings={"x": "<y>"}, stage_seconds={"train": 1.0}, n_checkpoints=2)
+    text = out.read_text(encoding="utf-8")
+    demo_blocks, general = Page(text).blocks, Page(page).blocks[:2]
+    drop_relation = lambda b: [[row[:2] + row[3:] for row in table] for table in b["tables"]]  # tags sit there
+    assert [drop_relation(b) for b in demo_blocks] == [drop_relation(b) for b in general]  # same rows, same order
+    block = text[text.index('<div class="pred">'):text.index('<div class="pred">', text.index('<div class="pred">') + 1)]
+    assert block.count('<tr class="mark">') == len(marks[EXPLAINED[0]])
+    assert "&lt;none&gt;" in text and "&lt;y&gt;" in text and "&lt;c&gt;" in text and "<none>" not in text
+    assert "http://" not in text and "https://" not in text
