@@ -70,7 +70,7 @@ def _register() -> None:
     import importlib
 
     # each module defines register(app); the order is the order of --help
-    for mod in ("data", "kg", "tune", "explain", "filter", "demo", "trees", "importers"):
+    for mod in ("data", "kg", "tune", "explain", "filter", "report", "demo", "trees", "importers"):
         importlib.import_module(f"tracegraph.cli.{mod}").register(app)  # a broken module is an error, not a gap
 
 

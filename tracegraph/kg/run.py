@@ -195,6 +195,13 @@ class Run(RunStore):
         index = GraphIndex.load_or_build(train, self.encode(train), len(self.entities))
         return lambda h, t: index.filter(h, t, filter_options).triple_rows
 
+    def report(self, output, explanations=(), necessity=None, test=None, **options) -> Path:
+        """Write this run's self-contained HTML report (what ``tracegraph report`` writes); see
+        :func:`tracegraph.report.report_run` for the arguments. Returns the path written."""
+        from tracegraph.report import report_run  # the report layer sits above the run facade
+
+        return report_run(self, output, explanations=explanations, necessity=necessity, test=test, **options)
+
 
 def _s(p):
     return None if p is None else str(p)
