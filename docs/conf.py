@@ -1,0 +1,48 @@
+"""Sphinx configuration: Markdown pages (MyST), the API from docstrings, the CLI from the Typer app."""
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE / "_ext")]  # this checkout's package, then the CLI mirror
+
+import tracegraph  # noqa: E402
+
+project = "tracegraph"
+author = "tracegraph contributors"
+copyright = "tracegraph contributors, MIT licence"
+release = version = tracegraph.__version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.doctest",
+    "sphinx.ext.mathjax",
+    "sphinx_click",
+]
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+exclude_patterns = ["_build", "_ext", "tune-umls-space.json"]
+root_doc = "index"
+
+myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve, and a broken one fails the build
+
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_typehints_format = "short"
+autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
+# type hints name third-party classes Sphinx cannot link without intersphinx (the build is offline)
+nitpicky = False
+
+html_theme = "furo"
+html_title = f"tracegraph {release}"
+html_static_path = ["_static"]
+
+# `sphinx -b doctest`: the examples in the pages run against the bundled UMLS in a temporary folder
+doctest_global_setup = """
+import os, tempfile
+os.chdir(tempfile.mkdtemp(prefix="tracegraph-doctest-"))
+"""
