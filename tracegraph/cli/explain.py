@@ -9,7 +9,7 @@ import typer
 
 from tracegraph.cli.common import DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
 
-# chosen by the necessity and recovery results (README, "Which explanation method")
+# chosen by the necessity and recovery results (docs/explaining.md)
 DEFAULT_METHOD = "tracin-margin-path"
 DEFAULT_LOSS = "logit"
 from tracegraph.cli.filter import (
@@ -25,9 +25,9 @@ def explain_cmd(
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
-    method: Optional[str] = typer.Option(None, help=f"Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Default: {DEFAULT_METHOD}; with --loss train-loss, tracin (the earlier codebase's convention, one flag away). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
+    method: Optional[str] = typer.Option(None, help=f"Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, random (docs/explaining.md). Default: {DEFAULT_METHOD}; with --loss train-loss, tracin (the original research scripts' convention). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
     engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
-    loss: str = typer.Option(DEFAULT_LOSS, help="logit: -s, the triple's own score (what removing a training triple changes in a KvsAll retrain, whatever its fit); score: softplus(-s); train-loss: the 1-N training BCE with the run's label smoothing (the earlier codebase's convention; without --method it ranks by plain tracin, as that codebase did)."),
+    loss: str = typer.Option(DEFAULT_LOSS, help="logit: -s, the triple's own score (what removing a training triple changes in a KvsAll retrain, whatever its fit); score: softplus(-s); train-loss: the 1-N training BCE with the run's label smoothing (the original research scripts' convention; without --method it ranks by plain tracin, as they did)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
     side: str = typer.Option("tail", "--side", help="The prediction the margin methods (tracin-margin, tracin-margin-path) explain: tail, the answer to (h, r, ?), or head, the answer to (?, r, t) (reciprocal models). Their rival, in each JSON's 'rival', is then a head."),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Keep the top-k proponents and top-k opponents per test triple (default: every training triple)."),

@@ -1,6 +1,6 @@
 """Explanation methods behind one ``--method``: sort keys for each fact's candidate training triples.
 
-* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (DESIGN.md §3), with any loss convention
+* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (docs/design.md), with any loss convention
   (default ``logit``, ℓ = −s: what a KvsAll retrain without the triple changes; tracin/factors.py);
 * ``tracin-cosine``: Σ_k η_k cos(∇ℓ_k(train), ∇ℓ_k(fact)) — the gradients' lengths out of it, so
   a "generic" training triple with a large gradient (one the model fits badly, whose gradient
@@ -23,7 +23,7 @@
   the fact) counts with the two-edge walks. The margin ranks what the rank-1 prediction rests on;
   the shells put the walks that join head and tail first, so a mechanism's middle edges, which
   touch neither end, are not buried under the head's other triples. Forcing direct edges first
-  cost necessity on UMLS (README, "Which explanation method"), so they share the first shell;
+  cost necessity on UMLS (docs/explaining.md), so they share the first shell;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
@@ -46,18 +46,18 @@ from tracegraph.kg.explain.ranking import degrees, method_keys, path_lengths, pa
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
 MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides along as an extra test triple
-# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (README,
+# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (docs/explaining.md,
 # "Which explanation method"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
 METHODS = (*INFLUENCE_METHODS, *MARGIN_METHODS, "tracin-path", "local-retrain", *BASELINE_METHODS)
-# the earlier codebase ranked by plain TracIn over the 1-N training loss; `--loss train-loss` alone
+# the original research scripts ranked by plain TracIn over the 1-N training loss; `--loss train-loss` alone
 # brings that back (one flag away), so with it the method left unnamed is plain tracin
 EARLIER_CONVENTION = ("tracin", "train-loss")
 
 
 def default_method(loss: str) -> str:
     """The method ``explain`` uses when none is named: the default, or with ``--loss train-loss``
-    the earlier codebase's plain TracIn."""
+    the original research scripts' plain TracIn."""
     return EARLIER_CONVENTION[0] if loss == EARLIER_CONVENTION[1] else DEFAULT_EXPLAINER
 
 

@@ -57,9 +57,9 @@ class ExplainConfig:
     checkpoints: list[str] | None = None  # ["all"] | ["best"] | ["final"] | paths
     method: str = "exact"  # TracIn's engine: exact | autograd | vmap
     # the explanation method (kg/explain/methods.py); others than tracin add a MethodScore column.
-    # None: tracin-margin-path, or plain tracin with loss="train-loss" (the earlier codebase's convention)
+    # None: tracin-margin-path, or plain tracin with loss="train-loss" (the original research scripts' convention)
     explainer: str | None = None
-    loss: str = "logit"  # the most necessary explanations on UMLS (README, "Which explanation method")
+    loss: str = "logit"  # the most necessary explanations on UMLS (docs/explaining.md)
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
     batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size)
