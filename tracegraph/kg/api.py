@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -69,7 +70,8 @@ def train(config=None, **settings) -> Run:
         unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrainConfig)})
         if unknown:
             raise TracegraphError(f"unknown training setting(s) {', '.join(unknown)}; see tracegraph.kg.model.train.TrainConfig")
-        cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields.items()})
+        values: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in fields.items()}
+        cfg = TrainConfig(**values)
     run_training(cfg)
     return Run(cfg.output_dir, cfg.device)
 
