@@ -42,14 +42,14 @@ html_title = f"tracegraph {release}"
 html_static_path = ["_static"]
 
 # `sphinx -b doctest` runs the examples of the pages and of the docstrings autodoc pulls in. They
-# use RUN_DIR: a 2-epoch tiny UMLS run, trained once per build in a temporary folder.
+# use RUN_DIR: a 2-epoch tiny UMLS run (as tests/kg/test_run_api.py's), trained once per build.
 doctest_global_setup = """
 import os, tempfile
 if "TRACEGRAPH_DOCTEST_RUN" not in os.environ:
     import tracegraph
     from tracegraph.kg.data.datasets import UMLS
     _out = os.path.join(tempfile.mkdtemp(prefix="tracegraph-doctest-"), "run")
-    tracegraph.train(train=UMLS / "train.txt", valid=UMLS / "valid.txt", output_dir=_out, epochs=2,
+    tracegraph.train(train=UMLS / "train.txt", valid=UMLS / "valid.txt", test=UMLS / "test.txt", output_dir=_out, epochs=2,
                      device="cpu", model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8,
                                           "output_channels": 4})
     os.environ["TRACEGRAPH_DOCTEST_RUN"] = _out

@@ -2,7 +2,7 @@
 
 ``command`` is ``typer.main.get_command(tracegraph.cli.app)``. Typer >= 0.20 ships its own
 trimmed copy of click whose classes sphinx-click does not recognise, so the command tree is
-mirrored once into real click objects carrying the same names, help texts and option
+mirrored once into real click objects with the same names, help texts and option
 declarations: the reference is generated from the app, never copied by hand.
 """
 

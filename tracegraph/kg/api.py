@@ -34,7 +34,7 @@ def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
 
     Example:
 
-    >>> run = open_run(RUN_DIR)          # RUN_DIR: a 2-epoch UMLS run in tests/kg/test_run_api.py
+    >>> run = open_run(RUN_DIR)          # RUN_DIR: a run trained on the bundled UMLS
     >>> len(run.entities), len(run.relations), run.checkpoint.name
     (135, 46, 'best_model.pt')
     """
