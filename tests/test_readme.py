@@ -1,40 +1,86 @@
-"""The README's Python blocks run as written, on a 1-epoch model (the one substitution below)."""
+"""The README's quick starts run as written, on a 1-epoch model (the one substitution below)."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 # the only change made to the README's code: 100 epochs of d=200 become 1 epoch of a tiny model
 TINY = ('epochs=1, checkpoint_every=1, device="cpu", '
         'model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8, "output_channels": 4}')
+TINY_CLI = ("--epochs 1 --checkpoint-every 1 --device cpu --embedding-dim 32 --embedding-height 4 "
+            "--embedding-width 8 --output-channels 4")
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+def section_blocks(heading: str, language: str) -> list[str]:
+    """The ``language`` code blocks under the README's ``## heading``."""
+    text = README.read_text()
+    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"^```{language}\n(.*?)^```", section, flags=re.S | re.M)
 
 
-def test_readme_has_the_api_blocks():
-    blocks = python_blocks()
-    assert len(blocks) >= 2
-    assert any("tracegraph.open_run" in b for b in blocks)
-    assert sum("epochs=100" in b for b in blocks) == 1  # the substitution below has exactly one target
+def test_readme_has_both_quick_starts_within_15_lines():
+    (cli,) = section_blocks("CLI quick start", "bash")
+    (py,) = section_blocks("Python quick start", "python")
+    assert len(cli.splitlines()) <= 15 and len(py.splitlines()) <= 15
+    assert cli.count("--epochs 100") == 1 and py.count("epochs=100") == 1  # each substitution has one target
+    assert "tracegraph.open_run" in py and "run.explain" in py
+    assert len(README.read_text().splitlines()) <= 150
+
+
+def test_readme_links_point_at_files_that_exist():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    missing = [link for link in links if not link.startswith("http") and not (ROOT / link).exists()]
+    assert links and not missing
+
+
+def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
+    """top-k proponents and opponents are the head and the tail of the whole margin ranking."""
+    ranked = full.sort_values("MethodScore", ascending=False, kind="stable")
+    expected = pd.concat([ranked.head(k), ranked.tail(k)])
+    key = ["TrainHead", "TrainRel", "TrainTail"]
+    assert rows[key].values.tolist() == expected[key].values.tolist()
+    assert rows["Role"].tolist() == np.where(rows["MethodScore"] < 0, "opponent", "proponent").tolist()
 
 
 @pytest.mark.slow
-def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)  # the snippets write runs/umls relative to the working directory
-    namespace: dict = {}
-    for block in python_blocks():  # one namespace: later blocks use what earlier ones defined, as in a notebook
-        exec(compile(block.replace("epochs=100", TINY), str(README), "exec"), namespace)
-    assert (tmp_path / "runs" / "umls" / "checkpoints" / "epoch_0001.pt").is_file()
-    top, why = namespace["top"], namespace["why"]
-    assert top["rank"].tolist() == list(range(1, 11)) and set(top["head"]) == {"steroid"}
-    # the default, tracin-margin-path: 5 proponents by walk shell (a direct edge counts as 2), then
-    # margin; then the 5 weakest margins
-    pro, opp = why.iloc[:5], why.iloc[5:]
+def test_readme_cli_quick_start_runs(tmp_path):
+    (block,) = section_blocks("CLI quick start", "bash")
+    script = "set -euo pipefail\ntracegraph() { \"$PY\" -m tracegraph \"$@\"; }\n" + block.replace("--epochs 100", TINY_CLI)
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PY": sys.executable, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                               "TRACEGRAPH_DEVICE": "cpu", "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "runs/umls/checkpoints/epoch_0001.pt").is_file()
+    assert (tmp_path / "runs/umls/evaluation/evaluation.json").is_file()
+    predicted = [line.split(",") for line in done.stdout.splitlines() if line.startswith("steroid,")]
+    assert len(predicted) == 5
+    (csv,) = (tmp_path / "why").glob("triple_000_*_tracin.csv")
+    why = pd.read_csv(csv)
+    # the default, tracin-margin-path: 10 proponents by walk shell (a direct edge counts as 2), then
+    # margin; then the 10 weakest margins
+    pro, opp = why.iloc[:10], why.iloc[10:]
     keys = list(zip(pro["HeadTailWalk"].clip(lower=2), -pro["MethodScore"]))
-    assert len(why) == 10 and keys == sorted(keys) and opp["MethodScore"].is_monotonic_decreasing
+    assert len(why) == 20 and keys == sorted(keys) and opp["MethodScore"].is_monotonic_decreasing
+
+
+@pytest.mark.slow
+def test_readme_python_quick_start_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the snippet writes runs/umls-py relative to the working directory
+    (block,) = section_blocks("Python quick start", "python")
+    namespace: dict = {}
+    exec(compile(block.replace("epochs=100", TINY), str(README), "exec"), namespace)
+    assert (tmp_path / "runs" / "umls-py" / "checkpoints" / "epoch_0001.pt").is_file()
+    run, why = namespace["run"], namespace["why"]
+    assert 0 < namespace["ev"].metrics["both"]["mrr"] <= 1
+    full = run.explain([("steroid", "interacts_with", "eicosanoid")], method="tracin-margin")
+    assert len(why) == 10 and len(full) == 5216  # every UMLS training triple is ranked
+    _check_margin_rows(why, full, 5)
     out = capsys.readouterr().out
-    assert "135 True" in out  # UMLS has 135 entities
+    assert out.count("steroid") >= 5  # the five predictions were printed

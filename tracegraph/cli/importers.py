@@ -13,7 +13,7 @@ TRUST_HELP = (
 )
 
 import_app = typer.Typer(
-    help="Import ConvE models trained elsewhere (PyKEEN, the earlier checkpoint format) as model directories "
+    help="Import ConvE models trained elsewhere (PyKEEN, the original research scripts' checkpoints) as model directories "
          "that evaluate, predict and explain accept. Files are never unpickled unless you pass --trust-pickle.",
     no_args_is_help=True,
 )
@@ -52,7 +52,7 @@ def pykeen_cmd(
 
 @import_app.command("checkpoint")
 def checkpoint_cmd(
-    file: Path = typer.Argument(..., help="Earlier-format checkpoint: model_state_dict + model_config (num_entities, num_relations, embedding_dim, embedding_height, embedding_width)."),
+    file: Path = typer.Argument(..., help="A checkpoint of the original research scripts: model_state_dict + model_config (num_entities, num_relations, embedding_dim, embedding_height, embedding_width)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Model directory to write."),
     entity_to_id: Path = typer.Option(..., "--entity-to-id", help="node_dict.txt (label<TAB>id) the model was trained with."),
     relation_to_id: Path = typer.Option(..., "--relation-to-id", help="rel_dict.txt (label<TAB>id) the model was trained with."),
@@ -60,7 +60,7 @@ def checkpoint_cmd(
     label_smoothing: Optional[float] = typer.Option(None, "--label-smoothing", help="Recorded for explain's train-loss (default: from model_config, else 0)."),
     trust_pickle: bool = typer.Option(False, "--trust-pickle", help=TRUST_HELP),
 ):
-    """Import the earlier ConvE format (head and relation concatenated along the width, no entity bias) exactly: the model keeps that layout (concat_axis=width, entity_bias off)."""
+    """Import the original research scripts' ConvE format (head and relation concatenated along the width, no entity bias) exactly: the model keeps that layout (concat_axis=width, entity_bias off)."""
     from tracegraph.kg.api import import_checkpoint
 
     run = import_checkpoint(file, output_dir, entity_to_id, relation_to_id, trust_pickle=trust_pickle, lr=lr,

@@ -13,7 +13,7 @@ from tracegraph.cli.common import ThreadsOpt
 def tune_cmd(
     train: Path = typer.Option(..., "--train", help="Training triples."),
     valid: Path = typer.Option(..., "--valid", help="Validation triples: trials are pruned and selected on their filtered MRR."),
-    search_space: Path = typer.Option(..., "--search-space", help="JSON search-space file (format in tracegraph/kg/model/search_space.py and the README)."),
+    search_space: Path = typer.Option(..., "--search-space", help="JSON search-space file (format in tracegraph/kg/model/search_space.py and docs/training.md)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="study.db, trials/trial_NNNN/, best_preset.json, tune_summary.json."),
     test: Optional[Path] = typer.Option(None, "--test", help="Evaluated once, at the end, with the best trial's model."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Settings every trial starts from (overrides the search space's \"preset\")."),

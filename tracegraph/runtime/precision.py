@@ -74,7 +74,7 @@ def resolve_device(name: str | None) -> torch.device:
 
 
 # ---------------------------------------------------------------------------------------------
-# Device math policy (README "Devices"): training may use TF32 (Ampere and newer GPUs round fp32
+# Device math policy (docs/gpu.md): training may use TF32 (Ampere and newer GPUs round fp32
 # matmul inputs to 10 mantissa bits — faster, and harmless to SGD); anything that claims
 # exactness (TracIn, loss equivalence) runs with TF32 off; bit-exact reruns on CUDA need
 # deterministic kernels, an opt-in that costs speed.

@@ -77,7 +77,14 @@ def _class_order(labels: set[str]) -> list[str]:
 
 
 class TreeDataset(list):
-    """A list of TreeData; ``classes[y]`` is a label's name, ``names[i]`` item i's file stem."""
+    """The trees of a directory, as a list of ``TreeData`` (``torch_geometric`` ``Data``).
+
+    Attributes:
+        names: ``names[i]`` is the file stem item ``i`` came from (a file may give several trees).
+        classes: The label names; ``classes[int(item.y)]`` is an item's label.
+        rows: The labels CSV's row of each labelled file stem.
+        labels_path: The labels CSV, or None.
+    """
 
     def __init__(self, items, names, classes=None, rows=None, labels_path=None):
         super().__init__(items)
@@ -87,11 +94,22 @@ class TreeDataset(list):
         self.labels_path = labels_path
 
     def file_labels(self) -> dict[str, int]:
-        """file stem → class index, one entry per file."""
+        """Each file's class.
+
+        Returns:
+            File stem → class index, one entry per file.
+        """
         return {n: int(d.y) for n, d in zip(self.names, self)}
 
     def select(self, files) -> "TreeDataset":
-        """The items whose file is in ``files`` (all trees of a file go together)."""
+        """The items that came from the given files.
+
+        Args:
+            files: File stems; all trees of a file go together.
+
+        Returns:
+            A new dataset with those items, the same classes and labels.
+        """
         keep = set(files)
         pairs = [(d, n) for d, n in zip(self, self.names) if n in keep]
         return TreeDataset([d for d, _ in pairs], [n for _, n in pairs], self.classes, self.rows, self.labels_path)
@@ -108,7 +126,23 @@ class TreeDataset(list):
                                 self.labels_path, first.line)
 
     def splits(self, folds: int = 0, test_fraction: float = 0.3, seed: int = 0) -> list[tuple[list[str], list[str]]]:
-        """(train files, test files) per fold: k stratified folds, the CSV's split, or a stratified seeded one."""
+        """Train/test splits over files, never trees, stratified by class.
+
+        Args:
+            folds: 0 for one split (the CSV's ``split`` column when it has one, else a seeded
+                stratified one); k ≥ 2 for k stratified folds, each file held out exactly once.
+            test_fraction: The share of each class held out when the split is drawn.
+            seed: The seed of the drawn split or folds; the same seed and files give the same
+                split in any listing order.
+
+        Returns:
+            One ``(train file stems, test file stems)`` pair per fold.
+
+        Raises:
+            DataError: A class with too few files, a CSV split together with ``folds``, or a
+                split that leaves one side empty (naming the CSV and line).
+            TracegraphError: ``folds`` is 1 or negative.
+        """
         if folds == 1 or folds < 0:
             raise TracegraphError(f"folds must be 0 (one split) or at least 2, not {folds}")
         labels = self.file_labels()
@@ -134,11 +168,33 @@ class TreeDataset(list):
 def load_dataset(directory: str | Path, labels: str | Path | None = None, *, max_nodes: int = 300,
                  node_spacing: float = 0.0, trees_per_image: int = 1, image_root: str = "widest",
                  cache_dir: str | Path | None = None) -> TreeDataset:
-    """Every tree file in ``directory`` as TreeData; with ``labels`` only the labelled files, with ``y``.
+    """Read a directory of trees (SWC, vessel images, graph files), optionally labelled.
 
-    With ``cache_dir`` the trees of each file (skeletons of large images take seconds) and the
-    3rd-order paths are cached there. Without labels ``y`` is -1. A CSV name with no file is an error at its line; files the CSV does
-    not name are left out (logged), so one directory can serve several labellings.
+    Each file becomes one or more rooted trees with their 3rd-order paths, ready for the SGMP
+    encoder. Files the labels do not name are left out with a warning, so one directory can
+    serve several labellings.
+
+    Args:
+        directory: Holds ``*.swc``, binary vessel images (``*.png``, ``*.tif``, ``*.jpg``, …)
+            and graph files (``*.json`` / ``*.npz`` with ``pos``, ``edges`` and optionally
+            ``root``); each file is named by its stem.
+        labels: A CSV of ``name,label[,split]`` rows (header optional), or None for unlabelled
+            trees (``y`` is then -1).
+        max_nodes: The node budget per tree; the spacing widens until a tree fits.
+        node_spacing: One node per this much arc length (file units); 0 keeps every point.
+        trees_per_image: How many of an image's largest skeleton components become trees.
+        image_root: Where an image's tree is rooted: ``"widest"`` (the widest vessel point)
+            or ``"disc"`` (nearest the optic disc).
+        cache_dir: Where each file's trees and paths are cached (``.npz``); large images are
+            skeletonised once.
+
+    Returns:
+        The trees, each with ``x``, ``pos``, ``parent``, ``depth``, ``edge_index``, ``paths``,
+        ``y`` and ``name`` (its file stem).
+
+    Raises:
+        DataError: A malformed tree file or labels CSV, or a CSV name with no file (naming the
+            file and line).
     """
     files = list_tree_files(directory)
     rows: dict[str, LabelRow] = {}

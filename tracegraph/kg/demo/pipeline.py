@@ -180,7 +180,7 @@ def _run(cfg: DemoConfig) -> dict:
     # necessity (kg/explain/necessity.py): the test a user can run on a graph without planted answers.
     # Tail side only: the demo asks which disease a drug treats, as its recovery grading does; with
     # the head side too (the CLI's default), this weak model's far floor rose from 0.25 to 0.75
-    # (8 facts; README, "The demo")
+    # (8 facts; docs/demo.md)
     ncfg = NecessityConfig(model_dir=str(run_dir), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
                            ks=[p.necessity_k], methods=list(p.necessity_methods), loss=p.loss, sample_seed=cfg.seed,
                            device=cfg.device, sides="tail")

@@ -1,6 +1,6 @@
 """Explanation methods behind one ``--method``: sort keys for each fact's candidate training triples.
 
-* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (DESIGN.md §3), with any loss convention
+* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (docs/design.md, "Exact TracIn"), with any loss convention
   (default ``logit``, ℓ = −s: what a KvsAll retrain without the triple changes; tracin/factors.py);
 * ``tracin-cosine``: Σ_k η_k cos(∇ℓ_k(train), ∇ℓ_k(fact)) — the gradients' lengths out of it, so
   a "generic" training triple with a large gradient (one the model fits badly, whose gradient

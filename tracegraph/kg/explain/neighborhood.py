@@ -1,4 +1,4 @@
-"""Filtering the training graph around a test triple (DESIGN §4; full semantics and the
+"""Filtering the training graph around a test triple (docs/design.md; full semantics and the
 reasoning behind the path algorithm: docs/filtering.md).
 
 Undirected multigraph of training triples; nodes within ``n_hops`` of the head *and* of the

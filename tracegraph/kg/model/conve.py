@@ -36,7 +36,7 @@ class ConvEConfig:
     relation_dropout: float = 0.0  # on the relation embedding
     reciprocal: bool = True
     entity_bias: bool = True
-    concat_axis: str = "height"  # "height": 2H×W image (ConvE paper); "width": H×2W (earlier codebase)
+    concat_axis: str = "height"  # "height": 2H×W image (ConvE paper); "width": H×2W (the original research scripts)
 
     def __post_init__(self):
         if self.embedding_height * self.embedding_width != self.embedding_dim:

@@ -1,4 +1,4 @@
-"""Bring your own ConvE: turn PyKEEN models and the earlier codebase's checkpoints into model dirs.
+"""Bring your own ConvE: turn PyKEEN models and the original research scripts' checkpoints into model dirs.
 
 The result is a normal tracegraph model directory (``config.json`` with the model config and a
 ``source`` note, ``node_dict.txt``, ``rel_dict.txt``, ``final_model.pt`` and ``best_model.pt``,
@@ -330,7 +330,7 @@ _OLD_LAYERS = {"entity_embeddings.weight": "entity.weight", "relation_embeddings
 
 
 def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: int) -> tuple[ConvEConfig, dict, list[str]]:
-    """Earlier codebase's ConvE (width concat, no entity bias) -> (ConvEConfig, state dict, notes)."""
+    """The original research scripts' ConvE (width concat, no entity bias) -> (ConvEConfig, state dict, notes)."""
     notes: list[str] = []
     need = ["entity_embeddings.weight", "relation_embeddings.weight", "conv1.weight", "fc.weight"]
     missing = [k for k in need if k not in state]

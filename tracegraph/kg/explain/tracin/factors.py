@@ -4,7 +4,7 @@ One forward and one backward of the *summed* loss of a batch give, at every laye
 input activation and the gradient at its output for every example (in eval mode examples do not
 interact, so ∂(Σℓ)/∂a_i = ∂ℓ_i/∂a_i). Every parameter's per-example gradient is a function of
 those, and inner products of per-example gradients become products of small Gram matrices
-(DESIGN §3):
+(docs/design.md, "Exact TracIn"):
 
   Linear W            δ xᵀ              ⟨·,·⟩ = (δ_i·δ_j)(x_i·x_j)
   entity bias         g                 g_i·g_j

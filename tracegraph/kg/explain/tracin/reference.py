@@ -1,7 +1,7 @@
 """Per-example gradients the slow, obvious ways: the reference for the factor engine.
 
 ``autograd``: one backward per triple, the full flattened gradient of the selected parameters
-(the earlier codebase's method; ~one dense N×d gradient per triple). ``vmap``: the same
+(the original research scripts' method; ~one dense N×d gradient per triple). ``vmap``: the same
 gradients from ``torch.func.vmap(grad(...))`` over chunks of triples. Both work for any model
 whose forward is functional; both treat a reciprocal triple's loss as the sum of its two
 directions.
