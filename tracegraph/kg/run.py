@@ -289,6 +289,11 @@ class Run:
         else:
             test_ids = self.encode(test)
         sources = list(filter_triples) if filter_triples else list(self.data_files.values())
+        if not sources:  # an imported model, say: say so rather than report a test-only filtered MRR silently
+            from tracegraph.runtime.progress import log
+
+            log.warning(f"{self.path}: the run records no data files, so only the test triples are filtered "
+                        f"(give the known true triples with --filter)")
         known = self.known_tails([*sources, test])
         metrics, sides = evaluate(self.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
                                   top_k=top_k, device=self.device)
