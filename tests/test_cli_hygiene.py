@@ -132,6 +132,7 @@ def _logged(caplog):
 def _bom_cases():
     """Every text reader: (file name, content, read(path) -> a comparable value)."""
     from tracegraph.kg.data.triples import IdMap, read_edge_map, read_labeled_triples, read_name_dict
+    from tracegraph.kg.model.presets import load_preset
     from tracegraph.trees.data import read_swc
     from tracegraph.trees.files import read_graph_file
     from tracegraph.trees.labelled import read_labels
@@ -156,10 +157,12 @@ def _bom_cases():
         ("tree.swc", "1 1 0 0 0 1 -1\n2 3 1 0 0 1 1\n3 3 2 0 0 1 2\n", swc),
         ("tree.json", '{"pos": [[0, 0], [1, 0], [2, 0]], "edges": [[0, 1], [1, 2]], "root": 0}', graph),
         ("labels.csv", "name,label\na,x\nb,y\n", lambda p: [(r.name, r.label) for r in read_labels(p)]),
+        ("preset.json", '{"format": "tracegraph-preset", "version": 1, "settings": {"epochs": 3}}',
+         lambda p: load_preset(p).settings),
     ]
 
 
-@pytest.mark.parametrize("case", range(7), ids=lambda i: _bom_cases()[i][0])
+@pytest.mark.parametrize("case", range(8), ids=lambda i: _bom_cases()[i][0])
 def test_every_reader_removes_a_byte_order_mark_with_a_note(tmp_path, caplog, case):
     name, text, read = _bom_cases()[case]
     (tmp_path / "plain").mkdir()

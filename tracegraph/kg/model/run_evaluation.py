@@ -18,6 +18,7 @@ from tracegraph.kg.data.unseen import evaluation_triples
 from tracegraph.kg.model.evaluate import evaluate
 from tracegraph.kg.model.store import RunStore, run_files
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
+from tracegraph.runtime.progress import log
 
 RANKS_COLUMNS = ["head", "relation", "tail", "side", "rank", "rank_optimistic", "rank_pessimistic", "score",
                  "top_predictions"]
@@ -49,6 +50,9 @@ def evaluate_store(store: RunStore, test, filter_triples=None, top_k: int = 10, 
     else:
         test_ids = store.encode(test)
     sources = list(filter_triples) if filter_triples else list(store.data_files.values())
+    if not sources:  # an imported model, say: say so rather than report a test-only filtered MRR silently
+        log.warning(f"{store.path}: the run records no data files, so only the test triples are filtered "
+                    f"(give the known true triples with --filter)")
     known = store.known_tails([*sources, test])
     metrics, sides = evaluate(store.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
                               top_k=top_k, device=store.device)
