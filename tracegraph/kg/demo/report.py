@@ -81,6 +81,8 @@ def headline_cards(metrics: dict, counts: dict, fidelity: dict) -> Section:
         items.append((f"necessity ΔH@1 ({nec['n_facts']} facts): {name.rsplit('@', 1)[0]} / neighbour / far",
                       f"<span class='{'ok' if ok else 'bad'}'>{num(ours)}</span> / {num(dh1['neighbour'])} / "
                       f"{num(dh1['far'])}"))
+    elif nec.get("note"):  # nothing to test (no prediction ranked first): said here, explained in its section
+        items.append(("necessity ΔH@1", "— <span class='note'>no fact to test (below)</span>"))
     sentence = headline(nec) if name else None
     graph = (f"<p>{counts.get('entities')} entities, {counts.get('relations')} relations, {counts.get('train')} training "
              f"triples; {counts.get('test')} held-out <code>treats</code> edges, each planted by a mechanism path of 2–4 "
