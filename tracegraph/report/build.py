@@ -17,6 +17,8 @@ from tracegraph.report.sections import (
 from tracegraph.runtime.checkpoints import read_json
 
 RANKS_NEEDED = {"head", "relation", "tail", "side", "rank"}
+# ranking a missing explained triple reads the run's data files for the filter: up to this size
+MAX_FILTER_BYTES = 500 * 2**20
 
 
 def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
@@ -40,8 +42,9 @@ def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
 
 def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) -> None:
     """Give every explained triple without a recorded rank or score one: from the test ranks when
-    they hold it, else ranked now with the run (the run's training file must exist). A triple the
-    run cannot rank (a label it does not know) keeps "—"."""
+    they hold it, else ranked now with the run when its data files exist and are small enough to
+    read for the filter (``MAX_FILTER_BYTES``). A triple the run cannot rank (a label it does not
+    know) keeps "—"."""
     index = {}
     if ranks is not None:
         for row in ranks.itertuples(index=False):
@@ -55,7 +58,8 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
                 t.score = float(hit.score)
         if t.rank is None or t.score is None:
             todo.append(t)
-    if not todo or not run.data_files.get("train"):
+    files = run.data_files
+    if not todo or not files.get("train") or sum(Path(f).stat().st_size for f in files.values()) > MAX_FILTER_BYTES:
         return
     try:
         ev = run.evaluate([t.triple for t in todo], top_k=0)

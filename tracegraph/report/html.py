@@ -21,11 +21,11 @@ h1{font-size:1.7em;margin-bottom:.1em}h2{border-bottom:2px solid #e2e8f0;padding
 h3{margin-bottom:.3em}h4{margin:.9em 0 .2em}.sub{color:#64748b;margin-top:0}
 table{border-collapse:collapse;margin:.6em 0 1em;font-size:.88em}
 th,td{border-bottom:1px solid #e2e8f0;padding:.28em .6em;text-align:left;vertical-align:top}
-th{background:#f8fafc}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f8fafc}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.mark td{background:#fef3c7}tr.best td{font-weight:600}tr.default td{background:#ecfdf5}
 .cards{display:flex;gap:1em;flex-wrap:wrap;margin:1em 0}.card{background:#f8fafc;border:1px solid #e2e8f0;
 border-radius:8px;padding:.7em 1em;min-width:180px;max-width:330px}.card b{font-size:1.4em;display:block}
-.headline{background:#f0fdf4;border-left:4px solid #15803d;padding:.6em 1em;margin:1em 0;font-size:1.05em}
+.headline{background:#f1f5f9;border-left:4px solid #334155;padding:.6em 1em;margin:1em 0;font-size:1.05em}
 .pred{border:1px solid #e2e8f0;border-radius:10px;padding:.4em 1.2em 1em;margin:1.2em 0}
 .tag{display:inline-block;background:#fef3c7;border:1px solid #d97706;border-radius:4px;padding:0 .35em;font-size:.8em}
 .ok{color:#15803d}.bad{color:#b91c1c}.note{color:#475569;font-size:.9em}code{background:#f1f5f9;padding:0 .2em}

@@ -63,17 +63,23 @@ def training_section(history: list[dict], loss_name: str = "training loss", conf
 
 
 def _key_settings(config: dict) -> str:
-    """One line of the settings a reader asks for first (every setting is in the Settings section)."""
+    """One line of the settings a reader asks for first (every setting is in the Settings section);
+    an imported run records few, and only those recorded are named."""
     t, m = config.get("train") or {}, config.get("model") or {}
-    parts = []
-    if m:
-        parts.append(f"ConvE, embeddings {m.get('embedding_dim')} ({m.get('embedding_height')}×{m.get('embedding_width')}), "
-                     f"{m.get('output_channels')} channels" + (", reciprocal relations" if m.get("reciprocal") else ""))
-    if t:
-        parts.append(f"{t.get('epochs')} epochs, batch {t.get('batch_size')}, {t.get('optimizer')} at learning rate "
-                     f"{t.get('learning_rate')}, loss {t.get('loss')} ({t.get('training_mode')}, label smoothing "
-                     f"{t.get('label_smoothing')}), seed {t.get('seed')}")
-    return f"<p class='note'>{e('; '.join(parts))}.</p>" if parts else ""
+
+    def phrase(fmt: str, *keys, src=t) -> str:
+        return fmt.format(*(src[k] for k in keys)) if all(src.get(k) is not None for k in keys) else ""
+
+    model = [phrase("ConvE, embeddings {} ({}×{})", "embedding_dim", "embedding_height", "embedding_width", src=m),
+             phrase("{} channels", "output_channels", src=m), "reciprocal relations" if m.get("reciprocal") else ""]
+    train = [phrase("{} epochs", "epochs"), phrase("batch {}", "batch_size"),
+             phrase("{} at learning rate {}", "optimizer", "learning_rate"), phrase("loss {}", "loss"),
+             phrase("{}", "training_mode"), phrase("label smoothing {}", "label_smoothing"), phrase("seed {}", "seed")]
+    source = (config.get("source") or {}).get("format")
+    parts = [", ".join(p for p in model if p), ", ".join(p for p in train if p),
+             f"imported from {source}" if source else ""]
+    text = "; ".join(p for p in parts if p)
+    return f"<p class='note'>{e(text)}.</p>" if text else ""
 
 
 def side_metrics(ranks: pd.DataFrame) -> dict[str, dict]:
@@ -158,7 +164,7 @@ def _rows_html(frame: pd.DataFrame, t: ExplainedTriple, marked: set, mark_label:
 
 
 def _summary_line(t: ExplainedTriple) -> str:
-    rank = num(t.rank, 1) if t.rank is not None else "—"
+    rank = "—" if t.rank is None else str(int(t.rank)) if float(t.rank).is_integer() else num(t.rank, 1)
     where = {"explain": "", "ranks.csv": " (from the test metrics)", "computed": " (computed now)"}.get(t.rank_source, "")
     score = "—" if t.score is None else f"{num(t.score, 2)} (σ = {1 / (1 + math.exp(-t.score)):.3f})"
     parts = [f"filtered {e(t.side)} rank <b>{rank}</b>{where}", f"score {score}"]
@@ -169,7 +175,7 @@ def _summary_line(t: ExplainedTriple) -> str:
                      f"{num(t.rival.get('logit_margin'), 2)})")
     n_ckpt = len(t.meta.get("checkpoints") or [])
     ranked = t.meta.get("training_triples_ranked")
-    how = (f"{e(t.method)}" + (f", --loss {e(t.loss)}" if t.loss else "") + (f", {n_ckpt} checkpoints" if n_ckpt else "")
+    how = (f"{e(t.method)}" + (f", --loss {e(t.loss)}" if t.loss else "") + (f", {n_ckpt} checkpoint{'s' * (n_ckpt != 1)}" if n_ckpt else "")
            + (f", {ranked} training triples ranked" if ranked is not None else "")
            + (f", top {t.meta['top_k']} kept each way" if t.meta.get("top_k") else ""))
     return f"<p class='sub'>{'; '.join(parts)}.<br>Explained by {how}.</p>"

@@ -204,7 +204,8 @@ def _run(cfg: DemoConfig) -> dict:
 
     with stage("report", "report.html"):
         marks = {tuple(ctx.labels(*ctx.test_ids[j])): {tuple(ctx.labels(*x)) for x in ctx.relevant[j]} for j in chosen}
-        write_report(out / "report.html", run=ctx.lm, explanations=out / "explanations",
+        write_report(out / "report.html", run=run_dir / "final_model.pt", device=cfg.device,
+                     explanations=out / "explanations",
                      metrics=metrics, counts=counts, fidelity=fidelity, marks=marks,
                      n_checkpoints=len(fidelity["recovery"]["influence"]["checkpoints"]),
                      settings={"graph": "quick" if cfg.quick else "default", "seed": cfg.seed,

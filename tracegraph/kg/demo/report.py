@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+from tracegraph.kg.run import Run
 from tracegraph.report import Section, report_sections, write_page
 from tracegraph.report.html import cards, e, num, table
 from tracegraph.report.necessity import headline, headline_arm
@@ -80,6 +81,8 @@ def headline_cards(metrics: dict, counts: dict, fidelity: dict) -> Section:
         items.append((f"necessity ΔH@1 ({nec['n_facts']} facts): {name.rsplit('@', 1)[0]} / neighbour / far",
                       f"<span class='{'ok' if ok else 'bad'}'>{num(ours)}</span> / {num(dh1['neighbour'])} / "
                       f"{num(dh1['far'])}"))
+    elif nec.get("note"):  # nothing to test (no prediction ranked first): said here, explained in its section
+        items.append(("necessity ΔH@1", "— <span class='note'>no fact to test (below)</span>"))
     sentence = headline(nec) if name else None
     graph = (f"<p>{counts.get('entities')} entities, {counts.get('relations')} relations, {counts.get('train')} training "
              f"triples; {counts.get('test')} held-out <code>treats</code> edges, each planted by a mechanism path of 2–4 "
@@ -97,12 +100,12 @@ def demo_section(settings: dict, stage_seconds: dict) -> Section:
 
 
 def write_report(path, *, run, explanations, metrics, counts, fidelity, marks, settings, stage_seconds,
-                 n_checkpoints: int | None = None) -> Path:
+                 n_checkpoints: int | None = None, device: str = "cpu") -> Path:
     """Write the demo's page with the general report writer.
 
     Args:
         path: ``report.html``.
-        run: the demo's :class:`~tracegraph.kg.run.Run`.
+        run: the demo's :class:`~tracegraph.kg.run.Run`, or the model file to open one on (on ``device``).
         explanations: the directory ``explain`` wrote for the best-predicted test edges.
         metrics: the test metrics per side (the cards').
         counts: the synthetic graph's sizes.
@@ -111,6 +114,8 @@ def write_report(path, *, run, explanations, metrics, counts, fidelity, marks, s
         settings, stage_seconds: the demo's own settings and each stage's wall time.
         n_checkpoints: checkpoints TracIn summed over (said in the explained section).
     """
+    if isinstance(run, (str, Path)):
+        run = Run(run, device)
     nec = fidelity.get("necessity") or {"note": "no necessity test", "summary": {}}
     ck = f", {n_checkpoints} checkpoints" if n_checkpoints else ""
     intro = (f"Each edge is explained by <code>tracegraph explain</code>'s default method, <b>{e(DEFAULT_EXPLAINER)}"
