@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import encode_triples, read_labeled_triples, triple_file_stem
+from tracegraph.kg.data.triples import LabeledTriples, encode_triples, read_labeled_triples, triple_file_stem
 from tracegraph.kg.explain.methods import (
     MethodOptions, default_method, get_method, method_keys_all, rank_and_rival, single_score,
 )
@@ -53,7 +53,7 @@ class ExplainConfig:
 
     model_dir: str  # a run directory, or one checkpoint file of it (then TracIn uses that checkpoint alone)
     train: str
-    test_triples: str
+    test_triples: str | list  # a triples file, or (head, relation, tail) labels
     output_dir: str | None = None  # where the facade writes; run_explain itself writes nothing
     checkpoints: list[str] | None = None  # None: up to the explained model's epoch | ["all"] | ["best"] | paths
     engine: str = "exact"  # how TracIn is computed: exact | autograd | vmap
@@ -187,7 +187,7 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
 def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray, train_subsets) -> _Selection:
     """Stage 2: the test triples to explain (a bad one is a recorded failure, not a stop) and the
     training rows each one ranks (all, or its filtered subgraph)."""
-    lt = read_labeled_triples(cfg.test_triples)
+    lt = _test_triples(cfg.test_triples)
     ents, rels = store.entities, store.relations
     end = len(lt) if cfg.max_triples is None else min(len(lt), cfg.start_index + cfg.max_triples)
     out = Path(cfg.output_dir) if cfg.output_dir else None
@@ -215,6 +215,15 @@ def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray
         subsets[i] = rows
     union = np.unique(np.concatenate(list(subsets.values()))) if subsets else np.zeros(0, np.int64)
     return _Selection(todo, failures, skipped, subsets, union, end - cfg.start_index, train_subsets is not None)
+
+
+def _test_triples(test) -> LabeledTriples:
+    """A triples file, or label triples already checked by the caller (the Python API)."""
+    if isinstance(test, (str, Path)):
+        return read_labeled_triples(test)
+    rows = [tuple(str(x) for x in t) for t in test]
+    return LabeledTriples([h for h, _, _ in rows], [r for _, r, _ in rows], [t for _, _, t in rows],
+                          np.arange(1, len(rows) + 1), "<test triples>")
 
 
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
