@@ -31,10 +31,12 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "runs" / "umls" / "checkpoints" / "epoch_0001.pt").is_file()
     top, why = namespace["top"], namespace["why"]
     assert top["rank"].tolist() == list(range(1, 11)) and set(top["head"]) == {"steroid"}
-    # the default, tracin-margin-path: 5 proponents by walk shell (a direct edge counts as 2), then
-    # margin; then the 5 weakest margins
-    pro, opp = why.iloc[:5], why.iloc[5:]
+    # the default, tracin-margin-path: up to 5 proponents (positive margins) by walk shell (a direct
+    # edge counts as 2), then margin; then up to 5 opponents, the most negative margins first
+    pro, opp = why[why.Role == "proponent"], why[why.Role == "opponent"]
     keys = list(zip(pro["HeadTailWalk"].clip(lower=2), -pro["MethodScore"]))
-    assert len(why) == 10 and keys == sorted(keys) and opp["MethodScore"].is_monotonic_decreasing
+    assert list(why.Role) == ["proponent"] * len(pro) + ["opponent"] * len(opp) and 0 < len(pro) <= 5 >= len(opp)
+    assert keys == sorted(keys) and (pro["MethodScore"] > 0).all() and (opp["MethodScore"] < 0).all()
+    assert opp["MethodScore"].is_monotonic_increasing
     out = capsys.readouterr().out
     assert "135 True" in out  # UMLS has 135 entities

@@ -31,8 +31,9 @@ from tracegraph.kg.explain.methods import (
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, resolve_checkpoint_list
 from tracegraph.kg.explain.tracin.engine import (
-    DEFAULT_LOSS, InfluenceOptions, InfluenceResult, auto_batch_size, compute_influence,
+    DEFAULT_LOSS, InfluenceOptions, InfluenceResult, auto_batch_size, check_influence_options, compute_influence,
 )
+from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.rows import (
     CSV_HEADER, EXTRA_COLUMNS, ROLE_COLUMN, Explanation, ExplainResult, _names, _pick, _rel_names, _rows,
     header_of, rival_records,
@@ -85,6 +86,7 @@ base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
 class _Inputs:
     train_ids: np.ndarray
     checkpoints: list[Path]
+    checkpoints_note: str  # which checkpoints are summed, and why (logged when the work starts)
     eps: float
     ent_names: list[str]
     rel_names: list[str]
@@ -159,6 +161,7 @@ def _checked(cfg: ExplainConfig) -> ExplainConfig:
             log.info("loss train-loss without a method: plain TracIn over the 1-N training loss, the original "
                      "research scripts' convention (name the method to combine the loss with another one)")
     get_method(cfg.method)  # an unknown name is an error before any work
+    check_influence_options(InfluenceOptions(engine=cfg.engine, loss=cfg.loss))
     return cfg
 
 
@@ -173,13 +176,14 @@ def _placement(cfg: ExplainConfig):
 def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     """Stage 1: the training triples, the checkpoints summed over (logged), the loss's smoothing, names."""
     train_ids = encode_triples(read_labeled_triples(cfg.train), store.entities, store.relations)
-    checkpoints = explained_checkpoints(store, cfg.checkpoints)
+    select_layers(store.model, cfg.layers)  # a bad --layers is an error before anything is logged
+    checkpoints, note = explained_checkpoints(store, cfg.checkpoints)
     check_one_run(store.path, checkpoints)  # TracIn sums over them: they must be one run's
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else store.label_smoothing
     if cfg.side == "head" and not store.model.config.reciprocal:
         raise TracegraphError("side head needs a model with reciprocal relations (this run has none)")
     recorded = recorded_label_files(store)
-    return _Inputs(train_ids, checkpoints, eps,
+    return _Inputs(train_ids, checkpoints, note, eps,
                    _names(cfg.node_name_dict or recorded.get("node_name_dict"), store.entities.labels),
                    _rel_names(cfg.edge_map or recorded.get("edge_map"), store.relations.labels))
 
@@ -231,6 +235,7 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
     methods: the rivals ride along as T more test triples), by the engine; sharded under torchrun
     or over ``devices``. Also each test triple's filtered rank and score on the explained side."""
     T = len(test_ids)
+    log.info(inputs.checkpoints_note)
     opts = InfluenceOptions(engine=cfg.engine, loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps,
                             batch_size=cfg.batch_size or auto_batch_size(len(store.entities), device),
                             precision=cfg.precision, scratch_dir=cfg.output_dir)
