@@ -187,3 +187,43 @@ def test_help_of_run_explain_lists_every_parameter():
     args = doc.split("Args:")[1].split("Returns:")[0]
     assert [p for p in params if p not in args] == []
     assert {"method", "engine", "loss", "layers", "side", "checkpoints", "top_k", "batch_size", "n_hops"} <= set(params)
+
+
+def test_tracin_object_influence_top_k_and_self_influence(run3):
+    import tracegraph
+    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
+
+    tracin = tracegraph.TracIn(tracegraph.open_run(run3 / "run"), loss="logit", engine="exact", progress=False)
+    got = tracin.influence(TESTS)
+    assert got.shape == (len(TESTS), len(TRIPLES))
+    ckpts = sorted((run3 / "run" / "checkpoints").glob("epoch_*.pt"))  # no best_model.pt: every epoch
+    for j, t in enumerate(TESTS):
+        ref = _engine_scores(run3 / "run", ckpts, t)
+        scale = max(abs(v) for v in ref.values())
+        assert np.abs(got[j] - [ref[tr] for tr in TRIPLES]).max() < 1e-5 * scale
+    ents, rels = IdMap.read(run3 / "run" / "node_dict.txt", "e"), IdMap.read(run3 / "run" / "rel_dict.txt", "r")
+    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in TRIPLES])
+    ref_self = compute_influence(ckpts, ids, ids[:1], InfluenceOptions(engine="autograd", loss="logit"),
+                                 torch.device("cpu")).train_self
+    np.testing.assert_allclose(tracin.self_influence(), ref_self, rtol=1e-5)
+    top = tracin.top_k(TESTS[0], k=2)
+    s = got[0]
+    want = ([i for i in sorted(range(len(s)), key=lambda i: (-s[i], i)) if s[i] > 0][:2]
+            + [i for i in sorted(range(len(s)), key=lambda i: (s[i], i)) if s[i] < 0][:2])
+    assert list(zip(top["head"], top["relation"], top["tail"])) == [TRIPLES[i] for i in want]
+    assert top["role"].tolist() == ["proponent" if s[i] > 0 else "opponent" for i in want]
+
+
+def test_python_train_takes_the_clis_settings_flat(run3, tmp_path):
+    import tracegraph
+
+    assert {"embedding_dim", "output_channels", "learning_rate", "epochs"} <= set(
+        inspect.signature(tracegraph.train).parameters)
+    run = tracegraph.train(train=run3 / "train.txt", output_dir=tmp_path / "flat", epochs=1, batch_size=4,
+                           embedding_dim=8, embedding_height=2, embedding_width=4, output_channels=2, kernel_size=2,
+                           device="cpu", quiet=True)
+    c = run.model.config
+    assert (c.embedding_dim, c.embedding_height, c.embedding_width, c.output_channels, c.kernel_size) == (8, 2, 4, 2, 2)
+    with pytest.raises(tracegraph.errors.TracegraphError, match="embeding_dim"):
+        tracegraph.train(train=run3 / "train.txt", output_dir=tmp_path / "typo", embeding_dim=8)

@@ -28,24 +28,76 @@ def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
     return Run(path, device)
 
 
-def train(config=None, **settings) -> Run:
+# ConvE's sizes and dropouts: flat keywords here and flags on the CLI, `model={...}` in TrainConfig
+MODEL_SETTINGS = ("embedding_dim", "embedding_height", "embedding_width", "output_channels", "kernel_size",
+                  "input_dropout", "feature_map_dropout", "output_dropout", "entity_dropout", "relation_dropout",
+                  "reciprocal")
+
+
+def train(config=None, *, quiet: bool = False, **settings) -> Run:
     """Train ConvE (what ``tracegraph train`` does) and return the finished run, opened.
 
-    ``config``: a :class:`~tracegraph.kg.model.train.TrainConfig` or a dict of its fields; ``settings``
-    override it (``tracegraph.train(train="train.txt", output_dir="runs/x", epochs=5)`` works too).
-    Field names are the CLI's option names with ``_``; ``model`` holds ConvE sizes and dropouts."""
-    from tracegraph.kg.model.train import TrainConfig, train as run_training
+    Args:
+        config: a :class:`~tracegraph.kg.model.train.TrainConfig` or a dict of its fields (optional).
+        quiet: no progress bar and no per-epoch log lines (warnings still show).
+        **settings: ``tracegraph train``'s options with ``_`` (``train``, ``output_dir``, ``valid``,
+            ``test``, ``epochs``, ``batch_size``, ``learning_rate``, ``label_smoothing``, …, and the
+            model's ``embedding_dim``, ``embedding_height``, ``embedding_width``, ``output_channels``,
+            ``kernel_size``, the dropouts and ``reciprocal``); ``model={...}`` is accepted too. The
+            signature shown by ``help()`` lists every one.
 
+    Returns:
+        The trained run (a :class:`~tracegraph.kg.run.Run`).
+
+    Raises:
+        TracegraphError: an unknown setting (named).
+    """
+    from tracegraph.kg.model.train import TrainConfig, train as run_training
+    from tracegraph.runtime.progress import quiet as silenced, setup_logging
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(settings) - fields - set(MODEL_SETTINGS))
+    if unknown:
+        raise TracegraphError(f"train() got unknown setting(s) {', '.join(map(repr, unknown))}; see help(tracegraph.train)")
+    flat_model = {k: settings.pop(k) for k in MODEL_SETTINGS if k in settings}
     if isinstance(config, TrainConfig):
-        cfg = dataclasses.replace(config, **settings)
+        base = dataclasses.asdict(config)
     else:
-        fields = {**(dict(config) if config else {}), **settings}
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrainConfig)})
-        if unknown:
-            raise TracegraphError(f"unknown training setting(s) {', '.join(unknown)}; see tracegraph.kg.model.train.TrainConfig")
-        cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields.items()})
-    run_training(cfg)
+        base = dict(config) if config else {}
+        bad = sorted(set(base) - fields)
+        if bad:
+            raise TracegraphError(f"train() got unknown setting(s) {', '.join(map(repr, bad))} in config")
+    fields_given = {**base, **settings}
+    fields_given["model"] = {**dict(fields_given.get("model") or {}), **flat_model}
+    cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields_given.items()})
+    if quiet:
+        with silenced():
+            run_training(cfg)
+    else:
+        setup_logging()  # progress in Python by default, as on the command line
+        run_training(cfg)
     return Run(cfg.output_dir, cfg.device)
+
+
+def _train_signature():
+    """``help(tracegraph.train)`` lists every setting with its default."""
+    import inspect
+
+    from tracegraph.kg.model.conve import ConvEConfig
+    from tracegraph.kg.model.train_config import TrainConfig
+
+    P = inspect.Parameter
+    params = [P("config", P.POSITIONAL_OR_KEYWORD, default=None), P("quiet", P.KEYWORD_ONLY, default=False)]
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else P.empty)
+        params.append(P(f.name, P.KEYWORD_ONLY, default=None if default is P.empty else default))
+    model_defaults = {f.name: f.default for f in dataclasses.fields(ConvEConfig)}
+    params += [P(k, P.KEYWORD_ONLY, default=model_defaults[k]) for k in MODEL_SETTINGS]
+    return inspect.Signature(params, return_annotation="Run")
+
+
+train.__signature__ = _train_signature()
 
 
 def import_pykeen(model_file, output_dir, **options) -> Run:
