@@ -227,3 +227,28 @@ def test_python_train_takes_the_clis_settings_flat(run3, tmp_path):
     assert (c.embedding_dim, c.embedding_height, c.embedding_width, c.output_channels, c.kernel_size) == (8, 2, 4, 2, 2)
     with pytest.raises(tracegraph.errors.TracegraphError, match="embeding_dim"):
         tracegraph.train(train=run3 / "train.txt", output_dir=tmp_path / "typo", embeding_dim=8)
+
+
+def test_label_columns_come_from_the_runs_recorded_name_files(run3, tmp_path):
+    """A run trained on a KGX folder (node_dict.txt beside node_name_dict.txt and edge_map.json)
+    names its entities and relations in explain's _label columns without --node-name-dict."""
+    from tracegraph.kg.data.triples import IdMap
+
+    run = tmp_path / "named_run"
+    shutil.copytree(run3 / "run", run)
+    data = tmp_path / "kgx"
+    data.mkdir()
+    ents = IdMap.read(run / "node_dict.txt", "e")
+    shutil.copyfile(run / "node_dict.txt", data / "node_dict.txt")
+    (data / "node_name_dict.txt").write_text("".join(f"Name of {lab}\t{i}\n" for i, lab in enumerate(ents.labels)))
+    (data / "edge_map.json").write_text(json.dumps({json.dumps({"predicate": "P:r"}): "r"}))
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["train"]["entity_map"] = str(data / "node_dict.txt")
+    cfg["train"]["relation_map"] = str(data / "node_dict.txt")
+    (run / "config.json").write_text(json.dumps(cfg))
+    import tracegraph
+
+    why = tracegraph.open_run(run).explain([TESTS[0]], method="tracin", train=run3 / "train.txt", quiet=True)
+    assert set(why["TrainHead_label"]) == {f"Name of {h}" for h in why["TrainHead"]}
+    assert set(why["TestRel_label"]) == {"P:r"}
+    assert set(why["TrainRel_label"]) == {"P:r" if r == "r" else r for r in why["TrainRel"]}

@@ -49,6 +49,7 @@ from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
 from tracegraph.kg.model.run_evaluation import RANKS_COLUMNS, Evaluation, evaluate_store
 from tracegraph.kg.model.store import RunCheckpoint, RunStore, run_files
 from tracegraph.kg.outputs import prepare_output_dir, write_explanations
+from tracegraph.runtime.progress import quiet as silenced, setup_logging
 
 PREDICT_COLUMNS = ["head", "relation", "rank", "tail", "score", "probability"]
 SCORE_COLUMNS = ["head", "relation", "tail", "score", "probability"]
@@ -121,7 +122,7 @@ class Run(RunStore):
                 n_hops: int | None = None, min_degree: int = 2, preserve_test_edges: bool = True,
                 strict_hop: bool = False, path_filtering: bool = False, max_path_length: int = 3,
                 strict_path: bool = False, edges_only: bool = False,
-                output_dir=None, overwrite: bool = False) -> pd.DataFrame:
+                output_dir=None, overwrite: bool = False, quiet: bool = False) -> pd.DataFrame:
         """Rank training triples by their influence on each test triple (``tracegraph explain``).
 
         Args:
@@ -148,6 +149,8 @@ class Run(RunStore):
             output_dir: also write the files ``explain`` writes there (refused when it holds files,
                 unless ``overwrite``).
             overwrite: replace the explanation files already in ``output_dir``.
+            quiet: no progress bar and no log lines (warnings still show); by default the log says
+                which checkpoints are summed.
 
         Returns:
             One DataFrame with the ``_tracin.csv`` columns (``Role`` last), the test triples one after
@@ -178,7 +181,12 @@ class Run(RunStore):
                 edges_only=edges_only))
         if output_dir is not None:
             prepare_output_dir(output_dir, cfg, overwrite)
-        result = run_explain(cfg, subsets, run=self)
+        if quiet:
+            with silenced():
+                result = run_explain(cfg, subsets, run=self)
+        else:
+            setup_logging()
+            result = run_explain(cfg, subsets, run=self)
         if output_dir is not None:
             write_explanations(result, output_dir)
         frame = result.frame()
