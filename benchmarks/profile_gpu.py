@@ -49,7 +49,7 @@ def profile_tracin(args):
     train = np.stack([rng.integers(0, E, M), rng.integers(0, R, M), rng.integers(0, E, M)], 1)
     ckpt = Path(tempfile.mkdtemp()) / "epoch_0001.pt"
     save_checkpoint(ckpt, {"model": model.state_dict(), "model_config": cfg.to_dict(), "epoch": 1, "lr": 0.003})
-    opts = InfluenceOptions(method="exact", loss=args.loss)
+    opts = InfluenceOptions(engine="exact", loss=args.loss)
     dev = torch.device("cuda")
     compute_influence([ckpt], train[:4000], train[: args.tests], opts, dev)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -41,12 +41,14 @@ def test_readme_links_point_at_files_that_exist():
 
 
 def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
-    """top-k proponents and opponents are the head and the tail of the whole margin ranking."""
+    """A top-k listing is the whole margin ranking cut by a naive rule: the k best positive margins
+    (proponents, best first), then the k most negative (opponents, most negative first)."""
     ranked = full.sort_values("MethodScore", ascending=False, kind="stable")
-    expected = pd.concat([ranked.head(k), ranked.tail(k)])
+    positive, negative = ranked[ranked.MethodScore > 0], ranked[ranked.MethodScore < 0]
+    expected = pd.concat([positive.head(k), negative.tail(k).iloc[::-1]])
     key = ["TrainHead", "TrainRel", "TrainTail"]
     assert rows[key].values.tolist() == expected[key].values.tolist()
-    assert rows["Role"].tolist() == np.where(rows["MethodScore"] < 0, "opponent", "proponent").tolist()
+    assert rows["Role"].tolist() == ["proponent"] * min(k, len(positive)) + ["opponent"] * min(k, len(negative))
 
 
 @pytest.mark.slow
@@ -63,11 +65,14 @@ def test_readme_cli_quick_start_runs(tmp_path):
     assert len(predicted) == 5
     (csv,) = (tmp_path / "why").glob("triple_000_*_tracin.csv")
     why = pd.read_csv(csv)
-    # the default, tracin-margin-path: 10 proponents by walk shell (a direct edge counts as 2), then
-    # margin; then the 10 weakest margins
-    pro, opp = why.iloc[:10], why.iloc[10:]
+    # the default, tracin-margin-path: up to 10 proponents (positive margins) by walk shell (a direct
+    # edge counts as 2), then margin;
+    # then opponents (negative margins), the most negative first
+    pro, opp = why[why.Role == "proponent"], why[why.Role == "opponent"]
     keys = list(zip(pro["HeadTailWalk"].clip(lower=2), -pro["MethodScore"]))
-    assert len(why) == 20 and keys == sorted(keys) and opp["MethodScore"].is_monotonic_decreasing
+    assert list(why.Role) == ["proponent"] * len(pro) + ["opponent"] * len(opp) and 0 < len(pro) <= 10 >= len(opp)
+    assert keys == sorted(keys) and (pro["MethodScore"] > 0).all() and (opp["MethodScore"] < 0).all()
+    assert opp["MethodScore"].is_monotonic_increasing
 
 
 @pytest.mark.slow
@@ -80,7 +85,7 @@ def test_readme_python_quick_start_runs(tmp_path, monkeypatch, capsys):
     run, why = namespace["run"], namespace["why"]
     assert 0 < namespace["ev"].metrics["both"]["mrr"] <= 1
     full = run.explain([("steroid", "interacts_with", "eicosanoid")], method="tracin-margin")
-    assert len(why) == 10 and len(full) == 5216  # every UMLS training triple is ranked
+    assert 0 < len(why) <= 10 and len(full) == 5216  # every UMLS training triple is ranked
     _check_margin_rows(why, full, 5)
     out = capsys.readouterr().out
     assert out.count("steroid") >= 5  # the five predictions were printed

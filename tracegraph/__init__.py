@@ -12,14 +12,17 @@ __version__ = "0.1.0"
 # Imported on first use: the CLI starts by importing this package, and torch/pandas are slow to load.
 _LAZY = {"open_run": "tracegraph.kg.api", "train": "tracegraph.kg.api", "import_pykeen": "tracegraph.kg.api",
          "import_checkpoint": "tracegraph.kg.api", "Run": "tracegraph.kg.run", "Evaluation": "tracegraph.kg.run",
-         "IdMap": "tracegraph.kg.data.triples", "load_model": "tracegraph.kg"}
+         "IdMap": "tracegraph.kg.data.triples", "load_model": "tracegraph.kg",
+         "TracIn": "tracegraph.kg.explain.tracin.influence", "RunStore": "tracegraph.kg.model.store",
+         "errors": "tracegraph.errors"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module = importlib.import_module(_LAZY[name])
+        return module if module.__name__.endswith("." + name) else getattr(module, name)
     raise AttributeError(f"module 'tracegraph' has no attribute {name!r}")
 
 
@@ -28,4 +31,4 @@ def __dir__():
 
 
 __all__ = ["open_run", "train", "import_pykeen", "import_checkpoint", "Run", "Evaluation", "IdMap", "load_model",
-           "__version__"]
+           "TracIn", "RunStore", "__version__"]

@@ -175,8 +175,10 @@ def explain_cfg(single_run, inputs, out, **kw):
 def read_rows(path: Path):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
-    # TracInScore, SelfInfluence and (methods other than tracin) MethodScore, (tracin-margin-path) HeadTailWalk
-    return rows[0], [r[:12] for r in rows[1:]], np.array([[float(x) for x in r[12:]] for r in rows[1:]])
+    # labels and Role; TracInScore, SelfInfluence and (methods other than tracin) MethodScore,
+    # (tracin-margin-path) HeadTailWalk
+    return (rows[0], [r[:12] + r[-1:] for r in rows[1:]],
+            np.array([[float(x) for x in r[12:-1]] for r in rows[1:]]))
 
 
 def assert_same_outputs(ref: Path, got: Path) -> float:

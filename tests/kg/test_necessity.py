@@ -397,7 +397,7 @@ def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, um
     old = run_cli(base + ["-o", tmp_path / "old", "--method", "exact"])  # the option's earlier meaning
     assert old.exit_code == 0, old.output
     header = next(csv.reader(open(next((tmp_path / "old").glob("triple_000_*.csv")))))
-    assert header[-1] == "SelfInfluence"
+    assert header[-2:] == ["SelfInfluence", "Role"]
     bad = run_cli(base + ["-o", tmp_path / "bad", "--method", "magic"])
     assert bad.exit_code == 2 and "--method must be among" in bad.output
 
@@ -566,9 +566,9 @@ def test_tracin_margin_path_orders_by_networkx_shell_then_brute_force_margin(tin
 def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls_dir, tmp_path, explainer, side):
     """tracin-margin (--loss logit): TracInScore is the fact's own TracIn, MethodScore its margin
     over the rival filtered by the run's train/valid/test files, rows sorted by MethodScore; with
-    --top-k the k strongest and k weakest margins. `explain`'s default, tracin-margin-path: the same
-    scores, HeadTailWalk = the networkx walk, rows sorted by shell then margin; with --top-k the
-    first k of that order and the k weakest margins among the rest. --side head: the rival is the
+    --top-k the k strongest positive margins and the k most negative. `explain`'s default,
+    tracin-margin-path: the same scores, HeadTailWalk = the networkx walk, rows sorted by shell then
+    margin; with --top-k the first k positive margins of that order and the k most negative. --side head: the rival is the
     best filtered head h* of (t, r⁻¹, ?), the margin TracIn(h,r,t) − TracIn(h*,r,t)."""
     import csv
 
@@ -606,7 +606,7 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             with open(path, newline="") as f:
                 rows = list(csv.reader(f))
             walked = explainer is None
-            assert rows[0][14:] == (["MethodScore", "HeadTailWalk"] if walked else ["MethodScore"])
+            assert rows[0][14:] == (["MethodScore", "HeadTailWalk", "Role"] if walked else ["MethodScore", "Role"])
             ids = [(lm.entities.id(r[6]), lm.relations.id(r[8]), lm.entities.id(r[10])) for r in rows[1:]]
             col = [next(i for i, x in enumerate(map(tuple, train_ids.tolist())) if x == tri) for tri in ids]
             got_m, got_t = np.array([float(r[14]) for r in rows[1:]]), np.array([float(r[12]) for r in rows[1:]])
@@ -614,16 +614,19 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             np.testing.assert_allclose(got_m, margin[j, col], rtol=0, atol=1e-4 * scale)
             np.testing.assert_allclose(got_t, tracin[j, col], rtol=0, atol=1e-4 * np.abs(tracin[j]).max())
             by_margin = sorted(range(len(train_ids)), key=lambda i: (-margin[j, i], i))
+            # with --top-k: the first k of the order with a positive margin, then the k most negative
+            against = sorted((i for i in range(len(train_ids)) if margin[j, i] < 0), key=lambda i: (margin[j, i], i))
             if not walked:
-                want = by_margin if top_k is None else by_margin[:top_k] + by_margin[-top_k:]
+                want = by_margin if top_k is None else [i for i in by_margin if margin[j, i] > 0][:top_k] + against[:top_k]
             else:
                 walk = networkx_walks(train_ids, facts[j])
                 assert [float(r[15]) for r in rows[1:]] == walk[col].tolist()
                 shell = np.where(np.isfinite(walk), np.maximum(walk, 2), np.inf)
                 order = sorted(range(len(train_ids)), key=lambda i: (shell[i], -margin[j, i], i))
                 assert len(set(shell[np.isfinite(shell)])) > 1 and order[:top_k or 20] != by_margin[:top_k or 20]
-                want = order if top_k is None else order[:top_k] + [i for i in by_margin if i not in order[:top_k]][-top_k:]
+                want = order if top_k is None else [i for i in order if margin[j, i] > 0][:top_k] + against[:top_k]
             assert col == want
+            assert [r[-1] for r in rows[1:]] == ["opponent" if margin[j, i] < 0 else "proponent" for i in want]
             # the JSON names what the margin is taken against: the brute-force rival and both logits
             meta = json.loads(path.with_suffix(".json").read_text())
             scores, _, answer = _brute_force_side(lm.model, known, facts[j], head)
@@ -657,7 +660,7 @@ def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
     train(TrainConfig(train=str(umls_dir / "train.txt"), test=str(umls_dir / "test.txt"), output_dir=str(run),
                       epochs=1, batch_size=512, model=dict(TINY, reciprocal=False)))
     common = dict(model_dir=str(run), train=str(umls_dir / "train.txt"), device="cpu")
-    with pytest.raises(TracegraphError, match="--side head needs a model with reciprocal relations"):
+    with pytest.raises(TracegraphError, match="side head needs a model with reciprocal relations"):
         explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
                                   side="head"))
     with pytest.raises(TracegraphError, match="--side must be tail or head"):

@@ -115,22 +115,29 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
         name = f"triple_{j:03d}_{E[test_ids[j, 0]]}_{E[test_ids[j, 2]]}".replace(":", "_")
         with open(o / f"{name}_tracin.csv") as f:
             rows = list(csv.reader(f))
-        assert rows[0] == CSV_HEADER
+        assert rows[0] == CSV_HEADER + ["Role"]
         body = rows[1:]
-        assert len(body) == 10  # 5 proponents + 5 opponents
-        order = np.argsort(-ref.scores[j])
-        want = [tuple(E[x] if k != 1 else R[x] for k, x in enumerate(train_ids[i])) for i in np.r_[order[:5], order[-5:]]]
+        s = ref.scores[j]
+        pro = [i for i in np.argsort(-s, kind="stable") if s[i] > 0][:5]  # by hand: 5 positive, descending
+        opp = [i for i in np.argsort(s, kind="stable") if s[i] < 0][:5]  # then 5 negative, ascending
+        assert len(pro) == 5 and len(opp) == 5  # this triple has both (else the test would not test opponents)
+        want = [tuple(E[x] if k != 1 else R[x] for k, x in enumerate(train_ids[i])) for i in pro + opp]
         got = [(r[6], r[8], r[10]) for r in body]
-        assert got == want
+        assert got == want and [r[-1] for r in body] == ["proponent"] * 5 + ["opponent"] * 5
         assert body[0][7] == f"Name of {body[0][6]}"
         scores = [float(r[12]) for r in body]
-        assert scores == sorted(scores, reverse=True)
-        np.testing.assert_allclose(scores, ref.scores[j][np.r_[order[:5], order[-5:]]], rtol=1e-4)
+        np.testing.assert_allclose(scores, s[pro + opp], rtol=1e-4)
         meta = json.loads((o / f"{name}_tracin.json").read_text())
         assert meta["method"] == "tracin" and meta["engine"] == "exact" and meta["loss"] == "score"
         assert len(meta["learning_rates"]) == 3 and len(meta["rows"]) == 10
     # --skip-existing leaves finished triples alone
+    before = (o / "summary.json").read_bytes()
     res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing"])
+    assert res.exit_code == 2 and (o / "summary.json").read_bytes() == before  # other method and loss: refused
+    assert res.stderr.count("\n") == 1 and "--skip-existing would mix two explanation runs" in res.stderr
+    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing",
+                   "--top-k", "5", "--method", "tracin", "--loss", "score"])
+    assert res.exit_code == 0, res.stderr
     assert json.loads((o / "summary.json").read_text())["skipped_existing"] == 2
 
 
@@ -153,7 +160,7 @@ def test_loss_train_loss_alone_is_the_earlier_codebase_convention(trained, tmp_p
         got = [(r[6], r[8], r[10]) for r in body]
         want = [tuple(E[x] if k != 1 else R[x] for k, x in enumerate(train_ids[i])) for i in np.argsort(-ref.scores[0])]
         if method == "tracin":
-            assert header == CSV_HEADER and got == want
+            assert header == CSV_HEADER + ["Role"] and got == want
             np.testing.assert_allclose([float(r[12]) for r in body], np.sort(ref.scores[0])[::-1], rtol=1e-4)
         else:
             assert header != CSV_HEADER and got != want  # MethodScore column, the margin's own order

@@ -171,7 +171,7 @@ def test_example_loss_by_hand(model):
         np.testing.assert_allclose(example_loss(model, h, r, t, loss, 0.25).detach().numpy(), want, rtol=1e-12)
     for fn in (lambda: example_loss(model, h, r, t, "mse", 0.1),
                lambda: compute_factors(model, h, r, t, "mse", 0.1, ["fc.weight"])):
-        with pytest.raises(TracegraphError, match=re.escape("--loss must be one of train-loss, score, logit, not 'mse'")):
+        with pytest.raises(TracegraphError, match=re.escape("loss must be one of train-loss, score, logit, not 'mse'")):
             fn()
 
 
@@ -208,20 +208,20 @@ def test_select_layers_by_hand():
     assert select_layers(m, ["entity_bias", "bn0.weight"]) == ["bn0.weight", "entity_bias"]
     assert select_layers(m, "conv.bias") == ["conv.bias"]
     choose = "choose from: all, last:N, " + ", ".join(PARAM_ORDER)
-    for spec, msg in [("last:0", "--layers last:N needs 1 <= N <= 13, got 'last:0'"),
-                      ("last:14", "--layers last:N needs 1 <= N <= 13, got 'last:14'"),
-                      ("last:x", "--layers last:N needs 1 <= N <= 13, got 'last:x'"),
-                      ("last:", "--layers last:N needs 1 <= N <= 13, got 'last:'"),
-                      ("fc.weight,bogus", f"unknown --layers ['bogus']; {choose}"),
-                      ("Last:2", f"unknown --layers ['Last:2']; {choose}"),
-                      (" , ", f"unknown --layers []; {choose}"),
-                      ([], f"unknown --layers []; {choose}")]:
+    for spec, msg in [("last:0", "layers last:N needs 1 <= N <= 13, got 'last:0'"),
+                      ("last:14", "layers last:N needs 1 <= N <= 13, got 'last:14'"),
+                      ("last:x", "layers last:N needs 1 <= N <= 13, got 'last:x'"),
+                      ("last:", "layers last:N needs 1 <= N <= 13, got 'last:'"),
+                      ("fc.weight,bogus", f"layers: unknown ['bogus']; {choose}"),
+                      ("Last:2", f"layers: unknown ['Last:2']; {choose}"),
+                      (" , ", f"layers: unknown []; {choose}"),
+                      ([], f"layers: unknown []; {choose}")]:
         with pytest.raises(TracegraphError) as e:
             select_layers(m, spec)
         assert str(e.value) == msg
     with pytest.raises(TracegraphError) as e:
         select_layers(nb, "entity_bias")
-    assert str(e.value) == "unknown --layers ['entity_bias']; choose from: all, last:N, " + ", ".join(PARAM_ORDER[:-1])
+    assert str(e.value) == "layers: unknown ['entity_bias']; choose from: all, last:N, " + ", ".join(PARAM_ORDER[:-1])
     with pytest.raises(TracegraphError, match=re.escape("1 <= N <= 12, got 'last:13'")):
         select_layers(nb, "last:13")
 

@@ -25,7 +25,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except TracegraphError as e:
-            _fail(str(e))
+            _fail(as_flags(str(e)))
         except _UsageError as e:
             _usage_error(e)
 
@@ -34,6 +34,18 @@ class _Group(TyperGroup):
             return super().parse_args(ctx, args)
         except _UsageError as e:
             _usage_error(e)
+
+
+# the library names its Python parameters (top_k=…); the CLI says its flags (--top-k)
+_FLAGS = {name: "--" + name.replace("_", "-") for name in
+          ("top_k", "side", "method", "engine", "loss", "layers", "devices", "overwrite", "skip_existing")}
+
+
+def as_flags(message: str) -> str:
+    """A library error's leading parameter name (at the start, or after a ``path: ``) as the flag."""
+    import re
+
+    return re.sub(r"(^|: )(" + "|".join(_FLAGS) + r")\b", lambda m: m.group(1) + _FLAGS[m.group(2)], message)
 
 
 def _usage_error(e):

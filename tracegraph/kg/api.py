@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -17,85 +16,92 @@ from tracegraph.kg.run import Run
 
 
 def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
-    """Open a trained run for predicting, evaluating and explaining.
+    """Open a run directory written by ``tracegraph train`` or ``tracegraph import`` (or one of its
+    checkpoint files) for scoring on ``device``. Nothing heavy is read until used; see :class:`Run`.
 
-    Nothing heavy is read until it is used: the id maps on first access, each checkpoint once.
-
-    Args:
-        path: A run directory written by ``tracegraph train`` or ``tracegraph import``, or one
-            of its checkpoint files (that checkpoint is then the one scored).
-        device: Where the model scores: ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
-
-    Returns:
-        The run, a :class:`~tracegraph.kg.run.Run`.
-
-    Raises:
-        TracegraphError: The path is not a run directory or a checkpoint of one.
-
-    Example:
-
-    >>> run = open_run(RUN_DIR)          # RUN_DIR: a run trained on the bundled UMLS
+    >>> run = open_run(RUN_DIR)          # RUN_DIR: a 2-epoch UMLS run in tests/kg/test_run_api.py
     >>> len(run.entities), len(run.relations), run.checkpoint.name
     (135, 46, 'best_model.pt')
     """
     return Run(path, device)
 
 
-def train(config=None, **settings) -> Run:
-    """Train ConvE, as ``tracegraph train`` does, and return the finished run, opened.
+# ConvE's sizes and dropouts: flat keywords here and flags on the CLI, `model={...}` in TrainConfig
+MODEL_SETTINGS = ("embedding_dim", "embedding_height", "embedding_width", "output_channels", "kernel_size",
+                  "input_dropout", "feature_map_dropout", "output_dropout", "entity_dropout", "relation_dropout",
+                  "reciprocal")
 
-    ``tracegraph.train(train="train.txt", valid="valid.txt", output_dir="runs/x", epochs=5)``
-    is the whole call; a saved configuration can be passed as ``config`` and adjusted by keywords.
+
+def train(config=None, *, quiet: bool = False, **settings) -> Run:
+    """Train ConvE (what ``tracegraph train`` does) and return the finished run, opened.
 
     Args:
-        config: A ``TrainConfig`` (``tracegraph.kg.model.train``) or a dict of its fields.
-        **settings: Fields that override ``config``: the ``tracegraph train`` option names with
-            ``_`` for ``-`` (``train``, ``valid``, ``test``, ``output_dir``, ``epochs``,
-            ``learning_rate``, ``device``, …); ``model`` is a dict of ConvE sizes and dropouts
-            (``embedding_dim``, ``embedding_height``, ``embedding_width``, ``output_channels``, …).
+        config: a :class:`~tracegraph.kg.model.train.TrainConfig` or a dict of its fields (optional).
+        quiet: no progress bar and no per-epoch log lines (warnings still show).
+        **settings: ``tracegraph train``'s options with ``_`` (``train``, ``output_dir``, ``valid``,
+            ``test``, ``epochs``, ``batch_size``, ``learning_rate``, ``label_smoothing``, …, and the
+            model's ``embedding_dim``, ``embedding_height``, ``embedding_width``, ``output_channels``,
+            ``kernel_size``, the dropouts and ``reciprocal``); ``model={...}`` is accepted too. The
+            signature shown by ``help()`` lists every one.
 
     Returns:
-        The trained run (:class:`~tracegraph.kg.run.Run`) on the training device.
+        The trained run (a :class:`~tracegraph.kg.run.Run`).
 
     Raises:
-        TracegraphError: An unknown setting, unreadable data, or an output directory that
-            already holds another run (pass ``resume=True`` or ``overwrite=True``).
+        TracegraphError: an unknown setting (named).
     """
     from tracegraph.kg.model.train import TrainConfig, train as run_training
+    from tracegraph.runtime.progress import quiet as silenced, setup_logging
 
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(settings) - fields - set(MODEL_SETTINGS))
+    if unknown:
+        raise TracegraphError(f"train() got unknown setting(s) {', '.join(map(repr, unknown))}; see help(tracegraph.train)")
+    flat_model = {k: settings.pop(k) for k in MODEL_SETTINGS if k in settings}
     if isinstance(config, TrainConfig):
-        cfg = dataclasses.replace(config, **settings)
+        base = dataclasses.asdict(config)
     else:
-        fields = {**(dict(config) if config else {}), **settings}
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(TrainConfig)})
-        if unknown:
-            raise TracegraphError(f"unknown training setting(s) {', '.join(unknown)}; see tracegraph.kg.model.train.TrainConfig")
-        values: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in fields.items()}
-        cfg = TrainConfig(**values)
-    run_training(cfg)
+        base = dict(config) if config else {}
+        bad = sorted(set(base) - fields)
+        if bad:
+            raise TracegraphError(f"train() got unknown setting(s) {', '.join(map(repr, bad))} in config")
+    fields_given = {**base, **settings}
+    fields_given["model"] = {**dict(fields_given.get("model") or {}), **flat_model}
+    cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields_given.items()})
+    if quiet:
+        with silenced():
+            run_training(cfg)
+    else:
+        setup_logging()  # progress in Python by default, as on the command line
+        run_training(cfg)
     return Run(cfg.output_dir, cfg.device)
 
 
+def _train_signature():
+    """``help(tracegraph.train)`` lists every setting with its default."""
+    import inspect
+
+    from tracegraph.kg.model.conve import ConvEConfig
+    from tracegraph.kg.model.train_config import TrainConfig
+
+    P = inspect.Parameter
+    params = [P("config", P.POSITIONAL_OR_KEYWORD, default=None), P("quiet", P.KEYWORD_ONLY, default=False)]
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else P.empty)
+        params.append(P(f.name, P.KEYWORD_ONLY, default=None if default is P.empty else default))
+    model_defaults = {f.name: f.default for f in dataclasses.fields(ConvEConfig)}
+    params += [P(k, P.KEYWORD_ONLY, default=model_defaults[k]) for k in MODEL_SETTINGS]
+    return inspect.Signature(params, return_annotation="Run")
+
+
+train.__signature__ = _train_signature()
+
+
 def import_pykeen(model_file, output_dir, **options) -> Run:
-    """Turn a trained PyKEEN ConvE into a run directory (``tracegraph import pykeen``).
-
-    Args:
-        model_file: PyKEEN's ``trained_model.pkl`` (needs ``trust_pickle=True``) or a saved
-            state dict.
-        output_dir: The run directory to write.
-        **options: ``triples_factory_dir`` (PyKEEN's saved training triples, for the id maps)
-            or both ``entity_to_id`` and ``relation_to_id``; ``hyperparameters`` (PyKEEN's
-            JSON, for the model sizes); ``trust_pickle`` (unpickle a whole model: only for files
-            you made); ``lr`` and ``label_smoothing`` (what TracIn uses, when the file does not
-            record them).
-
-    Returns:
-        The imported run (:class:`~tracegraph.kg.run.Run`); ``run.config`` records the
-        source, the learning rate and any conversion notes.
-
-    Raises:
-        TracegraphError: The file is not a ConvE PyKEEN can describe, or needs ``trust_pickle``.
-    """
+    """A PyKEEN ConvE -> a run directory (``tracegraph import pykeen``); ``options`` as
+    :func:`tracegraph.kg.model.importers.import_pykeen` (``triples_factory_dir``, ``trust_pickle``, ``lr``, …).
+    What was recorded (source, notes, learning rate) is ``run.config``."""
     from tracegraph.kg.model.importers import import_pykeen as write
 
     write(model_file, output_dir, **options)
@@ -103,25 +109,7 @@ def import_pykeen(model_file, output_dir, **options) -> Run:
 
 
 def import_checkpoint(file, output_dir, entity_to_id, relation_to_id, **options) -> Run:
-    """Turn a ConvE checkpoint of the original research scripts into a run directory.
-
-    The same as ``tracegraph import checkpoint``; the model keeps that format's layout (head and
-    relation concatenated along the width, no entity bias).
-
-    Args:
-        file: The checkpoint (``model_state_dict`` and ``model_config``).
-        output_dir: The run directory to write.
-        entity_to_id: The ``node_dict.txt`` id map the checkpoint was trained with.
-        relation_to_id: The ``rel_dict.txt`` id map.
-        **options: ``trust_pickle`` (unpickle a whole file: only for files you made); ``lr``
-            and ``label_smoothing`` (what TracIn uses, when the file does not record them).
-
-    Returns:
-        The imported run (:class:`~tracegraph.kg.run.Run`).
-
-    Raises:
-        TracegraphError: A file that is missing, unreadable, or does not match the id maps.
-    """
+    """An earlier-format ConvE checkpoint -> a run directory (``tracegraph import checkpoint``)."""
     from tracegraph.kg.model.importers import import_checkpoint as write
 
     write(file, output_dir, entity_to_id, relation_to_id, **options)

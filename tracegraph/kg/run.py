@@ -51,6 +51,7 @@ from tracegraph.kg.model.run_evaluation import RANKS_COLUMNS, Evaluation, evalua
 from tracegraph.kg.model.store import RunCheckpoint, RunStore, run_files
 from tracegraph.kg.outputs import prepare_output_dir, write_explanations
 from tracegraph.kg.predictions import PREDICT_COLUMNS
+from tracegraph.runtime.progress import quiet as silenced, setup_logging
 
 SCORE_COLUMNS = ["head", "relation", "tail", "score", "probability"]
 
@@ -123,7 +124,7 @@ class Run(RunStore):
                 n_hops: int | None = None, min_degree: int = 2, preserve_test_edges: bool = True,
                 strict_hop: bool = False, path_filtering: bool = False, max_path_length: int = 3,
                 strict_path: bool = False, edges_only: bool = False,
-                output_dir=None, overwrite: bool = False) -> pd.DataFrame:
+                output_dir=None, overwrite: bool = False, quiet: bool = False) -> pd.DataFrame:
         """Rank training triples by their influence on each test triple (``tracegraph explain``).
 
         Args:
@@ -150,11 +151,13 @@ class Run(RunStore):
             output_dir: also write the files ``explain`` writes there (refused when it holds files,
                 unless ``overwrite``).
             overwrite: replace the explanation files already in ``output_dir``.
+            quiet: no progress bar and no log lines (warnings still show); by default the log says
+                which checkpoints are summed.
 
         Returns:
             One DataFrame with the ``_tracin.csv`` columns (``Role`` last), the test triples one after
             the other; ``.attrs["summary"]`` is summary.json (failures, ranks, timings) and
-            ``.attrs["explanations"]`` the per-triple records.
+            ``.attrs["explanations"]`` each test triple's companion JSON (method, rank, score, rival, …) without its rows.
 
         Raises:
             TracegraphError: a bad value (named by its parameter) or an unknown label.
@@ -180,12 +183,18 @@ class Run(RunStore):
                 edges_only=edges_only))
         if output_dir is not None:
             prepare_output_dir(output_dir, cfg, overwrite)
-        result = run_explain(cfg, subsets, run=self)
+        if quiet:
+            with silenced():
+                result = run_explain(cfg, subsets, run=self)
+        else:
+            setup_logging()
+            result = run_explain(cfg, subsets, run=self)
         if output_dir is not None:
             write_explanations(result, output_dir)
         frame = result.frame()
         frame.attrs["summary"] = result.summary  # failures (unknown labels in a file, empty subgraphs), timings
-        frame.attrs["explanations"] = result.explanations
+        # plain dicts (each companion JSON without its rows): pandas compares attrs when frames are concatenated
+        frame.attrs["explanations"] = [ex.meta for ex in result.explanations]
         return frame
 
     def training_subsets(self, train, filter_options):

@@ -58,8 +58,9 @@ def resolve_checkpoint_list(model_dir: Path, spec: list[str] | None, model_epoch
     return out
 
 
-def explained_checkpoints(store, spec: list[str] | None) -> list[Path]:
-    """What ``explain`` sums for the run ``store`` was opened on, logged so the user sees it."""
+def explained_checkpoints(store, spec: list[str] | None) -> tuple[list[Path], str]:
+    """What ``explain`` sums for the run ``store`` was opened on, and the log line that says so
+    (logged by the caller once the inputs are checked, so an input error stays one line)."""
     if spec is None and store.opened_with.is_file():
         chosen = [store.opened_with]
         why = f"the checkpoint given as the model ({store.opened_with.name})"
@@ -70,8 +71,7 @@ def explained_checkpoints(store, spec: list[str] | None) -> list[Path]:
                else f"--checkpoints {' '.join(spec or ['all'])}")
     names = [p.name for p in chosen]
     listed = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:3])}, …, {', '.join(names[-2:])}"
-    log.info(f"TracIn sums {len(chosen)} checkpoint(s), {why}: {listed}")
-    return chosen
+    return chosen, f"TracIn sums {len(chosen)} checkpoint(s), {why}: {listed}"
 
 
 __all__ = ["resolve_checkpoint_list", "explained_checkpoints"]

@@ -67,7 +67,8 @@ class InfluenceResult:
     layers: list[str] = field(default_factory=list)
 
 
-def _check(opts: InfluenceOptions):
+def check_influence_options(opts: InfluenceOptions) -> None:
+    """Raise TracegraphError naming the parameter when ``engine`` or ``loss`` is not one of the known names."""
     if opts.engine not in ENGINES:
         raise TracegraphError(f"engine must be one of {', '.join(ENGINES)}, not {opts.engine!r}")
     if opts.loss not in LOSSES:
@@ -140,7 +141,7 @@ def compute_influence(
 
     ``read(path, map_location) -> checkpoint dict`` reads each checkpoint (default
     ``load_checkpoint``; a :class:`~tracegraph.kg.model.store.RunStore` passes its cached ``read_checkpoint``)."""
-    _check(opts)
+    check_influence_options(opts)
     with exact_fp32(), ThreadPoolExecutor(1) as reader:
         return _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, read or load_checkpoint)
 

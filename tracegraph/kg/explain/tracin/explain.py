@@ -24,15 +24,16 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import encode_triples, read_labeled_triples, triple_file_stem
+from tracegraph.kg.data.triples import LabeledTriples, encode_triples, read_labeled_triples, triple_file_stem
 from tracegraph.kg.explain.methods import (
     MethodOptions, default_method, get_method, method_keys_all, rank_and_rival, single_score,
 )
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, resolve_checkpoint_list
 from tracegraph.kg.explain.tracin.engine import (
-    DEFAULT_LOSS, InfluenceOptions, InfluenceResult, auto_batch_size, compute_influence,
+    DEFAULT_LOSS, InfluenceOptions, InfluenceResult, auto_batch_size, check_influence_options, compute_influence,
 )
+from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.rows import (
     CSV_HEADER, EXTRA_COLUMNS, ROLE_COLUMN, Explanation, ExplainResult, _names, _pick, _rel_names, _rows,
     header_of, rival_records,
@@ -53,7 +54,7 @@ class ExplainConfig:
 
     model_dir: str  # a run directory, or one checkpoint file of it (then TracIn uses that checkpoint alone)
     train: str
-    test_triples: str
+    test_triples: str | list  # a triples file, or (head, relation, tail) labels
     output_dir: str | None = None  # where the facade writes; run_explain itself writes nothing
     checkpoints: list[str] | None = None  # None: up to the explained model's epoch | ["all"] | ["best"] | paths
     engine: str = "exact"  # how TracIn is computed: exact | autograd | vmap
@@ -85,6 +86,7 @@ base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
 class _Inputs:
     train_ids: np.ndarray
     checkpoints: list[Path]
+    checkpoints_note: str  # which checkpoints are summed, and why (logged when the work starts)
     eps: float
     ent_names: list[str]
     rel_names: list[str]
@@ -159,6 +161,7 @@ def _checked(cfg: ExplainConfig) -> ExplainConfig:
             log.info("loss train-loss without a method: plain TracIn over the 1-N training loss, the original "
                      "research scripts' convention (name the method to combine the loss with another one)")
     get_method(cfg.method)  # an unknown name is an error before any work
+    check_influence_options(InfluenceOptions(engine=cfg.engine, loss=cfg.loss))
     return cfg
 
 
@@ -173,7 +176,8 @@ def _placement(cfg: ExplainConfig):
 def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     """Stage 1: the training triples, the checkpoints summed over (logged), the loss's smoothing, names."""
     train_ids = encode_triples(read_labeled_triples(cfg.train), store.entities, store.relations)
-    checkpoints = explained_checkpoints(store, cfg.checkpoints)
+    select_layers(store.model, cfg.layers)  # a bad --layers is an error before anything is logged
+    checkpoints, note = explained_checkpoints(store, cfg.checkpoints)
     check_one_run(store.path, checkpoints)  # TracIn sums over them: they must be one run's
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else store.label_smoothing
     if cfg.side == "head" and not store.model.config.reciprocal:
@@ -183,13 +187,13 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
                  else [store.labels.entity_names.get(x, x) for x in ents])  # the run's recorded label files
     rel_names = (_rel_names(cfg.edge_map, rels) if cfg.edge_map
                  else [store.labels.relation_names.get(x, x) for x in rels])
-    return _Inputs(train_ids, checkpoints, eps, ent_names, rel_names)
+    return _Inputs(train_ids, checkpoints, note, eps, ent_names, rel_names)
 
 
 def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray, train_subsets) -> _Selection:
     """Stage 2: the test triples to explain (a bad one is a recorded failure, not a stop) and the
     training rows each one ranks (all, or its filtered subgraph)."""
-    lt = read_labeled_triples(cfg.test_triples)
+    lt = _test_triples(cfg.test_triples)
     ents, rels = store.entities, store.relations
     end = len(lt) if cfg.max_triples is None else min(len(lt), cfg.start_index + cfg.max_triples)
     out = Path(cfg.output_dir) if cfg.output_dir else None
@@ -219,11 +223,21 @@ def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray
     return _Selection(todo, failures, skipped, subsets, union, end - cfg.start_index, train_subsets is not None)
 
 
+def _test_triples(test) -> LabeledTriples:
+    """A triples file, or label triples already checked by the caller (the Python API)."""
+    if isinstance(test, (str, Path)):
+        return read_labeled_triples(test)
+    rows = [tuple(str(x) for x in t) for t in test]
+    return LabeledTriples([h for h, _, _ in rows], [r for _, r, _ in rows], [t for _, _, t in rows],
+                          np.arange(1, len(rows) + 1), "<test triples>")
+
+
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
     """Stage 3: TracIn of every candidate on each test triple (and on its rival, for the margin
     methods: the rivals ride along as T more test triples), by the engine; sharded under torchrun
     or over ``devices``. Also each test triple's filtered rank and score on the explained side."""
     T = len(test_ids)
+    log.info(inputs.checkpoints_note)
     opts = InfluenceOptions(engine=cfg.engine, loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps,
                             batch_size=cfg.batch_size or auto_batch_size(len(store.entities), device),
                             precision=cfg.precision, scratch_dir=cfg.output_dir)

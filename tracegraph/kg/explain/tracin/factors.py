@@ -59,12 +59,12 @@ def select_layers(model, spec) -> list[str]:
             except ValueError:
                 n = 0
             if not 1 <= n <= len(present):
-                raise TracegraphError(f"--layers last:N needs 1 <= N <= {len(present)}, got {spec!r}")
+                raise TracegraphError(f"layers last:N needs 1 <= N <= {len(present)}, got {spec!r}")
             return present[-n:]
         spec = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [s for s in spec if s not in present]
     if unknown or not spec:
-        raise TracegraphError(f"unknown --layers {unknown or spec}; choose from: all, last:N, {', '.join(present)}")
+        raise TracegraphError(f"layers: unknown {unknown or spec}; choose from: all, last:N, {', '.join(present)}")
     return [n for n in present if n in spec]
 
 
@@ -112,7 +112,7 @@ def example_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Ten
         return F.softplus(-model.score_triples(h, r, t))
     if loss == "logit":
         return -model.score_triples(h, r, t)
-    raise TracegraphError(f"--loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+    raise TracegraphError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
 
 
 def _bn_weight_grad(bn, z, delta, reduce_dims):
@@ -150,7 +150,7 @@ def compute_factors(model, h, r, t, loss: str, label_smoothing: float, layers: l
                 s = s + model.entity_bias[t]
             per = F.softplus(-s) if loss == "score" else -s
         else:
-            raise TracegraphError(f"--loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+            raise TracegraphError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
         at = [e, rv, rec["conv_in"], rec["conv_out"], rec["bn1_out"], rec["fc_out"], rec["bn2_out"], s]
         u, w, d0, d1, d2, d4, d5, gs = torch.autograd.grad(per.sum(), at)
     g = ScoreGrad(dense=gs) if loss == "train-loss" else ScoreGrad(coef=gs, index=t)
