@@ -663,7 +663,7 @@ def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
     with pytest.raises(TracegraphError, match="side head needs a model with reciprocal relations"):
         explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
                                   side="head"))
-    with pytest.raises(TracegraphError, match="--side must be tail or head"):
+    with pytest.raises(TracegraphError, match="side must be tail or head"):
         explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
                                   side="both"))
     for sides in ("head", "both"):
