@@ -40,12 +40,16 @@ def test_readme_links_point_at_files_that_exist():
     assert links and not missing
 
 
+def _triples(frame: pd.DataFrame) -> list[tuple]:
+    return [tuple(t) for t in frame[["TrainHead", "TrainRel", "TrainTail"]].to_numpy().tolist()]
+
+
 def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
-    """top-k proponents and opponents are the head and the tail of the whole margin ranking."""
+    """The top-k proponents are the head of the whole margin ranking, in order; the k opponents
+    are its tail (in either order); Role follows the sign of the margin."""
     ranked = full.sort_values("MethodScore", ascending=False, kind="stable")
-    expected = pd.concat([ranked.head(k), ranked.tail(k)])
-    key = ["TrainHead", "TrainRel", "TrainTail"]
-    assert rows[key].values.tolist() == expected[key].values.tolist()
+    assert _triples(rows.iloc[:k]) == _triples(ranked.iloc[:k])
+    assert sorted(_triples(rows.iloc[k:])) == sorted(_triples(ranked.iloc[-k:]))
     assert rows["Role"].tolist() == np.where(rows["MethodScore"] < 0, "opponent", "proponent").tolist()
 
 
@@ -53,9 +57,9 @@ def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
 def test_readme_cli_quick_start_runs(tmp_path):
     (block,) = section_blocks("CLI quick start", "bash")
     script = "set -euo pipefail\ntracegraph() { \"$PY\" -m tracegraph \"$@\"; }\n" + block.replace("--epochs 100", TINY_CLI)
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PY": sys.executable, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-                               "TRACEGRAPH_DEVICE": "cpu", "PYTHONPATH": str(ROOT)})
+    env = {"PY": sys.executable, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "TRACEGRAPH_DEVICE": "cpu",
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "runs/umls/checkpoints/epoch_0001.pt").is_file()
     assert (tmp_path / "runs/umls/evaluation/evaluation.json").is_file()
@@ -63,11 +67,21 @@ def test_readme_cli_quick_start_runs(tmp_path):
     assert len(predicted) == 5
     (csv,) = (tmp_path / "why").glob("triple_000_*_tracin.csv")
     why = pd.read_csv(csv)
-    # the default, tracin-margin-path: 10 proponents by walk shell (a direct edge counts as 2), then
-    # margin; then the 10 weakest margins
+    # the default, tracin-margin-path: proponents by walk shell (a direct edge counts as 2), then margin
     pro, opp = why.iloc[:10], why.iloc[10:]
     keys = list(zip(pro["HeadTailWalk"].clip(lower=2), -pro["MethodScore"]))
-    assert len(why) == 20 and keys == sorted(keys) and opp["MethodScore"].is_monotonic_decreasing
+    assert len(why) == 20 and keys == sorted(keys)
+    # against the whole ranking (no --top-k): its first 10 positive rows, and the 10 lowest margins
+    everything = subprocess.run([sys.executable, "-m", "tracegraph", "explain", "--model-dir", "runs/umls",
+                                 "--dataset", "umls", "--test-triples", "question.txt", "-o", "all"],
+                                cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert everything.returncode == 0, everything.stderr[-2000:]
+    (full_csv,) = (tmp_path / "all").glob("triple_000_*_tracin.csv")
+    full = pd.read_csv(full_csv)
+    assert len(full) == 5216  # every UMLS training triple
+    assert _triples(pro) == _triples(full[full["MethodScore"] > 0].iloc[:10])
+    assert sorted(_triples(opp)) == sorted(_triples(full.nsmallest(10, "MethodScore")))
+    assert why["Role"].tolist() == np.where(why["MethodScore"] < 0, "opponent", "proponent").tolist()
 
 
 @pytest.mark.slow
