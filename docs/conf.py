@@ -24,6 +24,7 @@ extensions = [
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "_ext", "tune-umls-space.json"]
 root_doc = "index"
+smartquotes = False  # keep `--option` and quotes as typed (an en dash is not a flag)
 
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve, and a broken one fails the build
