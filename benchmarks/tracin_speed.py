@@ -81,10 +81,10 @@ def main():
     emit(setting="plain_forward", seconds=round(t_fwd, 3), device=str(dev), **common)
 
     per_test_exact = {}
-    warm = InfluenceOptions(method="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256)
+    warm = InfluenceOptions(engine="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256)
     compute_influence([ckpt], train[:2000], tests[:2], warm, dev)  # CUDA context, cuBLAS handles, allocator
     for T in (1, 256):
-        opts = InfluenceOptions(method="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256,
+        opts = InfluenceOptions(engine="exact", loss="train-loss", batch_size=args.tracin_batch, test_batch_size=256,
                                 precision=args.precision)
         sync()
         t0 = time.perf_counter()

@@ -118,3 +118,98 @@ def test_removal_ratio_is_described_never_none():
 
     assert describe_ratio({"ratio_delta_rr": 1.114}) == "ratio 1.11"
     assert "None" not in describe_ratio({"ratio_delta_rr": None}) and "undefined" in describe_ratio({})
+
+
+def _logged(caplog):
+    """tracegraph's logger into caplog (it does not propagate once the CLI has set it up)."""
+    from tracegraph.runtime.progress import log
+
+    caplog.set_level(logging.INFO, logger=log.name)
+    log.addHandler(caplog.handler)
+    return lambda: log.removeHandler(caplog.handler)
+
+
+def _bom_cases():
+    """Every text reader: (file name, content, read(path) -> a comparable value)."""
+    from tracegraph.kg.data.triples import IdMap, read_edge_map, read_labeled_triples, read_name_dict
+    from tracegraph.kg.model.presets import load_preset
+    from tracegraph.trees.data import read_swc
+    from tracegraph.trees.files import read_graph_file
+    from tracegraph.trees.labelled import read_labels
+
+    def triples(p):
+        lt = read_labeled_triples(p)
+        return lt.heads, lt.relations, lt.tails
+
+    def swc(p):
+        t = read_swc(p)
+        return t.pos.tolist(), t.parent.tolist()
+
+    def graph(p):
+        t = read_graph_file(p)
+        return t.pos.tolist(), t.parent.tolist()
+
+    return [
+        ("triples.txt", "netherlands\tr\tuk\nuk\tr\tnetherlands\n", triples),
+        ("node_dict.txt", "netherlands\t0\nuk\t1\n", lambda p: IdMap.read(p).labels),
+        ("names.txt", "The Netherlands\t0\nUK\t1\n", read_name_dict),
+        ("edge_map.json", '{"{\\"predicate\\": \\"biolink:treats\\"}": "predicate:0"}', read_edge_map),
+        ("tree.swc", "1 1 0 0 0 1 -1\n2 3 1 0 0 1 1\n3 3 2 0 0 1 2\n", swc),
+        ("tree.json", '{"pos": [[0, 0], [1, 0], [2, 0]], "edges": [[0, 1], [1, 2]], "root": 0}', graph),
+        ("labels.csv", "name,label\na,x\nb,y\n", lambda p: [(r.name, r.label) for r in read_labels(p)]),
+        ("preset.json", '{"format": "tracegraph-preset", "version": 1, "settings": {"epochs": 3}}',
+         lambda p: load_preset(p).settings),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8), ids=lambda i: _bom_cases()[i][0])
+def test_every_reader_removes_a_byte_order_mark_with_a_note(tmp_path, caplog, case):
+    name, text, read = _bom_cases()[case]
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "bom").mkdir()
+    (tmp_path / "plain" / name).write_text(text, encoding="utf-8")
+    (tmp_path / "bom" / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+    undo = _logged(caplog)
+    try:
+        assert read(tmp_path / "bom" / name) == read(tmp_path / "plain" / name)
+    finally:
+        undo()
+    assert f"{tmp_path / 'bom' / name}:1: removed a UTF-8 byte-order mark" in caplog.text
+
+
+def test_kgx_nodes_with_a_byte_order_mark_import_as_without(tmp_path):
+    from tracegraph.kg.data.kgx import import_kgx
+
+    nodes = '{"id": "CHEBI:1", "name": "aspirin"}\n{"id": "MONDO:2", "name": "pain"}\n'
+    edges = '{"subject": "CHEBI:1", "predicate": "biolink:treats", "object": "MONDO:2"}\n'
+    for d, bom in (("plain", b""), ("bom", b"\xef\xbb\xbf")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "nodes.jsonl").write_bytes(bom + nodes.encode())
+        (tmp_path / d / "edges.jsonl").write_bytes(bom + edges.encode())
+        import_kgx(tmp_path / d / "nodes.jsonl", tmp_path / d / "edges.jsonl", tmp_path / d / "out")
+    for f in ("triples.txt", "node_dict.txt", "node_name_dict.txt", "rel_dict.txt", "edge_map.json"):
+        assert (tmp_path / "bom" / "out" / f).read_bytes() == (tmp_path / "plain" / "out" / f).read_bytes()
+
+
+NATIONS = ["brazil", "burma", "china", "cuba", "egypt", "india", "indonesia", "israel", "jordan", "netherlands",
+           "poland", "uk", "usa", "ussr"]
+
+
+def test_a_training_file_with_a_byte_order_mark_makes_no_phantom_entity(tmp_path, caplog):
+    """14 countries, the first line's head (netherlands) also elsewhere in the file: still 14 entities."""
+    import tracegraph
+
+    rows = [f"{NATIONS[(9 + i) % 14]}\trel{i % 3}\t{NATIONS[(9 + 5 * i + 1) % 14]}" for i in range(28)]
+    assert rows[0].startswith("netherlands") and rows[14].startswith("netherlands")
+    (tmp_path / "train.txt").write_bytes(b"\xef\xbb\xbf" + ("\n".join(rows) + "\n").encode())
+    (tmp_path / "train.txt").write_bytes((tmp_path / "train.txt").read_bytes() + (rows[3] + "\n").encode())
+    undo = _logged(caplog)
+    try:
+        run = tracegraph.train(train=tmp_path / "train.txt", output_dir=tmp_path / "run", epochs=1, device="cpu",
+                               batch_size=8, model=dict(embedding_dim=12, embedding_height=3, embedding_width=4,
+                                                        output_channels=2))
+    finally:
+        undo()
+    assert run.entities.labels == sorted(NATIONS) and run.config["sizes"]["entities"] == 14
+    assert f"{tmp_path / 'train.txt'}:1: removed a UTF-8 byte-order mark" in caplog.text
+    assert f"train {tmp_path / 'train.txt'}: 29 triples, 1 duplicates" in caplog.text  # rows[3] twice

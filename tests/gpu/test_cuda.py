@@ -89,7 +89,7 @@ def test_exact_tracin_on_cuda_equals_autograd_with_tf32_on(umls_dir, tmp_path, l
         assert torch.backends.cuda.matmul.allow_tf32  # ... and restore it
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
-    ref = compute_influence(ckpts, train_ids, test_ids, InfluenceOptions(loss=loss, method="autograd", batch_size=64),
+    ref = compute_influence(ckpts, train_ids, test_ids, InfluenceOptions(loss=loss, engine="autograd", batch_size=64),
                             torch.device("cpu"))
     assert_rel_close(ex.scores, ref.scores)
     assert_rel_close(ex.train_self, ref.train_self)

@@ -13,8 +13,9 @@ def test_demo_quick_end_to_end(tmp_path):
     r = run_cli(["demo", "--quick", "-o", out])
     assert r.exit_code == 0, r.output
     page = (out / "report.html").read_text(encoding="utf-8")
-    for section in ("Training", "ground-truth recovery", "necessity test", "best-predicted test edges", "Top 10 proponents",
-                    "Top 5 opponents", "mechanism", "data:image/png;base64,"):
+    for section in ("Training", "recovery of the planted mechanisms", "Necessity of the explanations",
+                    "best-predicted test edges", "proponents", "opponents", "mechanism", "tracin-margin-path score",
+                    "head–tail walk", "data:image/png;base64,"):
         assert section in page, section
     assert "http://" not in page and "https://" not in page  # self-contained
     fid = json.loads((out / "fidelity.json").read_text())
@@ -51,58 +52,52 @@ def test_demo_quick_end_to_end(tmp_path):
     assert list((out / "explanations").glob("triple_*_tracin.csv"))
 
 
-def test_report_escapes_text_and_embeds_images(tmp_path):
-    import numpy as np
-
-    from tracegraph.kg.demo.report import write_report
-
-    ents = ["CHEBI:1", "MONDO:2", "NCBIGene:3", "HP:4"]
-    rels = ["biolink:treats", "biolink:affects", "biolink:gene_associated_with_condition"]
-    names = {"CHEBI:1": "<script>alert(1)</script>", "MONDO:2": "a & b", "NCBIGene:3": "G\"3", "HP:4": "p"}
-    cand = np.array([[0, 1, 2], [2, 2, 1], [3, 0, 1], [0, 0, 3]])
-    summ = {m: {k: {"mean": 0.5, "std": 0.1} for k in ("mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10")}
-            for m in ("tracin", "random", "degree", "path")}
-    rec = {"summary": summ, "graded": 1, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
-           "influence": {"loss": "score", "checkpoints": [{}]},
-           "definition": {"candidates": "c", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
-    metrics = {s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")}
-    pred = {"index": 0, "triple": np.array([0, 0, 1]), "rank": 1.0, "score": 0.3, "candidates": cand,
-            "influence": np.array([3.0, 2.0, -1.0, 0.5]), "relevant": {(0, 1, 2), (2, 2, 1)}}
-    out = write_report(tmp_path / "r.html", history=[{"epoch": 1, "loss": 0.5, "valid": {"mrr": 0.1}}, {"epoch": 2, "loss": 0.4}],
-                       metrics=metrics, counts={"test": 1}, predictions=[pred],
-                       fidelity={"recovery": rec, "necessity": {"summary": {}, "note": "<none>"}},
-                       names=names, entities=ents, relations=rels, settings={"x": "<y>"}, stage_seconds={"train": 1.0})
-    page = out.read_text(encoding="utf-8")
-    assert "<script>" not in page and "&lt;script&gt;" in page
-    assert "a &amp; b" in page and "&lt;none&gt;" in page and "&lt;y&gt;" in page
-    assert page.count("data:image/png;base64,") == 2  # training curves + one subgraph
-    assert page.count('class="mech"') == 2  # both mechanism edges highlighted among the proponents
+def _recovery(default=(0.6, 0.5), path=(0.4, 0.3)):
+    figs = lambda mrr, map_: {"mrr": {"mean": mrr, "std": 0.1}, "map": {"mean": map_, "std": 0.1},
+                              **{k: {"mean": 0.5, "std": 0.1} for k in ("hits@1", "hits@3", "hits@10", "recall@10")}}
+    summ = {"tracin": figs(0.2, 0.2), "tracin-margin-path": figs(*default), "local-retrain": figs(0.7, 0.6),
+            "random": figs(0.1, 0.1), "degree": figs(0.05, 0.05), "path": figs(*path)}
+    return {"summary": summ, "graded": 1, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
+            "influence": {"loss": "logit", "checkpoints": [{}]},
+            "definition": {"candidates": "<c>", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
 
 
-def test_report_necessity_section_shows_every_arm_and_the_headline(tmp_path):
-    from tracegraph.kg.demo.report import write_report
+def test_demo_recovery_table_marks_the_default_and_the_best_and_escapes_text():
+    from tracegraph.kg.demo.report import recovery_section
 
-    summ = {m: {k: {"mean": 0.5, "std": 0.1} for k in ("mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10")}
-            for m in ("tracin", "random", "degree", "path")}
-    rec = {"summary": summ, "graded": 1, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
-           "influence": {"loss": "score", "checkpoints": [{}]},
-           "definition": {"candidates": "c", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
-    arm = lambda d: {"delta_hits@1": {"mean": d}, "delta_mrr": {"mean": d / 2}, "hits@1": {"mean": 1 - d},
-                     "mrr": {"mean": 1 - d / 2}, "mean_rank": {"mean": 1 + d}, "triples_removed": 8,
-                     "delta_hits@1_ci95_first_seed": [d - 0.1, d + 0.1]}
-    above = lambda d, x: {**arm(d), "above_far_hits@1": {"mean": x}}
-    nec = {"summary": {"neighbour@4": above(0.125, 0.0625), "far@4": {**arm(0.0), "removed_at_fact": 19.375},
-                       "tracin@4": above(0.625, 0.5), "path@4": above(0.25, 0.1875)},
-           "n_facts": 8, "explain_seconds": 3.0, "seconds": 60.0}
-    metrics = {s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")}
-    page = write_report(tmp_path / "r.html", history=[{"epoch": 1, "loss": 0.5}], metrics=metrics, counts={"test": 1},
-                        predictions=[], fidelity={"recovery": rec, "necessity": nec}, names={}, entities=["a"],
-                        relations=["r"], settings={}, stage_seconds={}).read_text(encoding="utf-8")
-    section = page[page.index("necessity test"):]
-    for name, dh1 in (("neighbour", "0.125"), ("far", "0.000"), ("tracin", "0.625"), ("path", "0.250")):
-        assert f"<td>{name}</td>" in section and dh1 in section, name
-    assert "<th>above far</th>" in section and "0.500" in section and "0.188" in section  # paired excess over far
-    assert "<th>of them at each fact</th>" in section and '<td class="num">19.4</td>' in section
-    # headline: the best method's ΔH@1 (0.625 ≥ 2 × neighbour's 0.125) shown as a pass, then neighbour / far
-    assert "necessity ΔH@1: tracin / neighbour / far" in page
-    assert "<span class='ok'>0.625</span> / 0.125 / 0.000" in page
+    html = recovery_section({"recovery": _recovery()}).html
+    rows = html.split("<tr")[2:]  # after the text and the header
+    default = next(r for r in rows if "explain&#x27;s default" in r)
+    assert default.startswith(' class="default"') and "0.600 ± 0.10" in default
+    best = next(r for r in rows if "local retrain" in r)
+    assert best.startswith(' class="best"')  # highest MRR, 0.7, bold
+    assert "&lt;c&gt;" in html and "<c>" not in html
+
+
+def _arm(d, above=None):
+    a = {"delta_hits@1": {"mean": d}, "delta_mrr": {"mean": d / 2}, "hits@1": {"mean": 1 - d},
+         "mrr": {"mean": 1 - d / 2}, "mean_rank": {"mean": 1 + d}, "triples_removed": 8,
+         "delta_hits@1_ci95_first_seed": [d - 0.1, d + 0.1]}
+    return a | ({"above_far_hits@1": {"mean": above}} if above is not None else {})
+
+
+@pytest.mark.parametrize("default, path, ok", [((0.6, 0.5), (0.4, 0.3), True), ((0.439, 0.417), (0.453, 0.430), False)])
+def test_demo_cards_compare_the_default_with_the_baselines_on_the_same_figures(default, path, ok):
+    from tracegraph.kg.demo.report import headline_cards
+
+    nec = {"n_facts": 8, "summary": {"neighbour@4": _arm(0.125, 0.0625), "far@4": _arm(0.0),
+                                     "tracin-margin-path@4": _arm(0.625, 0.5), "path@4": _arm(0.25, 0.1875)},
+           "seeds": {"0": {"reference": {"ranks": [1] * 8}, "far@4": {"ranks": [1] * 8},
+                           "neighbour@4": {"ranks": [1] * 7 + [2]}, "path@4": {"ranks": [1] * 6 + [2, 2]},
+                           "tracin-margin-path@4": {"ranks": [2] * 5 + [1] * 3}}}}
+    metrics = {"tail": {"mrr": 0.5, "hits@10": 0.9}}
+    html = headline_cards(metrics, {"test": 8}, {"recovery": {"summary": _recovery(default, path)["summary"]},
+                                                 "necessity": nec}).html
+    assert "best method" not in html  # the default is named, not the winner of another grading
+    card = html[html.index("explain&#x27;s default, tracin-margin-path"):]
+    cls = "ok" if ok else "bad"
+    assert card.startswith("explain&#x27;s default, tracin-margin-path: mechanism recovery MRR / MAP<b><span "
+                           f"class='{cls}'>{default[0]:.3f} / {default[1]:.3f}</span>")
+    assert f"baseline path: recovery MRR / MAP<b>{path[0]:.3f} / {path[1]:.3f}</b>" in html
+    assert "<span class='ok'>0.625</span> / 0.125 / 0.000" in html  # 0.625 ≥ 2 × neighbour's 0.125
+    assert "flips <b>5 of 8</b>" in html and "same entities flips <b>1</b>" in html  # counted from the ranks

@@ -26,7 +26,8 @@ import torch
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.model.evaluate import evaluate
 from tracegraph.kg.model.model_io import load_model
-from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+from tracegraph.kg.explain.tracin.explain import ExplainConfig
+from tracegraph.kg.outputs import explain_files
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.runtime.distributed import (
@@ -207,7 +208,7 @@ def test_distributed_explain_matches_single_process(single_run, explain_inputs, 
     """The default (tracin-margin: each rank's top-k by margin), tracin-margin-path (each rank's
     first k by shell then margin, and its k weakest margins) and plain TracIn, against one process."""
     ref = tmp_path / "single"
-    run_explain(explain_cfg(single_run, explain_inputs, ref, top_k=top_k, explainer=method))
+    explain_files(explain_cfg(single_run, explain_inputs, ref, top_k=top_k, method=method))
     assert ("MethodScore" in (ref / next(ref.glob("*_tracin.csv")).name).read_text().splitlines()[0]) == (method != "tracin")
     got = tmp_path / "dist"
     args = ["-m", "tracegraph", "explain", "--model-dir", single_run, "--train", explain_inputs / "train.txt",
@@ -227,8 +228,8 @@ def test_distributed_explain_matches_single_process(single_run, explain_inputs, 
 @pytest.mark.slow
 def test_devices_shard_test_triples(single_run, explain_inputs, tmp_path):
     ref, got = tmp_path / "single", tmp_path / "devices"
-    run_explain(explain_cfg(single_run, explain_inputs, ref, top_k=5))
-    summary = run_explain(explain_cfg(single_run, explain_inputs, got, top_k=5, devices=["cpu", "cpu"]))
+    explain_files(explain_cfg(single_run, explain_inputs, ref, top_k=5))
+    summary = explain_files(explain_cfg(single_run, explain_inputs, got, top_k=5, devices=["cpu", "cpu"]))
     assert summary["devices"] == ["cpu", "cpu"]
     # test triples split over devices: other test-batch shapes, float32 rounding only
     print(f"explain --devices cpu,cpu: max relative score difference {assert_same_outputs(ref, got):.1e}")

@@ -520,7 +520,7 @@ def test_one_default_method_everywhere():
     assert DEFAULT_EXPLAINER == "tracin-margin-path" == DEFAULT_METHOD
     from tracegraph.kg.explain.methods import default_method
 
-    assert ExplainConfig("m", "t", "x", "o").explainer is None  # resolved by run_explain from the loss
+    assert ExplainConfig("m", "t", "x", "o").method is None  # resolved by run_explain from the loss
     assert default_method("logit") == default_method("score") == DEFAULT_EXPLAINER and default_method("train-loss") == "tracin"
     assert NecessityConfig("m", "t", "o").methods == [DEFAULT_EXPLAINER] and Preset().necessity_methods[0] == DEFAULT_EXPLAINER
     assert inspect.signature(necessity).parameters["method"].default.default == DEFAULT_EXPLAINER
@@ -572,7 +572,8 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     best filtered head h* of (t, r⁻¹, ?), the margin TracIn(h,r,t) − TracIn(h*,r,t)."""
     import csv
 
-    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.outputs import explain_files
     from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)
@@ -593,10 +594,10 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     head = side == "head"
     rivals[:, 0 if head else 2] = [_brute_force_rival(lm.model, known, f, head) for f in facts]
     tracin, margin = _margin_reference(tiny_umls, train_ids, facts, rivals, np.arange(len(train_ids)), "logit")
-    extra = ({} if explainer is None else {"explainer": explainer}) | ({"side": side} if head else {})
+    extra = ({} if explainer is None else {"method": explainer}) | ({"side": side} if head else {})
     for top_k in (None, 3):
         out = tmp_path / f"out{top_k}"
-        summary = run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
+        summary = explain_files(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
                                             test_triples=str(tmp_path / "test.txt"), output_dir=str(out), top_k=top_k,
                                             device="cpu", batch_size=32, **extra))
         assert summary["method"] == (explainer or "tracin-margin-path") and summary["loss"] == "logit"
@@ -634,7 +635,7 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             assert meta["rival"]["logit_margin"] == pytest.approx(s_fact - s_rival, abs=1e-5)
     if explainer is None and not head:  # a filtered subgraph per test triple: walks inside it, not the whole graph
         sub = {tuple(f[[0, 2]]): np.flatnonzero(np.isin(train_ids[:, [0, 2]], f[[0, 2]]).any(1))[::2] for f in facts}
-        run_explain(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
+        explain_files(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
                                   test_triples=str(tmp_path / "test.txt"), output_dir=str(tmp_path / "sub"),
                                   device="cpu", batch_size=32), lambda h, t: sub[(h, t)])
         for f, path in zip(facts, sorted((tmp_path / "sub").glob("*_tracin.csv"))):
@@ -649,17 +650,18 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
 def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
     """`explain --side head` and `fidelity necessity --sides head|both` on a run without reciprocal
     relations stop with a one-line error before any work; a side that is no side, too."""
-    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.outputs import explain_files
 
     run = tmp_path / "run"
     train(TrainConfig(train=str(umls_dir / "train.txt"), test=str(umls_dir / "test.txt"), output_dir=str(run),
                       epochs=1, batch_size=512, model=dict(TINY, reciprocal=False)))
     common = dict(model_dir=str(run), train=str(umls_dir / "train.txt"), device="cpu")
     with pytest.raises(TracegraphError, match="--side head needs a model with reciprocal relations"):
-        run_explain(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
+        explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
                                   side="head"))
     with pytest.raises(TracegraphError, match="--side must be tail or head"):
-        run_explain(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
+        explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
                                   side="both"))
     for sides in ("head", "both"):
         with pytest.raises(TracegraphError, match=f"--sides {sides}: head-side facts need a model with reciprocal"):

@@ -33,7 +33,8 @@ def _triples(path: Path) -> list[tuple[str, str, str]]:
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("api") / "run"
     run = tracegraph.train({"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")},
-                           test=UMLS / "test.txt", output_dir=out, epochs=2, device="cpu", model=TINY_MODEL)
+                           test=UMLS / "test.txt", output_dir=out, epochs=2, checkpoint_every=1, device="cpu",
+                           model=TINY_MODEL)
     assert isinstance(run, tracegraph.Run) and run.path == out
     return out
 
@@ -163,7 +164,7 @@ def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
 def test_explain_matches_float64_autograd_tracin(run_dir):
     run = tracegraph.open_run(run_dir)
     ents, rels = _labels(run_dir / "node_dict.txt"), _labels(run_dir / "rel_dict.txt")
-    why = run.explain([QUERY], top_k=3, loss="score", explainer="tracin")
+    why = run.explain([QUERY], top_k=3, loss="score", method="tracin")
     assert len(why) == 6 and why["TracInScore"].is_monotonic_decreasing
     assert set(zip(why.TestHead, why.TestRel, why.TestTail)) == {QUERY}
 
@@ -188,7 +189,7 @@ def test_explain_matches_float64_autograd_tracin(run_dir):
 
 @pytest.mark.slow
 def test_each_checkpoint_is_loaded_once(run_dir, monkeypatch):
-    import tracegraph.kg.run as run_module
+    import tracegraph.kg.model.store as run_module  # where checkpoints are read
 
     loads = []
     real = run_module.load_checkpoint

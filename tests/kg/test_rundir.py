@@ -9,7 +9,7 @@ from tests.conftest import run_cli, run_cli_error, snapshot
 from tracegraph.runtime.rundir import checkpoint_run_id
 
 TINY = ["--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "2",
-        "--batch-size", "8"]
+        "--batch-size", "8", "--checkpoint-every", "1"]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ PRESETS = Path(__file__).resolve().parents[2] / "tracegraph" / "kg" / "model" / 
 
 def _cfg(umls_dir, out, **kw):
     base = dict(train=str(umls_dir / "train.txt"), valid=str(umls_dir / "valid.txt"), test=None,
-                output_dir=str(out), epochs=3, batch_size=256, model=dict(TINY))
+                output_dir=str(out), epochs=3, batch_size=256, checkpoint_every=1, model=dict(TINY))
     base.update(kw)
     return TrainConfig(**base)
 

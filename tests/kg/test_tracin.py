@@ -56,8 +56,8 @@ def test_exact_equals_autograd(trained, loss, layers, n_ckpt):
     out, train_ids, test_ids = trained
     ckpts = list_epoch_checkpoints(out)[-n_ckpt:]
     assert len(ckpts) == n_ckpt
-    ex = influence(out, train_ids, test_ids, ckpts, method="exact", loss=loss, layers=layers)
-    ref = influence(out, train_ids, test_ids, ckpts, method="autograd", loss=loss, layers=layers)
+    ex = influence(out, train_ids, test_ids, ckpts, engine="exact", loss=loss, layers=layers)
+    ref = influence(out, train_ids, test_ids, ckpts, engine="autograd", loss=loss, layers=layers)
     assert_rel_close(ex.scores, ref.scores)
     assert_rel_close(ex.train_self, ref.train_self)
     assert_rel_close(ex.test_self, ref.test_self)
@@ -69,8 +69,8 @@ def test_vmap_equals_autograd(trained):
     out, train_ids, test_ids = trained
     ckpts = list_epoch_checkpoints(out)
     for loss in ("train-loss", "score"):
-        v = influence(out, train_ids[:40], test_ids, ckpts, method="vmap", loss=loss)
-        ref = influence(out, train_ids[:40], test_ids, ckpts, method="autograd", loss=loss)
+        v = influence(out, train_ids[:40], test_ids, ckpts, engine="vmap", loss=loss)
+        ref = influence(out, train_ids[:40], test_ids, ckpts, engine="autograd", loss=loss)
         assert_rel_close(v.scores, ref.scores, 1e-5)
 
 
@@ -110,7 +110,7 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     assert summary["explained"] == 2 and summary["failed"] == 1
     assert "nope" in summary["failures"][0]["reason"]
     # wave 2's default, two flags away: tracin with the score convention (README, "Which explanation method")
-    ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), method="autograd", loss="score")
+    ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), engine="autograd", loss="score")
     for j in range(2):
         name = f"triple_{j:03d}_{E[test_ids[j, 0]]}_{E[test_ids[j, 2]]}".replace(":", "_")
         with open(o / f"{name}_tracin.csv") as f:
@@ -139,7 +139,7 @@ def test_loss_train_loss_alone_is_the_earlier_codebase_convention(trained, tmp_p
     1-N training loss (autograd reference); a named method keeps its own ordering."""
     out, train_ids, test_ids = trained
     E, R, train_f, test_f = label_files(trained, tmp_path, 1)
-    ref = influence(out, train_ids, test_ids[:1], list_epoch_checkpoints(out), method="autograd", loss="train-loss")
+    ref = influence(out, train_ids, test_ids[:1], list_epoch_checkpoints(out), engine="autograd", loss="train-loss")
     name = f"triple_000_{E[test_ids[0, 0]]}_{E[test_ids[0, 2]]}".replace(":", "_")
     for extra, method in (([], "tracin"), (["--method", "tracin-margin"], "tracin-margin")):
         o = tmp_path / method
@@ -168,7 +168,7 @@ def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp
     res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", tmp_path / "f",
                    "--n-hops", "1", "--min-degree", "3", "--loss", "score"])
     assert res.exit_code == 0, res.stderr
-    ref = influence(out, train_ids, test_ids[:3], list_epoch_checkpoints(out), method="exact", loss="score")
+    ref = influence(out, train_ids, test_ids[:3], list_epoch_checkpoints(out), engine="exact", loss="score")
     index = GraphIndex.build(train_ids, len(E))
     explained = 0
     for j, (h, r, t) in enumerate(test_ids[:3]):

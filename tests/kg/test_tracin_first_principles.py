@@ -97,7 +97,7 @@ def reference_influence(states, loss, lrs=LRS, reciprocal=True):
 def test_influence_equals_float64_first_principles(checkpoints, loss, method):
     paths, states = checkpoints
     ref, ref_train_self, ref_test_self = reference_influence(states, loss)
-    opts = InfluenceOptions(method=method, loss=loss, label_smoothing=SMOOTHING, batch_size=4, test_batch_size=1)
+    opts = InfluenceOptions(engine=method, loss=loss, label_smoothing=SMOOTHING, batch_size=4, test_batch_size=1)
     res = compute_influence(paths, TRAIN, TEST, opts, torch.device("cpu"))
     scale = np.abs(ref).max()
     assert scale > 1e-3  # not a vacuous comparison of zeros
@@ -111,7 +111,7 @@ def test_influence_equals_float64_first_principles(checkpoints, loss, method):
 def test_influence_without_reciprocal_relations(tmp_path, method):
     paths, states = _save_checkpoints(tmp_path, reciprocal=False)
     ref, ref_train_self, ref_test_self = reference_influence(states, "train-loss", reciprocal=False)
-    opts = InfluenceOptions(method=method, label_smoothing=SMOOTHING, batch_size=4, test_batch_size=2)
+    opts = InfluenceOptions(engine=method, label_smoothing=SMOOTHING, batch_size=4, test_batch_size=2)
     res = compute_influence(paths, TRAIN, TEST, opts, torch.device("cpu"))
     assert [(c.path, c.epoch, c.lr) for c in res.checkpoints] == [(str(p), k + 1, lr) for k, (p, lr) in
                                                                  enumerate(zip(paths, LRS))]

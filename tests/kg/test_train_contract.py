@@ -41,6 +41,12 @@ def test_resume_errors_name_the_directory_and_the_config(data, tmp_path):
         train(cfg(data, out, epochs=2, resume=True))
     assert str(e.value) == f"--resume: {ck} belongs to another run than {out / 'config.json'} records"
     ck.unlink()
+    rolling = out / "checkpoints" / "resume.pt"
+    torch.save(dict(load(rolling), run_id="someone-else"), rolling)
+    with pytest.raises(TracegraphError) as e:
+        train(cfg(data, out, epochs=2, resume=True))
+    assert str(e.value) == f"--resume: {rolling} belongs to another run than {out / 'config.json'} records"
+    rolling.unlink()
     with pytest.raises(TracegraphError) as e:
         train(cfg(data, out, epochs=2, resume=True))
     assert str(e.value) == f"--resume: no checkpoints in {out / 'checkpoints'}"
@@ -62,7 +68,8 @@ def test_a_non_finite_loss_stops_the_run_naming_epoch_step_and_rate(data, tmp_pa
         train(cfg(data, out, epochs=3, batch_size=4, learning_rate=0.02))
     assert str(e.value) == ("loss became inf at epoch 2, step 3 (lr 0.02); nothing was saved for this epoch. "
                             "Try a lower --learning-rate or --precision fp32.")
-    assert [p.name for p in (out / "checkpoints").iterdir()] == ["epoch_0001.pt"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0001.pt", "resume.pt"]
+    assert load(out / "checkpoints" / "resume.pt")["epoch"] == 1
     assert [h["epoch"] for h in read(out / "training_history.json")] == [1]
 
 
@@ -220,7 +227,7 @@ def test_weight_decay_reaches_the_optimizer(data, tmp_path):
     elsewhere than the same run without it."""
     train(cfg(data, tmp_path / "wd", epochs=1, weight_decay=0.5))
     train(cfg(data, tmp_path / "no", epochs=1))
-    ck = load(tmp_path / "wd" / "checkpoints" / "epoch_0001.pt")
+    ck = load(tmp_path / "wd" / "checkpoints" / "resume.pt")
     assert [g["weight_decay"] for g in ck["optimizer"]["param_groups"]] == [0.5]
     a, b = load(tmp_path / "wd" / "final_model.pt")["model"], load(tmp_path / "no" / "final_model.pt")["model"]
     assert not torch.allclose(a["entity.weight"], b["entity.weight"])
@@ -242,7 +249,7 @@ def test_overwrite_replaces_a_finished_run(data, tmp_path):
     first = read(out / "config.json")["run_id"]
     s = train(cfg(data, out, epochs=1, overwrite=True))
     assert s["epochs_run"] == 1 and read(out / "config.json")["run_id"] != first
-    assert [p.name for p in (out / "checkpoints").iterdir()] == ["epoch_0001.pt"]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0001.pt", "resume.pt"]
 
 
 def test_log_lines_of_test_metrics_resume_and_early_stopping(data, tmp_path, monkeypatch, logs):
@@ -250,8 +257,8 @@ def test_log_lines_of_test_metrics_resume_and_early_stopping(data, tmp_path, mon
     train(cfg(data, out, epochs=1, test=str(data / "test.txt")))
     res = read(out / "test_results.json")["both"]
     assert f"test: MRR {res['mrr']:.4f}, Hits@10 {res['hits@10']:.4f}" in logs()
-    train(cfg(data, out, epochs=2, resume=True))
-    assert f"resuming after epoch 1 from {out / 'checkpoints' / 'epoch_0001.pt'}" in logs()
+    train(cfg(data, out, epochs=2, resume=True, test=str(data / "test.txt")))
+    assert f"resuming after epoch 1 from {out / 'checkpoints' / 'resume.pt'}" in logs()
     scripted(monkeypatch, [0.5, 0.4, 0.4])
     train(cfg(data, tmp_path / "es", epochs=3, valid=str(data / "valid.txt"), patience=2))
     assert "early stopping: no valid MRR improvement in 2 evaluations" in logs()

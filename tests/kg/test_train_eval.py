@@ -133,8 +133,9 @@ def test_cli_train_evaluate_predict(umls_dir, tmp_path):
                    "--output-channels", "4", "--precision", "bf16"])
     assert res.exit_code == 0, res.stderr
     for f in ("config.json", "best_model.pt", "final_model.pt", "training_history.json", "test_results.json",
-              "node_dict.txt", "rel_dict.txt", "checkpoints/epoch_0001.pt", "checkpoints/epoch_0002.pt"):
+              "node_dict.txt", "rel_dict.txt", "checkpoints/epoch_0002.pt", "checkpoints/resume.pt"):
         assert (out / f).exists(), f
+    assert not (out / "checkpoints/epoch_0001.pt").exists()  # --checkpoint-every 10 by default: the last epoch only
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["sizes"]["train_triples"] == 5216 and cfg["resolved"]["precision"] == "bf16"
     ck = torch.load(out / "checkpoints/epoch_0002.pt", weights_only=True)

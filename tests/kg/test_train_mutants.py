@@ -7,6 +7,7 @@ filtered ranking of the saved weights, learning rates by closed form, the files 
 the epoch at which early stopping must fire, and what ``--resume`` must carry over.
 """
 
+import hashlib
 import json
 import logging
 import math
@@ -50,7 +51,7 @@ def data(tmp_path_factory):
 
 
 def cfg(data, out, **kw):
-    base = dict(train=str(data / "train.txt"), output_dir=str(out), epochs=1, batch_size=1000, learning_rate=0.01,
+    base = dict(train=str(data / "train.txt"), output_dir=str(out), epochs=1, batch_size=1000, learning_rate=0.01, checkpoint_every=1,
                 device="cpu", seed=3, model=dict(TINY))
     base.update(kw)
     return TrainConfig(**base)
@@ -147,22 +148,26 @@ def test_run_writes_its_files_records_and_metrics(data, tmp_path):
     assert all("peak_memory_bytes" in h and "skipped_steps_total" not in h for h in hist)
     assert len({h["loss"] for h in hist}) == 3  # it learns: the loss moves
 
-    # checkpoints: every checkpoint_every epochs and the last; each a full, resumable state
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002.pt", "epoch_0003.pt"]
+    # checkpoints: weights and lr every checkpoint_every epochs and the last; the full state of the
+    # last epoch in the one rolling resume.pt
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002.pt", "epoch_0003.pt", "resume.pt"]
     run_id = read(out / "config.json")["run_id"]
     assert run_id
     for e in (2, 3):
         ck = load(out / "checkpoints" / f"epoch_{e:04d}.pt")
+        assert set(ck) == {"model", "model_config", "epoch", "lr", "metrics", "run_id"}
         assert ck["epoch"] == e and ck["lr"] == pytest.approx(0.01 * 0.5 ** (e - 1)) and ck["run_id"] == run_id
         assert ck["metrics"] == hist[e - 1]
-        assert adam_steps(ck) == 3 * e
-        assert ck["scheduler"]["last_epoch"] == e and ck["scheduler"]["gamma"] == 0.5
-        assert ck["sampler_rng"].dtype == torch.uint8 and ck["sampler_rng"].numel() > 0 and ck["rng"]
-        st = ck["state"]
-        assert json.loads(st["history_json"]) == hist[:e]
-        assert st["skipped_steps"] == 0
-        assert st["best_mrr"] == max(h["valid"]["mrr"] for h in hist[:e] if "valid" in h)
-    assert set(load(out / "checkpoints" / "epoch_0002.pt")["optimizer"]) == {"state", "param_groups"}
+    ck, e = load(out / "checkpoints" / "resume.pt"), 3
+    assert ck["epoch"] == e and ck["lr"] == pytest.approx(0.01 * 0.5 ** (e - 1)) and ck["run_id"] == run_id
+    assert adam_steps(ck) == 3 * e
+    assert ck["scheduler"]["last_epoch"] == e and ck["scheduler"]["gamma"] == 0.5
+    assert ck["sampler_rng"].dtype == torch.uint8 and ck["sampler_rng"].numel() > 0 and ck["rng"]
+    st = ck["state"]
+    assert json.loads(st["history_json"]) == hist[:e]
+    assert st["skipped_steps"] == 0
+    assert st["best_mrr"] == max(h["valid"]["mrr"] for h in hist[:e] if "valid" in h)
+    assert set(ck["optimizer"]) == {"state", "param_groups"}
 
     # valid MRR of epochs 2 and 3: brute force from those epochs' weights, filtered by train+valid+test
     known = TRIPLES + VALID + TEST
@@ -192,7 +197,11 @@ def test_run_writes_its_files_records_and_metrics(data, tmp_path):
     assert (out / "node_dict.txt").read_text().split() == [x for e in ENT for x in (e, str(ENT[e]))]
     assert (out / "rel_dict.txt").read_text().split() == ["r0", "0", "r1", "1"]
     conf = read(out / "config.json")
-    assert set(conf) == {"run_id", "train", "model", "resolved", "sizes", "unseen", "versions"}
+    assert set(conf) == {"run_id", "train", "model", "resolved", "sizes", "unseen", "versions", "data_files"}
+    for split in ("train", "valid", "test"):  # absolute path, path from the run dir, sha256 of the bytes
+        f = data / f"{split}.txt"
+        assert conf["data_files"][split] == {"path": str(f.resolve()), "relative": f"../../{data.name}/{split}.txt",
+                                             "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
     assert conf["train"] == json.loads(json.dumps(asdict(c)))
     assert conf["model"] == ConvEConfig(num_entities=6, num_relations=2, **TINY).to_dict()
     assert conf["resolved"] == {"device": "cpu", "precision": "fp32", "loss_impl": "standard", "patience": 10}
@@ -211,10 +220,10 @@ def test_without_valid_or_test_no_evaluation_and_final_model_only(data, tmp_path
     summary = train(cfg(data, out, epochs=2, batch_size=7, checkpoint_every=5))
     assert summary == {"epochs_run": 2, "stopped_early": False, "best_valid_mrr": -1.0, "skipped_steps": 0}
     assert not (out / "best_model.pt").exists() and not (out / "test_results.json").exists()
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002.pt"]  # the last epoch only
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002.pt", "resume.pt"]  # the last epoch only
     assert read(out / "config.json")["resolved"]["patience"] == 0
     assert all("valid" not in h for h in read(out / "training_history.json"))
-    assert adam_steps(load(out / "checkpoints" / "epoch_0002.pt")) == 2 * 3  # 16 samples: 7, 7, 2
+    assert adam_steps(load(out / "checkpoints" / "resume.pt")) == 2 * 3  # 16 samples: 7, 7, 2
 
 
 def test_test_metrics_come_from_the_final_model_when_there_is_no_best(data, tmp_path):
@@ -284,7 +293,7 @@ def test_epoch_loss_is_the_mean_of_its_batch_losses(data, tmp_path, monkeypatch,
             m = initial_model()
             expected = np.mean([rows_loss(m, h, r, tails, 0.1) for h, r in batch])
             assert hist[e - 1]["loss"] == pytest.approx(expected, rel=1e-5)
-    assert adam_steps(load(out / "checkpoints" / "epoch_0002.pt")) == 2 * steps
+    assert adam_steps(load(out / "checkpoints" / "resume.pt")) == 2 * steps
 
 
 def test_dropout_masks_are_seeded_per_epoch_and_batch(data, tmp_path, monkeypatch):
@@ -307,10 +316,10 @@ def test_dropout_masks_are_seeded_per_epoch_and_batch(data, tmp_path, monkeypatc
 def test_a_last_batch_of_one_is_skipped(data, tmp_path):
     out = tmp_path / "one"
     train(cfg(data, out, epochs=1, batch_size=15))  # 16 samples: 15 + 1, and BatchNorm cannot take the one
-    assert adam_steps(load(out / "checkpoints" / "epoch_0001.pt")) == 1
+    assert adam_steps(load(out / "checkpoints" / "resume.pt")) == 1
     out2 = tmp_path / "two"
     train(cfg(data, out2, epochs=1, batch_size=14))  # 14 + 2: both steps
-    assert adam_steps(load(out2 / "checkpoints" / "epoch_0001.pt")) == 2
+    assert adam_steps(load(out2 / "checkpoints" / "resume.pt")) == 2
 
 
 def test_excluded_triples_leave_the_targets(data, tmp_path):
@@ -381,7 +390,7 @@ def test_resume_carries_best_and_bad_evaluations_on(data, tmp_path, monkeypatch)
     after = read(out / "training_history.json")
     assert after[:2] == before and [h["epoch"] for h in after] == [1, 2, 3]
     assert load(out / "best_model.pt")["epoch"] == 1
-    assert adam_steps(load(out / "checkpoints" / "epoch_0003.pt")) == 3 * 3  # 16 samples in batches of 7
+    assert adam_steps(load(out / "checkpoints" / "resume.pt")) == 3 * 3  # 16 samples in batches of 7
 
 
 def test_resume_ends_with_the_uninterrupted_weights_and_losses(data, tmp_path):
@@ -403,14 +412,14 @@ def test_resume_ends_with_the_uninterrupted_weights_and_losses(data, tmp_path):
 def test_resume_refusals(data, tmp_path):
     out = tmp_path / "ref"
     train(cfg(data, out, epochs=1))
-    with pytest.raises(TracegraphError, match="another model configuration"):
+    with pytest.raises(TracegraphError, match="--output-channels was 2 in this run, now 3"):
         train(cfg(data, out, epochs=2, resume=True, model={**TINY, "output_channels": 3}))
-    ck = out / "checkpoints" / "epoch_0001.pt"
-    payload = load(ck)
-    torch.save(dict(payload, run_id="someone-else"), ck)
-    with pytest.raises(TracegraphError, match="belongs to another run than .*config.json"):
-        train(cfg(data, out, epochs=2, resume=True))
-    ck.unlink()
+    for ck in (out / "checkpoints" / "epoch_0001.pt", out / "checkpoints" / "resume.pt"):
+        payload = load(ck)
+        torch.save(dict(payload, run_id="someone-else"), ck)
+        with pytest.raises(TracegraphError, match="belongs to another run than .*config.json"):
+            train(cfg(data, out, epochs=2, resume=True))
+        ck.unlink()
     with pytest.raises(TracegraphError, match=r"--resume: no checkpoints in .*checkpoints"):
         train(cfg(data, out, epochs=2, resume=True))
     with pytest.raises(TracegraphError, match="is not empty"):
@@ -418,12 +427,14 @@ def test_resume_refusals(data, tmp_path):
 
 
 def test_resume_of_a_checkpoint_without_run_id_is_accepted(data, tmp_path):
+    """A run from before run ids and before resume.pt: its epoch checkpoint held the full state."""
     out = tmp_path / "old"
     train(cfg(data, out, epochs=1))
-    ck = out / "checkpoints" / "epoch_0001.pt"
-    payload = load(ck)
+    ck, rolling = out / "checkpoints" / "epoch_0001.pt", out / "checkpoints" / "resume.pt"
+    payload = load(rolling)
     del payload["run_id"]
     torch.save(payload, ck)
+    rolling.unlink()
     s = train(cfg(data, out, epochs=2, resume=True))
     assert s["epochs_run"] == 2 and [h["epoch"] for h in read(out / "training_history.json")] == [1, 2]
 

@@ -37,7 +37,7 @@ def data(tmp_path_factory):
 
 def cfg(data, out, **kw):
     base = dict(train=str(data / "train.txt"), output_dir=str(out), valid=None, test=None, epochs=1, batch_size=1000,
-                learning_rate=0.01, device="cpu", seed=3, model=dict(TINY))
+                learning_rate=0.01, checkpoint_every=1, device="cpu", seed=3, model=dict(TINY))
     base.update(kw)
     return TrainConfig(**base)
 
@@ -107,7 +107,7 @@ def test_resume_continues_history_optimizer_and_weights_of_the_checkpoint(data, 
     part = tmp_path / "part"
     train(cfg(data, part, epochs=2, **kw))
     before = json.loads((part / "training_history.json").read_text())
-    ck_path = part / "checkpoints" / "epoch_0002.pt"
+    ck_path = part / "checkpoints" / "resume.pt"  # the full state of epoch 2: what --resume reads
     ck = torch.load(ck_path, weights_only=True)
     steps_per_epoch = _adam_steps(ck) // 2
     assert steps_per_epoch > 1
@@ -121,7 +121,7 @@ def test_resume_continues_history_optimizer_and_weights_of_the_checkpoint(data, 
     after = json.loads((part / "training_history.json").read_text())
     assert [h["epoch"] for h in after] == [1, 2, 3, 4]
     assert after[:2] == before  # the interrupted run's records, timings included, not a rerun's
-    assert _adam_steps(torch.load(part / "checkpoints" / "epoch_0004.pt", weights_only=True)) == 100 + 4 * steps_per_epoch
+    assert _adam_steps(torch.load(part / "checkpoints" / "resume.pt", weights_only=True)) == 100 + 4 * steps_per_epoch
     a = torch.load(fresh / "final_model.pt", weights_only=True)["model"]["entity.weight"]
     b = torch.load(part / "final_model.pt", weights_only=True)["model"]["entity.weight"]
     assert (a - b).abs().max() > 0.1  # started from the perturbed weights

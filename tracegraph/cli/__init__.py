@@ -39,6 +39,9 @@ class _Group(TyperGroup):
 def _usage_error(e):
     if type(e).__name__ == "NoArgsIsHelpError":  # `tracegraph data` alone: the help, as asked
         raise e
+    from tracegraph.cli.common import tidy_unknown_option
+
+    tidy_unknown_option(e)  # an old script flag says what replaces it; no unrelated "did you mean"
     where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
     _fail(e.format_message().replace("\n", " ") + where)
 
@@ -81,14 +84,8 @@ def _register() -> None:
     import importlib
 
     # each module defines register(app); the order is the order of --help
-    for mod in ("data", "kg", "tune", "explain", "filter", "demo", "trees", "importers"):
-        try:
-            module = importlib.import_module(f"tracegraph.cli.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"tracegraph.cli.{mod}":
-                raise
-            continue
-        module.register(app)
+    for mod in ("data", "kg", "tune", "explain", "filter", "report", "demo", "trees", "importers"):
+        importlib.import_module(f"tracegraph.cli.{mod}").register(app)  # a broken module is an error, not a gap
 
 
 _register()

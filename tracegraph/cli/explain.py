@@ -9,7 +9,7 @@ import typer
 
 from tracegraph.cli.common import DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
 
-# chosen by the necessity and recovery results (docs/explaining.md)
+# chosen by the necessity and recovery results (README, "Which explanation method")
 DEFAULT_METHOD = "tracin-margin-path"
 DEFAULT_LOSS = "logit"
 from tracegraph.cli.filter import (
@@ -19,13 +19,13 @@ from tracegraph.cli.filter import (
 
 
 def explain_cmd(
-    model_dir: Path = typer.Option(..., "--model-dir", help="Run directory written by `tracegraph train` (or an imported model)."),
+    model_dir: Path = typer.Option(..., "--model-dir", help="Run directory written by `tracegraph train` (or an imported model), or one checkpoint file of it (then TracIn uses that checkpoint alone)."),
     train: Optional[Path] = typer.Option(None, "--train", help="Training triples whose influence is ranked (or --dataset: its train split)."),
     dataset: Optional[str] = DatasetOpt,
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
-    checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="all (every saved epoch, default), best, final, or checkpoint paths (repeat the option)."),
-    method: Optional[str] = typer.Option(None, help=f"Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, random (docs/explaining.md). Default: {DEFAULT_METHOD}; with --loss train-loss, tracin (the original research scripts' convention). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
+    checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="Default: the epoch checkpoints up to the explained model's epoch (best_model.pt's when present; a single checkpoint file given to --model-dir: that one alone), listed in the log. Or all (every saved epoch), best, final, or checkpoint paths (repeat the option)."),
+    method: Optional[str] = typer.Option(None, help=f"Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Default: {DEFAULT_METHOD}; with --loss train-loss, tracin (the original research scripts' convention, one flag away). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
     engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
     loss: str = typer.Option(DEFAULT_LOSS, help="logit: -s, the triple's own score (what removing a training triple changes in a KvsAll retrain, whatever its fit); score: softplus(-s); train-loss: the 1-N training BCE with the run's label smoothing (the original research scripts' convention; without --method it ranks by plain tracin, as they did)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
@@ -39,7 +39,8 @@ def explain_cmd(
     edge_map: Optional[Path] = typer.Option(None, "--edge-map", help="edge_map.json for readable relation labels."),
     start_index: int = typer.Option(0, min=0, help="First test triple (0-based line among non-blank lines)."),
     max_triples: Optional[int] = typer.Option(None, min=1, help="Explain at most this many test triples."),
-    skip_existing: bool = typer.Option(False, "--skip-existing", help="Skip test triples whose CSV already exists."),
+    skip_existing: bool = typer.Option(False, "--skip-existing", help="Add to a used -o: skip test triples whose CSV already exists (refused when the folder's summary.json names another method or settings)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the explanation files already in -o (a non-empty -o is refused otherwise)."),
     label_smoothing: Optional[float] = typer.Option(None, help="Override the run's label smoothing for --loss train-loss."),
     n_hops: Optional[int] = typer.Option(None, "--n-hops", min=0, help="Rank only the training triples of the n-hop subgraph around each test triple (default: all training triples). The flags below refine it; see docs/filtering.md."),
     min_degree: int = MIN_DEGREE,
@@ -55,8 +56,10 @@ def explain_cmd(
 
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph explain …` shards the training
     triples across processes and writes the same files (docs/scaling.md)."""
+    from tracegraph.errors import TracegraphError
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.outputs import explain_files, prepare_output_dir
     from tracegraph.kg.run import Run
-    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
     from tracegraph.runtime.distributed import is_main_process, recorded
     from tracegraph.runtime.progress import setup_logging
 
@@ -71,22 +74,40 @@ def explain_cmd(
     train = dataset_splits(dataset, ("train",), train=train)["train"]
     cfg = ExplainConfig(
         model_dir=str(model_dir), train=str(train), test_triples=str(test_triples), output_dir=str(output_dir),
-        checkpoints=checkpoints, method=engine, explainer=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
+        checkpoints=checkpoints, engine=engine, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
         precision=precision, device=device, node_name_dict=_s(node_name_dict), edge_map=_s(edge_map),
         start_index=start_index, max_triples=max_triples, skip_existing=skip_existing, label_smoothing=label_smoothing,
         devices=devices.split(",") if devices else None, side=side,
     )
-    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
-    subsets = None
-    if n_hops is not None:
-        opts = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,
-                                       max_total_path_length, strict_path_filtering, save_edges_only)
-        subsets = run.training_subsets(train, opts)
-    summary = recorded(run_explain)(cfg, subsets, run=run)
+    try:
+        if is_main_process():
+            prepare_output_dir(output_dir, cfg, overwrite)
+        run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
+        subsets = None
+        if n_hops is not None:
+            opts = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint,
+                                           path_filtering, max_total_path_length, strict_path_filtering, save_edges_only)
+            subsets = run.training_subsets(train, opts)
+        summary = recorded(explain_files)(cfg, subsets, run=run)
+    except TracegraphError as e:
+        raise TracegraphError(as_flags(str(e))) from None
     if is_main_process():
         typer.echo(f"explained {summary['explained']} of {summary['requested']} test triples "
                    f"({summary['failed']} failed, {summary['skipped_existing']} skipped) in "
                    f"{summary['elapsed_seconds']:.1f}s -> {output_dir}")
+
+
+# the library names its Python parameters; the CLI says its flags
+_FLAGS = {"top_k": "--top-k", "side": "--side", "method": "--method", "engine": "--engine", "loss": "--loss",
+          "devices": "--devices", "overwrite": "--overwrite", "skip_existing": "--skip-existing"}
+
+
+def as_flags(message: str) -> str:
+    """A library error's parameter names as this command's flags."""
+    import re
+
+    return re.sub(r"(^|: )(top_k|side|method|engine|loss|devices|overwrite|skip_existing)\b",
+                  lambda m: m.group(1) + _FLAGS[m.group(2)], message)
 
 
 def _s(p):

@@ -20,7 +20,7 @@ from typing import Optional
 
 import typer
 
-from tracegraph.cli.common import DatasetOpt, dataset_splits, table_console
+from tracegraph.cli.common import FILTER_OLD_FLAGS, DatasetOpt, dataset_splits, old_flags_command, table_console
 
 N_HOPS = typer.Option(2, "--n-hops", min=0, help="Keep nodes within this many hops of the head AND of the tail.")
 MIN_DEGREE = typer.Option(2, "--min-degree", min=0,
@@ -154,4 +154,4 @@ def filter_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("filter")(filter_cmd)
+    app.command("filter", cls=old_flags_command(FILTER_OLD_FLAGS))(filter_cmd)  # --output-dir: the old scripts' name

@@ -8,7 +8,8 @@ from typing import List, Optional, Tuple
 import typer
 
 from tracegraph.cli.common import (
-    DEVICE_HELP, DatasetOpt, DeviceOpt, PrecisionOpt, ThreadsOpt, UnseenOpt, dataset_splits, set_threads,
+    DEVICE_HELP, RUN_OLD_FLAGS, TRAIN_OLD_FLAGS, DatasetOpt, DeviceOpt, PrecisionOpt, ThreadsOpt, UnseenOpt,
+    dataset_splits, old_flags_command, set_threads,
 )
 
 
@@ -49,7 +50,7 @@ def train_cmd(
     tf32: bool = typer.Option(True, "--tf32/--no-tf32", help="CUDA: TF32 matmuls while training (Ampere or newer). Exactness claims (TracIn, loss tests) always run without."),
     deterministic: bool = typer.Option(False, "--deterministic", help="CUDA: deterministic kernels, so a rerun or --resume is bit-identical (slower). On CPU runs are bit-identical anyway."),
     num_workers: int = typer.Option(0, min=0, help="Kept for compatibility: batches are now built on the training device and need no loader workers."),
-    checkpoint_every: int = typer.Option(1, min=1, help="Save checkpoints/epoch_NNNN.pt every k epochs (TracIn sums over them)."),
+    checkpoint_every: int = typer.Option(10, "--checkpoint-every", min=1, help="Save checkpoints/epoch_NNNN.pt (weights and learning rate: what TracIn sums over) every k epochs and after the last. Default 10: a 100-epoch UMLS run with the default model keeps 10 of 8.5 MB each. The full optimizer and RNG state for --resume is one rolling checkpoints/resume.pt (25 MB there), rewritten every epoch."),
     eval_every: int = typer.Option(1, min=1, help="Evaluate valid MRR every k epochs."),
     patience: Optional[int] = typer.Option(None, min=0, help="Stop after this many evaluations without valid-MRR improvement (0 = never). Default: 10 when --valid is given, else never."),
     min_epochs: int = typer.Option(0, min=0, help="Never stop early before this epoch."),
@@ -65,7 +66,7 @@ def train_cmd(
     entity_dropout: float = typer.Option(0.0, min=0.0, max=1.0, help="Dropout on the head entity's embedding."),
     relation_dropout: float = typer.Option(0.0, min=0.0, max=1.0, help="Dropout on the relation embedding."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Start from a shipped preset (conve-paper, fb15k-237, wn18rr, umls) or a preset .json file; options given on the command line override it; config.json records its name and sha256."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in --output-dir."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output-dir from checkpoints/resume.pt, bit-identically, with the same settings. Only --epochs (not with --lr-scheduler cosine), --patience, --min-epochs, --eval-every, --checkpoint-every, --device, --num-workers, --memory-cleanup, --compile, --cuda-graphs, --tf32, --deterministic and --gradient-checkpointing may change; config.json's 'changes' records each change with the first epoch it applies to. Any other change is refused."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run already in --output-dir first (a used run directory is refused otherwise)."),
     num_threads: int = ThreadsOpt,
 ):
@@ -123,7 +124,7 @@ def evaluate_cmd(
     device: str = DeviceOpt,
 ):
     """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
-    from tracegraph.kg.model.predict import evaluate_files
+    from tracegraph.kg.outputs import evaluate_files
 
     test = dataset_splits(dataset, ("test",), test=test)["test"]
     res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
@@ -136,18 +137,26 @@ def evaluate_cmd(
 
 def predict_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
-    query: Optional[Tuple[str, str]] = typer.Option(None, "--query", help="HEAD RELATION: rank all tails of this query."),
+    head: Optional[str] = typer.Option(None, "--head", help="With --relation: rank every tail of (HEAD, RELATION, ?)."),
+    tail: Optional[str] = typer.Option(None, "--tail", help="With --relation: rank every head of (?, RELATION, TAIL) (through the reciprocal relation when the model has them, else by scoring every head)."),
+    relation: Optional[str] = typer.Option(None, "--relation", help="The query's relation: its label, or the name the run's label files give it (a KGX run's biolink:treats for predicate:4). Entities too may be given by a name only one of them has."),
+    query: Optional[Tuple[str, str]] = typer.Option(None, "--query", help="HEAD RELATION: the same as --head HEAD --relation RELATION."),
     query_file: Optional[Path] = typer.Option(None, "--query-file", help="Lines head<TAB>relation: rank all tails of each."),
     triples: Optional[Path] = typer.Option(None, "--triples", help="Score every triple of this file."),
     top_k: int = typer.Option(10, min=1),
     exclude_train: bool = typer.Option(False, "--exclude-train", help="Leave out tails already known in the run's training file."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write .csv or .json here instead of printing CSV."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write .csv, .tsv or .json here (by the extension; any other is refused) instead of printing CSV."),
     device: str = DeviceOpt,
 ):
-    """Labels in, labels + scores out."""
-    from tracegraph.kg.model.predict import predict
+    """Labels in, labels + scores out: the best tails of --head H --relation R, the best heads of
+    --tail T --relation R, or the score of every triple of --triples. Columns head, relation, rank,
+    tail, score, probability, and head_name, relation_name, tail_name when the run has names."""
+    from tracegraph.kg.predictions import check_output, predict_command
+    from tracegraph.kg.run import Run
 
-    predict(model_dir, query, query_file, triples, top_k, exclude_train, output, device)
+    check_output(output)
+    predict_command(Run(model_dir, device), head, tail, relation, query, query_file, triples, top_k, exclude_train,
+                    output)
 
 
 def _s(p):
@@ -155,9 +164,10 @@ def _s(p):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train")(train_cmd)
-    app.command("evaluate")(evaluate_cmd)
-    app.command("predict")(predict_cmd)
+    # the original research scripts' flags whose meaning we keep are hidden aliases (cli/common.py)
+    app.command("train", cls=old_flags_command(TRAIN_OLD_FLAGS))(train_cmd)
+    app.command("evaluate", cls=old_flags_command(RUN_OLD_FLAGS))(evaluate_cmd)
+    app.command("predict", cls=old_flags_command(RUN_OLD_FLAGS))(predict_cmd)
 
 
 __all__ = ["register", "DEVICE_HELP"]

@@ -19,11 +19,11 @@ on the bundled UMLS for 2 epochs; tests/kg/test_run_api.py runs these examples o
 >>> sorted(ev.metrics), ev.ranks["side"].tolist()
 (['both', 'head', 'tail'], ['tail', 'head'])
 >>> why = run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2)  # tracin-margin-path, --loss logit
->>> len(why), why.columns[-4:].tolist()
-(4, ['TracInScore', 'SelfInfluence', 'MethodScore', 'HeadTailWalk'])
->>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, explainer="tracin-margin").columns[-1]
+>>> why.columns[-5:].tolist(), set(why["Role"]) <= {"proponent", "opponent"}
+(['TracInScore', 'SelfInfluence', 'MethodScore', 'HeadTailWalk', 'Role'], True)
+>>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, method="tracin-margin").columns[-2]
 'MethodScore'
->>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, explainer="tracin").columns[-1]
+>>> run.explain([("steroid", "interacts_with", "eicosanoid")], top_k=2, method="tracin").columns[-2]
 'SelfInfluence'
 >>> run.predict("steroids", "interacts_with")
 Traceback (most recent call last):
@@ -36,231 +36,62 @@ them, and so is :func:`tracegraph.kg.explain.tracin.explain.run_explain`.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model.model_io import (
-    build_model, list_epoch_checkpoints, model_dir_of, read_id_maps, resolve_checkpoint, run_label_smoothing,
-)
-from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
-from tracegraph.runtime.checkpoints import load_checkpoint, read_json
-from tracegraph.runtime.precision import resolve_device
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
+from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+from tracegraph.kg.model.run_evaluation import RANKS_COLUMNS, Evaluation, evaluate_store
+from tracegraph.kg.model.store import RunCheckpoint, RunStore, run_files
+from tracegraph.kg.outputs import prepare_output_dir, write_explanations
+from tracegraph.kg.predictions import PREDICT_COLUMNS
 
-PREDICT_COLUMNS = ["head", "relation", "rank", "tail", "score", "probability"]
 SCORE_COLUMNS = ["head", "relation", "tail", "score", "probability"]
-RANKS_COLUMNS = ["head", "relation", "tail", "side", "rank", "rank_optimistic", "rank_pessimistic", "score",
-                 "top_predictions"]
-CACHE_BYTES = 2 * 2**30  # checkpoint contents kept per run; beyond this the least recently used is dropped
 
 
-@dataclass(frozen=True)
-class RunCheckpoint:
-    """A saved checkpoint: its file, the epoch it ends and the learning rate used in that epoch."""
-
-    path: Path
-    epoch: int | None
-    lr: float | None
-
-
-@dataclass
-class Evaluation:
-    """``run.evaluate(...)``: filtered metrics per side and one row of ``ranks.csv`` per test triple and side."""
-
-    metrics: dict
-    ranks: pd.DataFrame
-    checkpoint: Path
-    unseen: dict | None = None  # what --unseen did with test triples naming entities absent from training
-
-    def __repr__(self) -> str:
-        both = self.metrics.get("both", {})
-        return (f"Evaluation(MRR {both.get('mrr', float('nan')):.4f}, Hits@1 {both.get('hits@1', float('nan')):.4f}, "
-                f"Hits@10 {both.get('hits@10', float('nan')):.4f}, {both.get('count', 0)} ranks)")
-
-
-class Run:
-    """A trained run directory (or one checkpoint file of it), opened once.
+class Run(RunStore):
+    """A trained run directory (or one checkpoint file of it), opened once, and what you ask of it.
 
     ``device`` is where models are loaded and scored ("cpu", "cuda", "cuda:1" or "auto").
-    Cheap to open: nothing is read until it is needed, and no weights until a model is used.
+    Cheap to open: nothing is read until it is needed, and no weights until a model is used. What
+    the directory holds (config, id maps, checkpoints, models) is :class:`~tracegraph.kg.model.store.RunStore`'s.
     """
-
-    def __init__(self, path: str | Path, device: str | torch.device = "cpu", cache_bytes: int = CACHE_BYTES):
-        self.checkpoint = resolve_checkpoint(path)  # the model scored by predict/score/evaluate
-        self.path = model_dir_of(self.checkpoint)
-        self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
-        self._payloads: OrderedDict[str, dict] = OrderedDict()  # checkpoint contents, least recently used first
-        self._models: dict[tuple[str, str], tuple[torch.nn.Module, RunCheckpoint]] = {}  # those asked for by load()
-        self._cache_bytes = cache_bytes
-        self._lock = threading.Lock()  # explain --devices reads checkpoints from several threads
-
-    def __repr__(self) -> str:
-        return f"Run({str(self.path)!r}, device={str(self.device)!r})"
-
-    # ------------------------------------------------------------------ what the directory holds
-
-    @property
-    def model_dir(self) -> Path:  # the name LoadedModel used; helpers written for it accept a Run
-        return self.path
-
-    @cached_property
-    def config(self) -> dict:
-        """``config.json`` (every training setting, sizes, versions); empty when the run has none."""
-        p = self.path / "config.json"
-        return read_json(p) if p.is_file() else {}
-
-    @cached_property
-    def _maps(self) -> tuple[IdMap, IdMap]:
-        return read_id_maps(self.checkpoint)
-
-    @property
-    def entities(self) -> IdMap:
-        return self._maps[0]
-
-    @property
-    def relations(self) -> IdMap:
-        return self._maps[1]
-
-    @property
-    def label_smoothing(self) -> float:
-        return run_label_smoothing(self.path)
-
-    @property
-    def data_files(self) -> dict[str, str]:
-        """The train/valid/test files recorded in ``config.json`` that still exist."""
-        tcfg = self.config.get("train", {})
-        return {k: tcfg[k] for k in ("train", "valid", "test") if tcfg.get(k) and Path(tcfg[k]).is_file()}
-
-    @cached_property
-    def checkpoints(self) -> list[RunCheckpoint]:
-        """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them), or the single
-        model when there are none. Learning rates come from ``training_history.json`` when it has
-        them, else from the checkpoint itself (which is then read and cached)."""
-        paths = list_epoch_checkpoints(self.path) or [self.checkpoint]
-        return [self.checkpoint_info(p) for p in paths]
-
-    def checkpoint_info(self, path: str | Path) -> RunCheckpoint:
-        path = Path(path)
-        stem = path.stem
-        if stem.startswith("epoch_") and stem[6:].isdigit():
-            lr = self._history_lr.get(int(stem[6:]))
-            if lr is not None:
-                return RunCheckpoint(path, int(stem[6:]), lr)
-        return _info(path, self.read_checkpoint(path))
-
-    @cached_property
-    def _history_lr(self) -> dict[int, float]:
-        p = self.path / "training_history.json"
-        history = read_json(p) if p.is_file() else []
-        return {int(h["epoch"]): float(h["lr"]) for h in history if "epoch" in h and h.get("lr") is not None}
-
-    # ------------------------------------------------------------------ models, each loaded once
-
-    @property
-    def model(self):
-        """The run's model (best, else final, else last checkpoint, or the file it was opened with), in eval mode."""
-        return self.load(self.checkpoint)[0]
-
-    def read_checkpoint(self, path: str | Path, map_location=None) -> dict:
-        """One checkpoint file's contents, read from disk once (kept while they fit the cache).
-
-        Tensors stay on the CPU whatever ``map_location`` asks (it is accepted so this can stand
-        in for ``load_checkpoint``, as the TracIn engine's reader): models are moved after building.
-        Do not modify the returned dict; it is shared."""
-        key = str(Path(path).resolve())
-        with self._lock:
-            if key in self._payloads:
-                self._payloads.move_to_end(key)
-                return self._payloads[key]
-        full = load_checkpoint(path, map_location="cpu")
-        # only what scoring and TracIn use: a training checkpoint's optimizer state would triple the memory
-        payload = {k: full[k] for k in ("model", "model_config", "epoch", "lr") if k in full}
-        del full
-        self._check_maps(payload.get("model_config") or {}, path)
-        with self._lock:
-            self._payloads[key] = payload
-            while len(self._payloads) > 1 and sum(map(_nbytes, self._payloads.values())) > self._cache_bytes:
-                self._payloads.popitem(last=False)
-        return payload
-
-    def load(self, path: str | Path, device: str | torch.device | None = None):
-        """``(model in eval mode, RunCheckpoint)`` of one checkpoint file; the model is built once per device."""
-        path = Path(path)
-        dev = self.device if device is None else torch.device(device)
-        key = (str(path.resolve()), str(dev))
-        with self._lock:
-            if key in self._models:
-                return self._models[key]
-        payload = self.read_checkpoint(path)
-        entry = (build_model(payload, path).to(dev).eval(), _info(path, payload))
-        with self._lock:
-            return self._models.setdefault(key, entry)
-
-    def _check_maps(self, model_config: dict, path) -> None:
-        n_ent, n_rel = model_config.get("num_entities"), model_config.get("num_relations")
-        if (n_ent is not None and n_ent != len(self.entities)) or (n_rel is not None and n_rel != len(self.relations)):
-            raise DataError(f"id maps ({len(self.entities)} entities, {len(self.relations)} relations) do not match "
-                            f"the model ({n_ent}, {n_rel})", Path(path))
-
-    # ------------------------------------------------------------------ labels <-> ids
-
-    def encode(self, triples) -> np.ndarray:
-        """Triples as labels -> an [M, 3] id array. Accepts a triples file, a DataFrame (columns
-        head/relation/tail, else the first three) or an iterable of (head, relation, tail)."""
-        if isinstance(triples, (str, Path)):
-            return encode_triples(read_labeled_triples(triples), self.entities, self.relations)
-        h, r, t = _columns(triples, 3)
-        return np.stack([self.entities.ids(h, "entity"), self.relations.ids(r, "relation"),
-                         self.entities.ids(t, "entity")], axis=1).reshape(-1, 3)
-
-    def known_tails(self, sources: Iterable) -> KnownTails:
-        """The filter index of the true triples in ``sources`` (files or label triples), with reciprocals.
-        A file's triple naming a label the model has no id for filters nothing (a run trained with
-        ``--unseen drop`` keeps such files)."""
-        from tracegraph.kg.data.unseen import encode_known
-
-        ids = [encode_known(read_labeled_triples(s), self.entities, self.relations) if isinstance(s, (str, Path))
-               else self.encode(s) for s in sources]
-        ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
-        c = self.model.config
-        return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
 
     # ------------------------------------------------------------------ the API
 
-    @torch.no_grad()
-    def predict(self, head: str | Sequence[str], relation: str | Sequence[str], k: int = 10,
-                exclude_train: bool = False) -> pd.DataFrame:
-        """The ``k`` best tails of each query (head, relation); a list of heads and/or relations asks
-        several queries at once. ``exclude_train`` leaves out tails already known in the training file.
-        Columns as ``tracegraph predict`` writes them: head, relation, rank, tail, score, probability."""
-        heads, rels = _queries(head, relation)
-        h = self.entities.ids(heads, "entity")
-        r = self.relations.ids(rels, "relation")
-        train = self.data_files.get("train")
-        known = self.known_tails([train] if train else []) if exclude_train else None
-        model, dev = self.model, self.device
-        k = min(k, model.config.num_entities)
-        rows = []
-        for b0 in range(0, len(h), 256):
-            hb = torch.as_tensor(h[b0:b0 + 256], device=dev)
-            rb = torch.as_tensor(r[b0:b0 + 256], device=dev)
-            s = model.score_all(hb, rb).float()
-            if known is not None:
-                bi, ti = known.batch(h[b0:b0 + 256], r[b0:b0 + 256])
-                s[torch.as_tensor(bi), torch.as_tensor(ti)] = float("-inf")
-            vals, idx = s.topk(k, dim=1)
-            for j in range(len(hb)):
-                for rank, (e, v) in enumerate(zip(idx[j].tolist(), vals[j].tolist()), start=1):
-                    rows.append((heads[b0 + j], rels[b0 + j], rank, self.entities.labels[e], v, _sigmoid(v)))
-        return pd.DataFrame(rows, columns=PREDICT_COLUMNS)
+    @cached_property
+    def labels(self):
+        """Readable names of entities and relations from the run's recorded label files (kg/data/labels.py)."""
+        from tracegraph.kg.data.labels import run_labels
+
+        return run_labels(self.path, self.config, self.entities)
+
+    def predict(self, head: str | Sequence[str] | None = None, relation: str | Sequence[str] | None = None,
+                k: int = 10, exclude_train: bool = False, *, tail: str | Sequence[str] | None = None) -> pd.DataFrame:
+        """The ``k`` best tails of (head, relation, ?) or, with ``tail=`` instead of a head, the ``k`` best
+        heads of (?, relation, tail); lists ask several queries at once.
+
+        Args:
+            head: a head label (or a list: one query each); leave out to ask for heads with ``tail``.
+            relation: a relation by label or by the name the run's label files give it (a KGX run's
+                ``biolink:treats``).
+            k: answers per query.
+            exclude_train: leave out answers already known in the training file.
+            tail: a tail label (or list): the query is (?, relation, tail).
+
+        Returns:
+            A DataFrame with the columns ``tracegraph predict`` writes: head, relation, rank, tail, score,
+            probability (and head_name, relation_name, tail_name when the run has names).
+        """
+        from tracegraph.kg.predictions import predict_frame
+
+        return predict_frame(self, head=head, relation=relation, tail=tail, k=k, exclude_train=exclude_train)
 
     @torch.no_grad()
     def score(self, triples) -> pd.DataFrame:
@@ -282,70 +113,79 @@ class Run:
         metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions``: a JSON list of
         [entity, score] pairs, unambiguous for ids holding ':' or ';'). ``unseen`` (a test file's
         entities absent from the training file): include | drop | error, see kg/data/unseen.py."""
-        import json
+        return evaluate_store(self, test, filter_triples, top_k=top_k, batch_size=batch_size,
+                              entity_chunk=entity_chunk, unseen=unseen)
 
-        from tracegraph.kg.model.evaluate import evaluate
-        from tracegraph.kg.data.unseen import evaluation_triples
+    def explain(self, test_triples, train=None, *, method: str | None = None, engine: str = "exact",
+                loss: str = DEFAULT_LOSS, layers: str = "all", side: str = "tail", checkpoints: list[str] | None = None,
+                top_k: int | None = None, batch_size: int = 0, precision: str = "fp32",
+                label_smoothing: float | None = None, node_name_dict=None, edge_map=None,
+                n_hops: int | None = None, min_degree: int = 2, preserve_test_edges: bool = True,
+                strict_hop: bool = False, path_filtering: bool = False, max_path_length: int = 3,
+                strict_path: bool = False, edges_only: bool = False,
+                output_dir=None, overwrite: bool = False) -> pd.DataFrame:
+        """Rank training triples by their influence on each test triple (``tracegraph explain``).
 
-        report = None
-        if isinstance(test, (str, Path)):
-            test_ids, report = evaluation_triples(self, test, unseen, run_files(self)[:1])
-        else:
-            test_ids = self.encode(test)
-        sources = list(filter_triples) if filter_triples else list(self.data_files.values())
-        known = self.known_tails([*sources, test])
-        metrics, sides = evaluate(self.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
-                                  top_k=top_k, device=self.device)
-        ent, rel = self.entities.labels, self.relations.labels
-        rows = []
-        for rk in sides:
-            for i, (h, r, t) in enumerate(test_ids):
-                top = json.dumps([[ent[e], round(float(s), 4)] for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])],
-                                 ensure_ascii=False) if top_k else ""
-                rows.append((ent[h], rel[r], ent[t], rk.side, rk.realistic[i], rk.optimistic[i], rk.pessimistic[i],
-                             float(rk.score[i]), top))
-        return Evaluation(metrics, pd.DataFrame(rows, columns=RANKS_COLUMNS), self.checkpoint, report)
+        Args:
+            test_triples: a triples file, or (head, relation, tail) labels (an unknown label is an error).
+            train: the training triples to rank; default the run's training file.
+            method: the explanation method (the CLI's ``--method``): tracin, tracin-cosine, relatif,
+                tracin-margin, tracin-margin-path (default), tracin-path, local-retrain, degree, path,
+                random; with ``loss="train-loss"`` and no method, plain tracin.
+            engine: how TracIn is computed (``--engine``): exact, autograd or vmap.
+            loss: TracIn's loss convention: logit (default), score or train-loss.
+            layers: all, last:N, or comma-separated parameter names.
+            side: the prediction the margin methods explain: tail (of (h, r, ?)) or head (reciprocal models).
+            checkpoints: default the epoch checkpoints up to the model's epoch (a run opened on one
+                checkpoint file: that one); or ["all"], ["best"], ["final"], paths.
+            top_k: keep at most k proponents and k opponents per test triple (default every row).
+            batch_size: training triples per step (0: automatic).
+            precision: fp32 (exact) or bf16.
+            label_smoothing: for loss="train-loss"; default the run's.
+            node_name_dict: name<TAB>index file for the _label columns (default the run's recorded one).
+            edge_map: edge_map.json for relation labels (default the run's recorded one).
+            n_hops: rank only each test triple's n-hop subgraph; the filter's options follow
+                (min_degree, preserve_test_edges, strict_hop, path_filtering, max_path_length,
+                strict_path, edges_only; docs/filtering.md).
+            output_dir: also write the files ``explain`` writes there (refused when it holds files,
+                unless ``overwrite``).
+            overwrite: replace the explanation files already in ``output_dir``.
 
-    def explain(self, test_triples, train=None, top_k: int | None = None, output_dir=None, **options) -> pd.DataFrame:
-        """Exact TracIn: every training triple's influence on each test triple, summed over the checkpoints.
+        Returns:
+            One DataFrame with the ``_tracin.csv`` columns (``Role`` last), the test triples one after
+            the other; ``.attrs["summary"]`` is summary.json (failures, ranks, timings) and
+            ``.attrs["explanations"]`` the per-triple records.
 
-        ``test_triples``: a file or label triples; ``train``: the training triples to rank (default
-        the run's training file). ``options``: those of :class:`~tracegraph.kg.explain.tracin.explain.ExplainConfig`
-        (``explainer``: the CLI's ``--method``, default ``tracin-margin-path``, or ``tracin`` with
-        ``loss="train-loss"``, the earlier codebase's convention; ``method``: the engine; ``loss``,
-        ``layers``, ``side`` (``"head"``: the margin methods explain the head prediction), ``checkpoints``,
-        ``batch_size``, ``node_name_dict``, …) and
-        ``n_hops`` plus :class:`~tracegraph.kg.explain.neighborhood.FilterOptions` fields to rank only each
-        test triple's filtered subgraph. Returns one DataFrame with the ``_tracin.csv`` columns, the
-        test triples one after the other; ``output_dir`` also keeps the files ``explain`` writes."""
-        import dataclasses
-        import tempfile
-
+        Raises:
+            TracegraphError: a bad value (named by its parameter) or an unknown label.
+        """
         from tracegraph.kg.explain.neighborhood import FilterOptions
-        from tracegraph.kg.explain.tracin.explain import CSV_HEADER, EXTRA_COLUMNS, ExplainConfig, run_explain
 
-        filter_fields = {f.name for f in dataclasses.fields(FilterOptions)}
-        n_hops = options.pop("n_hops", None)
-        filter_opts = {k: options.pop(k) for k in list(options) if k in filter_fields}
         train = train if train is not None else self.data_files.get("train")
         if train is None:
             raise TracegraphError(f"{self.path}: the run records no training file that still exists; pass train=")
-        rows: list = []
-        with tempfile.TemporaryDirectory(prefix="tracegraph_explain_") as tmp:
-            if not isinstance(test_triples, (str, Path)):  # labels: checked here, so a typo is an error, not a skip
-                ids = self.encode(test_triples)
-                test_triples = Path(tmp) / "test_triples.txt"
-                ent, rel = self.entities.labels, self.relations.labels
-                test_triples.write_text("".join(f"{ent[h]}\t{rel[r]}\t{ent[t]}\n" for h, r, t in ids))
-            cfg = ExplainConfig(model_dir=str(self.checkpoint), train=str(train), test_triples=str(test_triples),
-                                output_dir=str(output_dir or Path(tmp) / "out"), top_k=top_k,
-                                device=str(self.device), **options)
-            subsets = (self.training_subsets(train, FilterOptions(n_hops=n_hops, **filter_opts))
-                       if n_hops is not None else None)
-            summary = run_explain(cfg, subsets, run=self, collect=rows)
-        extra = EXTRA_COLUMNS[:len(rows[0]) - len(CSV_HEADER)] if rows else []  # methods other than tracin
-        frame = pd.DataFrame(rows, columns=[*CSV_HEADER, *extra])
-        frame.attrs["summary"] = summary  # failures (unknown labels in a file, empty subgraphs), timings
+        if not isinstance(test_triples, (str, Path)):  # labels: checked here, so a typo is an error, not a skip
+            ent, rel = self.entities.labels, self.relations.labels
+            test_triples = [(ent[h], rel[r], ent[t]) for h, r, t in self.encode(test_triples)]
+        cfg = ExplainConfig(model_dir=str(self.opened_with), train=str(train), test_triples=test_triples,
+                            output_dir=None if output_dir is None else str(output_dir), checkpoints=checkpoints,
+                            engine=engine, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
+                            precision=precision, device=str(self.device), label_smoothing=label_smoothing,
+                            node_name_dict=_s(node_name_dict), edge_map=_s(edge_map), side=side)
+        subsets = None
+        if n_hops is not None:
+            subsets = self.training_subsets(train, FilterOptions(
+                n_hops=n_hops, min_degree=min_degree, preserve_test_edges=preserve_test_edges, strict_hop=strict_hop,
+                path_filtering=path_filtering, max_path_length=max_path_length, strict_path=strict_path,
+                edges_only=edges_only))
+        if output_dir is not None:
+            prepare_output_dir(output_dir, cfg, overwrite)
+        result = run_explain(cfg, subsets, run=self)
+        if output_dir is not None:
+            write_explanations(result, output_dir)
+        frame = result.frame()
+        frame.attrs["summary"] = result.summary  # failures (unknown labels in a file, empty subgraphs), timings
+        frame.attrs["explanations"] = result.explanations
         return frame
 
     def training_subsets(self, train, filter_options):
@@ -355,48 +195,20 @@ class Run:
         index = GraphIndex.load_or_build(train, self.encode(train), len(self.entities))
         return lambda h, t: index.filter(h, t, filter_options).triple_rows
 
+    def report(self, output, explanations=(), necessity=None, test=None, **options) -> Path:
+        """Write this run's self-contained HTML report (what ``tracegraph report`` writes); see
+        :func:`tracegraph.report.report_run` for the arguments. Returns the path written."""
+        from tracegraph.report import report_run  # the report layer sits above the run facade
 
-def run_files(run) -> list[str]:
-    """The train/valid/test files recorded in a run's config.json (those that still exist)."""
-    return list(run.data_files.values()) if isinstance(run, Run) else list(Run(run.checkpoint).data_files.values())
-
-
-def _info(path: Path, payload: dict) -> RunCheckpoint:
-    lr = payload.get("lr")
-    return RunCheckpoint(path, payload.get("epoch"), float(lr) if lr is not None else None)
+        return report_run(self, output, explanations=explanations, necessity=necessity, test=test, **options)
 
 
-def _nbytes(payload: dict) -> int:
-    return sum(t.numel() * t.element_size() for t in payload.get("model", {}).values() if torch.is_tensor(t))
+def _s(p):
+    return None if p is None else str(p)
 
 
 def _sigmoid(x: float) -> float:
     return float(1 / (1 + np.exp(-x)))
-
-
-def _queries(head, relation) -> tuple[list[str], list[str]]:
-    heads = [head] if isinstance(head, str) else list(head)
-    rels = [relation] if isinstance(relation, str) else list(relation)
-    if len(heads) == 1 and len(rels) > 1:
-        heads = heads * len(rels)
-    if len(rels) == 1 and len(heads) > 1:
-        rels = rels * len(heads)
-    if len(heads) != len(rels):
-        raise TracegraphError(f"{len(heads)} heads and {len(rels)} relations: give one of each per query")
-    return heads, rels
-
-
-def _columns(triples, n: int) -> list[list[str]]:
-    """Label triples (a DataFrame or an iterable of tuples) -> ``n`` lists of labels."""
-    if isinstance(triples, pd.DataFrame):
-        named = ["head", "relation", "tail"][:n]
-        cols = named if all(c in triples.columns for c in named) else list(triples.columns[:n])
-        return [triples[c].astype(str).tolist() for c in cols]
-    rows = [tuple(t) for t in triples]
-    bad = next((t for t in rows if len(t) != n), None)
-    if bad is not None:
-        raise TracegraphError(f"expected (head, relation, tail) triples, got {bad!r}")
-    return [[str(t[j]) for t in rows] for j in range(n)]
 
 
 __all__ = ["Run", "RunCheckpoint", "Evaluation", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS",

@@ -79,7 +79,9 @@ def read_json(path: str | Path) -> Any:
     if not p.is_file():
         raise DataError("file not found", p)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        from tracegraph.runtime.textfiles import strip_bom
+
+        return json.loads(strip_bom(p.read_text(encoding="utf-8"), p))
     except json.JSONDecodeError as e:
         raise DataError(f"invalid JSON: {e.msg}", p, e.lineno) from None
     except UnicodeDecodeError as e:

@@ -19,6 +19,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from tracegraph.errors import DataError, require_file
+from tracegraph.runtime.textfiles import strip_bom
 
 
 @dataclass
@@ -87,7 +88,7 @@ def read_swc(path: str | Path, multiple_roots: str = "largest") -> Tree:
     with open(p, encoding="utf-8", errors="strict") as f:
         try:
             for lineno, raw in enumerate(f, start=1):
-                s = raw.split("#", 1)[0].strip()
+                s = (strip_bom(raw, p) if lineno == 1 else raw).split("#", 1)[0].strip()
                 if not s:
                     continue
                 parts = s.split()

@@ -16,6 +16,7 @@ import numpy as np
 
 from tracegraph.errors import DataError
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_text
+from tracegraph.runtime.textfiles import strip_bom
 from tracegraph.trees.data import Tree, read_swc, tree_from_graph
 from tracegraph.trees.resample import fit_to_budget
 
@@ -46,7 +47,7 @@ def read_graph_file(path: str | Path) -> Tree:
     p = Path(path)
     try:
         if p.suffix.lower() == ".json":
-            obj = json.loads(p.read_text(encoding="utf-8"))
+            obj = json.loads(strip_bom(p.read_text(encoding="utf-8"), p))
             if not isinstance(obj, dict):
                 raise DataError("expected a JSON object with 'pos' and 'edges'", p)
             fields = obj

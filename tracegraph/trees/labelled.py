@@ -7,11 +7,13 @@ in any training loop, that also knows its class names, each item's file and the 
 from __future__ import annotations
 
 import csv
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.runtime.progress import log
+from tracegraph.runtime.textfiles import strip_bom
 from tracegraph.trees.cache import build_dataset
 from tracegraph.trees.files import cached_tree_file, list_tree_files
 from tracegraph.trees.splits import stratified_folds, stratified_split
@@ -33,8 +35,9 @@ def read_labels(path: str | Path) -> list[LabelRow]:
     rows: list[LabelRow] = []
     seen: dict[str, int] = {}
     try:
-        with open(p, newline="", encoding="utf-8-sig") as f:
-            for lineno, rec in enumerate(csv.reader(f), start=1):
+        with open(p, newline="", encoding="utf-8") as f:
+            first = strip_bom(f.readline(), p)  # the one policy: a byte-order mark removed with a note
+            for lineno, rec in enumerate(csv.reader(itertools.chain([first], f)), start=1):
                 rec = [c.strip() for c in rec]
                 if not rec or not any(rec) or rec[0].startswith("#"):
                     continue

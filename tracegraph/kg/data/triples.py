@@ -25,13 +25,14 @@ import pandas as pd
 
 from tracegraph.errors import DataError, require_file
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text
+from tracegraph.runtime.textfiles import strip_bom
 
 
 # --------------------------------------------------------------------------- raw text
 
 
 def read_text(path: str | Path, what: str = "file") -> str:
-    """The file's UTF-8 text; a ``.gz`` file is decompressed first."""
+    """The file's UTF-8 text; a ``.gz`` file is decompressed first, a byte-order mark removed with a note."""
     p = require_file(path, what)
     data = p.read_bytes()
     if p.name.endswith(".gz"):
@@ -43,7 +44,7 @@ def read_text(path: str | Path, what: str = "file") -> str:
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"not a readable gzip file ({e})", p) from None
     try:
-        return data.decode("utf-8")
+        return strip_bom(data.decode("utf-8"), p)
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise DataError(f"not valid UTF-8 ({e.reason})", p, line) from None
@@ -305,6 +306,11 @@ def read_labeled_triples(path: str | Path) -> LabeledTriples:
         if not len(lines):
             raise DataError("triples file holds only a header line", path)
     return LabeledTriples(h, r, t, lines, str(path))
+
+
+def count_duplicates(lt: LabeledTriples) -> int:
+    """Lines repeating a (head, relation, tail) of an earlier line."""
+    return len(lt) - len(set(zip(lt.heads, lt.relations, lt.tails)))
 
 
 @dataclass

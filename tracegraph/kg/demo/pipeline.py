@@ -96,11 +96,12 @@ def _run(cfg: DemoConfig) -> dict:
     from tracegraph.kg.model.evaluate import evaluate
     from tracegraph.kg.demo.report import write_report
     from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
-    from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.outputs import explain_files as run_explain  # records, then the standard files
     from tracegraph.errors import DataError
     from tracegraph.kg.explain.necessity import NecessityConfig, run_necessity
     from tracegraph.kg.model.train import TrainConfig, train
-    from tracegraph.runtime.checkpoints import atomic_write_json, read_json
+    from tracegraph.runtime.checkpoints import atomic_write_json
     from tracegraph.runtime.progress import make_progress
 
     t_start = time.perf_counter()
@@ -202,16 +203,10 @@ def _run(cfg: DemoConfig) -> dict:
     atomic_write_json(out / "fidelity.json", fidelity)
 
     with stage("report", "report.html"):
-        predictions = []
-        for j in chosen:
-            cand = ctx.train_ids[ctx.subsets[j]]
-            predictions.append({"index": j, "triple": ctx.test_ids[j], "rank": float(ctx.ranks[j]),
-                                "score": float(ctx.model_scores[j]), "candidates": cand,
-                                "influence": main_scores[j], "relevant": ctx.relevant[j]})
-        names = _names(data)
-        write_report(out / "report.html", history=read_json(run_dir / "training_history.json"), metrics=metrics,
-                     counts=counts, predictions=predictions, fidelity=fidelity, names=names,
-                     entities=ctx.lm.entities.labels, relations=ctx.lm.relations.labels,
+        marks = {tuple(ctx.labels(*ctx.test_ids[j])): {tuple(ctx.labels(*x)) for x in ctx.relevant[j]} for j in chosen}
+        write_report(out / "report.html", run=ctx.lm, explanations=out / "explanations",
+                     metrics=metrics, counts=counts, fidelity=fidelity, marks=marks,
+                     n_checkpoints=len(fidelity["recovery"]["influence"]["checkpoints"]),
                      settings={"graph": "quick" if cfg.quick else "default", "seed": cfg.seed,
                                "model": p.model, "epochs": p.epochs, "checkpoint_every": p.checkpoint_every,
                                "learning_rate": p.learning_rate, "tracin_loss": p.loss,
@@ -229,14 +224,6 @@ def _run(cfg: DemoConfig) -> dict:
     summary["stage_seconds"]["report"] = stage.seconds.get("report")
     atomic_write_json(out / "demo_summary.json", summary)
     return summary
-
-
-def _names(data: Path) -> dict[str, str]:
-    from tracegraph.kg.data.triples import IdMap, read_name_dict
-
-    ents = IdMap.read(data / "node_dict.txt")
-    names = read_name_dict(data / "node_name_dict.txt")
-    return {lab: names.get(i, lab) for i, lab in enumerate(ents.labels)}
 
 
 __all__ = ["DemoConfig", "Preset", "preset", "run_demo", "STAGES"]

@@ -48,6 +48,7 @@ from tracegraph.kg.explain.ranking import (  # noqa: F401 - part of this module'
     ranked_order, ranking_metrics,
 )
 from tracegraph.runtime.progress import step_callback
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
 
 METRICS = ("mrr", "map", *(f"hits@{k}" for k in HITS_K), "recall@10")
 BASELINES = ("random", "degree", "path")
@@ -175,7 +176,7 @@ class FidelityConfig:
     output_dir: str
     filter_files: list[str] | None = None  # known true triples for filtered ranks (default: the run's files)
     checkpoints: list[str] | None = None  # as `tracegraph explain --checkpoints` (default: all)
-    loss: str = "train-loss"
+    loss: str = DEFAULT_LOSS
     layers: str = "all"
     label_smoothing: float | None = None  # default: the run's
     n_hops: int = 2
@@ -213,7 +214,7 @@ class FidelityContext:
 def prepare(cfg: FidelityConfig) -> FidelityContext:
     """Load the run, encode train/test/mechanisms, filter the training graph around each test triple."""
     from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
-    from tracegraph.kg.run import Run, run_files
+    from tracegraph.kg.model.store import RunStore as Run, run_files
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 
     lm = Run(Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file()
@@ -242,13 +243,13 @@ def prepare(cfg: FidelityConfig) -> FidelityContext:
 def compute_tracin(ctx: FidelityContext, progress=None) -> None:
     """Exact TracIn of every test triple's candidates, over the run's checkpoints."""
     from tracegraph.kg.explain.tracin.engine import InfluenceOptions
-    from tracegraph.kg.explain.tracin.explain import resolve_checkpoint_list
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
     from tracegraph.kg.model.model_io import run_label_smoothing
     from tracegraph.runtime.precision import resolve_device
 
     cfg, mdir = ctx.cfg, Path(ctx.cfg.model_dir)
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
-    opts = InfluenceOptions(method="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
+    opts = InfluenceOptions(engine="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
     ckpts = resolve_checkpoint_list(mdir, cfg.checkpoints)
     ctx.scores, ctx.influence = influence_on_candidates(ckpts, ctx.train_ids, ctx.test_ids, ctx.subsets, opts,
                                                         resolve_device(cfg.device), progress, ctx.lm.read_checkpoint)
@@ -265,7 +266,7 @@ def compute_methods(ctx: FidelityContext, methods, progress=None) -> None:
     ``recovery`` grades them beside TracIn and the baselines."""
     from tracegraph.kg.explain.methods import BASELINE_METHODS, MethodOptions, method_keys_all
     from tracegraph.kg.model.model_io import run_label_smoothing
-    from tracegraph.kg.explain.tracin.explain import resolve_checkpoint_list
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
     from tracegraph.runtime.precision import resolve_device
 
     cfg, mdir = ctx.cfg, Path(ctx.cfg.model_dir)

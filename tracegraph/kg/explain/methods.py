@@ -1,6 +1,6 @@
 """Explanation methods behind one ``--method``: sort keys for each fact's candidate training triples.
 
-* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (docs/design.md), with any loss convention
+* ``tracin``: Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(fact)⟩ (docs/design.md, "Exact TracIn"), with any loss convention
   (default ``logit``, ℓ = −s: what a KvsAll retrain without the triple changes; tracin/factors.py);
 * ``tracin-cosine``: Σ_k η_k cos(∇ℓ_k(train), ∇ℓ_k(fact)) — the gradients' lengths out of it, so
   a "generic" training triple with a large gradient (one the model fits badly, whose gradient
@@ -23,7 +23,7 @@
   the fact) counts with the two-edge walks. The margin ranks what the rank-1 prediction rests on;
   the shells put the walks that join head and tail first, so a mechanism's middle edges, which
   touch neither end, are not buried under the head's other triples. Forcing direct edges first
-  cost necessity on UMLS (docs/explaining.md), so they share the first shell;
+  cost necessity on UMLS (README, "Which explanation method"), so they share the first shell;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
@@ -36,23 +36,104 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.explain.ranking import degrees, method_keys, path_lengths, path_shell, ranked_order
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, compute_influence
+from tracegraph.kg.model.evaluate import rank_queries
+
+
+@dataclass
+class MethodInputs:
+    """What a method's keys are computed from, per fact j (aligned with its candidates ``subsets[j]``)."""
+
+    parts: "InfluenceParts | None"  # TracIn, cosine, RelatIF of the fact
+    margins: list | None  # TracIn(fact) − TracIn(rival)
+    walks: Callable[[int], np.ndarray]  # head–tail walk length of each candidate
+    baselines: Callable[[int], dict]  # degree / path / random keys
+
+
+@dataclass(frozen=True)
+class Method:
+    """An explanation method: its name, what it needs, and ``keys(inputs, j)``, fact j's sort keys
+    (descending, the first most significant). ``order`` turns them into one score per candidate.
+
+    ``needs_rival``: the margin over the fact's rival (the rival rides along the engine pass);
+    ``walk_shells``: explain lists rows by head–tail walk shell first (HeadTailWalk column);
+    ``in_pass``: computed by explain's engine pass itself (so it runs under torchrun and on
+    several devices); ``signed``: its score's sign says for or against (proponents and opponents)."""
+
+    name: str
+    keys: Callable[[MethodInputs, int], list]
+    needs_influence: bool = True
+    needs_rival: bool = False
+    walk_shells: bool = False
+    in_pass: bool = False
+    signed: bool = True
+
+    def order(self, inputs: MethodInputs, j: int) -> np.ndarray:
+        return single_score(self.keys(inputs, j), seed=j)
+
+
+def _influence(attr: str):
+    return lambda x, j: [getattr(x.parts, attr)[j]]
+
+
+def _margin(x: MethodInputs, j: int) -> list:
+    return [x.margins[j]]
+
+
+def _tracin(x: MethodInputs, j: int) -> list:
+    return [np.asarray(x.parts.tracin[j], np.float64)]
+
+
+def walk_shells_over(base, shell):
+    """Compose: candidates on a shorter head–tail walk first (``shell`` of the walk length), then
+    ``base``'s keys inside each shell."""
+    return lambda x, j: [-shell(x.walks(j)), *base(x, j)]
+
+
+def _baseline(name: str):
+    return lambda x, j: x.baselines(j)[name]
+
 
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
 MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides along as an extra test triple
-# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (docs/explaining.md,
+# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (README,
 # "Which explanation method"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
-METHODS = (*INFLUENCE_METHODS, *MARGIN_METHODS, "tracin-path", "local-retrain", *BASELINE_METHODS)
-# the original research scripts ranked by plain TracIn over the 1-N training loss; `--loss train-loss` alone
-# brings that back (one flag away), so with it the method left unnamed is plain tracin
+# the one table of methods: the CLI's --method choices, explain, fidelity and the demo read it
+REGISTRY: dict[str, Method] = {m.name: m for m in (
+    Method("tracin", _influence("tracin"), in_pass=True),
+    Method("tracin-cosine", _influence("cosine")),
+    Method("relatif", _influence("relatif")),
+    Method("tracin-margin", _margin, needs_rival=True, in_pass=True),
+    Method("tracin-margin-path", walk_shells_over(_margin, lambda w: margin_shell(w)), needs_rival=True,
+           walk_shells=True, in_pass=True),
+    Method("tracin-path", walk_shells_over(_tracin, lambda w: path_shell(w)), signed=False),
+    Method("local-retrain", lambda x, j: [], signed=True),  # keys from LocalRefit, see method_keys_all
+    *(Method(b, _baseline(b), needs_influence=False, signed=False) for b in BASELINE_METHODS),
+)}
+METHODS = tuple(REGISTRY)
+# the original research scripts ranked by plain TracIn over the 1-N training loss; `--loss train-loss`
+# alone brings that back (one flag away), so with it the method left unnamed is plain tracin
 EARLIER_CONVENTION = ("tracin", "train-loss")
+
+
+def get_method(name: str) -> Method:
+    """The registered method called ``name``.
+
+    Raises:
+        TracegraphError: no such method (the message lists them).
+    """
+    if name not in REGISTRY:
+        raise TracegraphError(f"method must be one of {', '.join(METHODS)}, not {name!r}")
+    return REGISTRY[name]
 
 
 def default_method(loss: str) -> str:
@@ -63,7 +144,7 @@ def default_method(loss: str) -> str:
 
 @dataclass
 class MethodOptions:
-    loss: str = "logit"  # the TracIn loss convention (tracin*, relatif, local-retrain's pre-ranking)
+    loss: str = DEFAULT_LOSS  # the TracIn loss convention (tracin*, relatif, local-retrain's pre-ranking)
     layers: str = "all"
     label_smoothing: float = 0.1
     local: LocalRetrainOptions = field(default_factory=LocalRetrainOptions)
@@ -93,12 +174,10 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
                     opts: MethodOptions, device, progress=None) -> InfluenceParts:
     """One engine pass per checkpoint over the union of the candidates; the per-checkpoint
     self-influences give the cosine (the learning rate cancels in it) and the RelatIF norm."""
-    from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
-
     union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
     if union.size == 0:
         raise TracegraphError("no candidate training triples for any fact")
-    iopts = InfluenceOptions(method="exact", loss=opts.loss, layers=opts.layers, label_smoothing=opts.label_smoothing)
+    iopts = InfluenceOptions(engine="exact", loss=opts.loss, layers=opts.layers, label_smoothing=opts.label_smoothing)
     T, U = len(facts), len(union)
     tracin, cosine, self_sum = np.zeros((T, U)), np.zeros((T, U)), np.zeros(U)
     for path in checkpoints:
@@ -131,25 +210,33 @@ def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:
     return q
 
 
-def competitors(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
-    """Per fact (h, r, t): its rival, (h, r, t*) with t* the tail the model scores highest among
-    those neither t nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left
-    out); for a fact on the head side (``head_side``, reciprocal models), (h*, r, t) with h* the
-    best filtered answer to (t, r⁻¹, ?). The filtered top 2 of :func:`rank_queries` (batched,
-    chunked over entities): the rival is whichever is not the answer."""
-    from tracegraph.kg.model.evaluate import rank_queries
+def rank_and_rival(model, facts: np.ndarray, known, head_side=None):
+    """Per fact (h, r, t), on its side: its filtered rank (realistic), its logit, its rival and the
+    rival's logit. The rival is (h, r, t*), t* the tail the model scores highest among those neither
+    t nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left out); on the head
+    side (``head_side``, reciprocal models), (h*, r, t) with h* the best filtered answer to
+    (t, r⁻¹, ?). One filtered top-2 pass of :func:`rank_queries`: the rival is whichever is not the answer.
 
+    Returns:
+        ``(ranks, fact_logits, rivals, rival_logits)``.
+    """
     facts = np.asarray(facts, dtype=np.int64).reshape(-1, 3)
     hs = np.zeros(len(facts), bool) if head_side is None else np.asarray(head_side, bool)
     if hs.any() and not model.config.reciprocal:
         raise TracegraphError("head-side facts need a model with reciprocal relations")
     q = queries(facts, hs, model.config.num_relations)
-    top = rank_queries(model, q[:, 0], q[:, 1], q[:, 2], known, top_k=2,
-                       device=next(model.parameters()).device).topk_ids
+    rk = rank_queries(model, q[:, 0], q[:, 1], q[:, 2], known, top_k=2, device=next(model.parameters()).device)
+    top = rk.topk_ids
     best = np.where(top[:, 0] == q[:, 2], top[:, 1], top[:, 0])
     out = facts.copy()
     out[~hs, 2], out[hs, 0] = best[~hs], best[hs]
-    return out
+    s_fact, s_rival = side_logits(model, facts, out, hs)
+    return np.asarray(rk.realistic, np.float64), s_fact, out, s_rival
+
+
+def competitors(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
+    """Per fact, its rival (see :func:`rank_and_rival`)."""
+    return rank_and_rival(model, facts, known, head_side)[2]
 
 
 def triple_logits(model, triples: np.ndarray) -> np.ndarray:
@@ -188,9 +275,9 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
 
     methods = check_methods(methods)
     out: dict[str, list] = {}
-    need_influence = any(m in INFLUENCE_METHODS or m in (*MARGIN_METHODS, "tracin-path", "local-retrain") for m in methods)
+    need_influence = any(REGISTRY[m].needs_influence for m in methods)
     parts = margins = None
-    if any(m in MARGIN_METHODS for m in methods):  # the rivals ride along as extra test triples of the same pass
+    if any(REGISTRY[m].needs_rival for m in methods):  # the rivals ride along as extra test triples of the same pass
         T = len(facts)
         both = influence_parts(checkpoints, train_ids, np.concatenate([facts, competitors(model, facts, known, head_side)]),
                                list(subsets) * 2, opts, device, progress)
@@ -206,18 +293,11 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
             walk_cache[j] = path_lengths(train_ids[subsets[j]][:, [0, 2]], int(facts[j][0]), int(facts[j][2]))
         return walk_cache[j]
 
+    inputs = MethodInputs(parts, margins, walks, lambda j: method_keys(
+        np.zeros(len(subsets[j])), train_ids[subsets[j]], int(facts[j][0]), int(facts[j][2]), deg))
     for m in methods:
-        if m in INFLUENCE_METHODS:
-            out[m] = [[k] for k in parts.of(m)]
-        elif m == "tracin-margin":
-            out[m] = [[x] for x in margins]
-        elif m == "tracin-margin-path":
-            out[m] = [[-margin_shell(walks(j)), x] for j, x in enumerate(margins)]
-        elif m == "tracin-path":
-            out[m] = [[-path_shell(walks(j)), np.asarray(s, np.float64)] for j, s in enumerate(parts.tracin)]
-        elif m in BASELINE_METHODS:
-            out[m] = [method_keys(np.zeros(len(rows)), train_ids[rows], int(f[0]), int(f[2]), deg)[m]
-                      for f, rows in zip(facts, subsets)]
+        if m != "local-retrain":
+            out[m] = [REGISTRY[m].keys(inputs, j) for j in range(len(facts))]
     if "local-retrain" in methods:
         refit = LocalRefit(model, train_ids, known, opts.label_smoothing, opts.local, device)
         keys, records = [], []

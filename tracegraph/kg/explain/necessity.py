@@ -46,6 +46,7 @@ from tracegraph.kg.explain.necessity_summary import (
 )
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.progress import log, quiet, step_callback
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
 
 RANDOM_ARMS = ("neighbour", "far")
 SIDES = ("auto", "tail", "head", "both")
@@ -62,7 +63,7 @@ class NecessityConfig:
     ks: list[int] = field(default_factory=lambda: [1, 2, 4])
     methods: list[str] = field(default_factory=lambda: [DEFAULT_EXPLAINER])
     seeds: list[int] | None = None  # default: the run's own seed (its reference is the run itself)
-    loss: str = "logit"
+    loss: str = DEFAULT_LOSS
     layers: str = "all"
     checkpoints: list[str] | None = None
     filter_files: list[str] | None = None
@@ -172,9 +173,9 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON.
     ``progress`` (a rich Progress) gets one bar over the retrains."""
     from tracegraph.kg.model.model_io import run_label_smoothing
-    from tracegraph.kg.model.predict import filter_index, run_files
-    from tracegraph.kg.run import Run
-    from tracegraph.kg.explain.tracin.explain import resolve_checkpoint_list
+    from tracegraph.kg.model.store import filter_index, run_files
+    from tracegraph.kg.model.store import RunStore as Run
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
     from tracegraph.runtime.precision import resolve_device
 

@@ -62,6 +62,7 @@ from tracegraph.kg.model.model_io import model_payload
 from tracegraph.kg.data.split import write_triples
 from tracegraph.kg.data.triples import IdMap
 from tracegraph.runtime.checkpoints import atomic_write_json, read_json, save_checkpoint
+from tracegraph.runtime.textfiles import strip_bom
 
 PICKLE_HINT = (
     "it is a pickled Python object (e.g. a whole model saved with torch.save(model)); loading it runs "
@@ -96,7 +97,7 @@ def _read_id_tsv_gz(path: Path, what: str) -> IdMap:
     if not path.is_file():
         raise DataError(f"{what} not found", path)
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        lines = f.read().splitlines()
+        lines = strip_bom(f.read(), path).splitlines()
     if not lines:
         raise DataError(f"empty {what}", path)
     header = lines[0].split("\t")
@@ -147,7 +148,7 @@ def read_triples_factory_dir(d: str | Path) -> FactoryInfo:
     trip = d / "numeric_triples.tsv.gz"
     if trip.is_file():
         with gzip.open(trip, "rt", encoding="utf-8") as f:
-            rows = [line.split("\t") for line in f.read().splitlines()[1:] if line.strip()]
+            rows = [line.split("\t") for line in strip_bom(f.read(), trip).splitlines()[1:] if line.strip()]
         try:
             info.train_ids = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
         except ValueError:

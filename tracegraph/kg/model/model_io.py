@@ -18,7 +18,7 @@ import torch
 from tracegraph.errors import DataError
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.data.triples import IdMap
-from tracegraph.runtime.checkpoints import read_json
+from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 
 _EPOCH_RE = re.compile(r"epoch_(\d+)\.pt$")
 
@@ -91,11 +91,29 @@ def run_label_smoothing(model_dir: str | Path) -> float:
     return float(run_cfg.get("train", {}).get("label_smoothing", 0.0))
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
-    """A checkpoint file or a model directory -> ConvE in eval mode plus its id maps (one
-    :class:`~tracegraph.kg.run.Run`'s model, for code that wants the plain record)."""
-    from tracegraph.kg.run import Run
+def check_maps(entities: IdMap, relations: IdMap, model_config: dict, path) -> None:
+    """Raise DataError when a checkpoint's sizes disagree with the run's id maps."""
+    n_ent, n_rel = model_config.get("num_entities"), model_config.get("num_relations")
+    if (n_ent is not None and n_ent != len(entities)) or (n_rel is not None and n_rel != len(relations)):
+        raise DataError(f"id maps ({len(entities)} entities, {len(relations)} relations) do not match "
+                        f"the model ({n_ent}, {n_rel})", Path(path))
 
-    run = Run(path, device)
-    model, info = run.load(run.checkpoint)
-    return LoadedModel(model, run.entities, run.relations, run.checkpoint, info.epoch, info.lr, run.path)
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
+    """A checkpoint file or a model directory -> ConvE in eval mode plus its id maps.
+
+    Args:
+        path: a run directory (its best, else final, else last checkpoint) or one checkpoint file.
+        device: where the model is loaded.
+
+    Returns:
+        The plain record; :class:`tracegraph.kg.model.store.RunStore` is the cached, lazy view.
+    """
+    ckpt = resolve_checkpoint(path)
+    entities, relations = read_id_maps(ckpt)
+    payload = load_checkpoint(ckpt, map_location="cpu")
+    check_maps(entities, relations, payload.get("model_config") or {}, ckpt)
+    model = build_model(payload, ckpt).to(torch.device(device)).eval()
+    lr = payload.get("lr")
+    return LoadedModel(model, entities, relations, ckpt, payload.get("epoch"), float(lr) if lr is not None else None,
+                       model_dir_of(ckpt))

@@ -64,8 +64,10 @@ class LRSchedule:
             raise TracegraphError(f"--lr-scheduler must be one of {', '.join(SCHEDULERS)}, not {kind!r}")
         if kind != "none" and lr_decay != 1.0:
             raise TracegraphError("--lr-decay is the 'none' schedule's per-epoch factor; use --lr-factor with --lr-scheduler")
-        if not 0.0 < factor <= 1.0 and kind in ("step", "plateau"):
+        if kind == "step" and not 0.0 < factor <= 1.0:
             raise TracegraphError(f"--lr-factor must be in (0, 1], not {factor}")
+        if kind == "plateau" and not 0.0 < factor < 1.0:  # torch's ReduceLROnPlateau refuses 1
+            raise TracegraphError(f"--lr-factor must be in (0, 1) with --lr-scheduler plateau, not {factor}")
         self.kind = kind
         lrs = torch.optim.lr_scheduler
         if kind == "none":  # an exponential schedule, as before: old checkpoints resume unchanged

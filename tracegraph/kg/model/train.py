@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,13 +25,15 @@ import torch
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.exclusion import exclude_from_samples
-from tracegraph.kg.data.triples import IdMap, KnownTails, TripleSet, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.data.triples import (
+    IdMap, KnownTails, TripleSet, count_duplicates, encode_triples, read_labeled_triples, with_reciprocals,
+)
 from tracegraph.kg.model.batching import SampleStore
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
 from tracegraph.kg.model.model_io import model_payload
-from tracegraph.kg.model.training_files import claim_run_dir, resume, run_config, state_for_checkpoint
+from tracegraph.kg.model.training_files import RESUME_CHECKPOINT, claim_run_dir, resume, resume_payload, run_config
 from tracegraph.kg.model.schedules import make_optimizer, make_schedule, resolve_patience
 from tracegraph.kg.model.softmax_loss import LOSSES, ce_1n
 from tracegraph.kg.model.train_config import TrainConfig  # noqa: F401  (the public name lives here too)
@@ -44,7 +46,7 @@ from tracegraph.runtime.distributed import (
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
 from tracegraph.runtime.precision import math_mode, resolve_precision
 from tracegraph.runtime.progress import DeviceMeter, log, make_progress, progress_enabled
-from tracegraph.runtime.seeding import rng_state, seed_everything
+from tracegraph.runtime.seeding import seed_everything
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Data:
     valid: np.ndarray
     test: np.ndarray
     unseen: dict | None = None  # what the --unseen policy found and did (config.json)
+    notes: list = field(default_factory=list)  # what reading found (duplicates, unseen), logged once the run starts
 
 
 def load_data(cfg: TrainConfig) -> Data:
@@ -64,12 +67,14 @@ def load_data(cfg: TrainConfig) -> Data:
     entities = IdMap.read(cfg.entity_map, "entity map") if cfg.entity_map else IdMap.from_labels(lt.heads + lt.tails)
     relations = IdMap.read(cfg.relation_map, "relation map") if cfg.relation_map else IdMap.from_labels(lt.relations)
     splits = {name: read_labeled_triples(p) for name, p in (("valid", cfg.valid), ("test", cfg.test)) if p}
+    counts = [f"{name} {part.path}: {len(part)} triples, {count_duplicates(part)} duplicates"
+              for name, part in (("train", lt), *splits.items())]  # as read, before --unseen drops any
     entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
-    if unseen.describe():
-        log.info(unseen.describe())
     train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
     split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
-    return Data(train, split("valid"), split("test"), unseen.to_json())
+    if splits:
+        counts.append(unseen.describe() or f"{', '.join(splits)}: no entity unseen in train")
+    return Data(train, split("valid"), split("test"), unseen.to_json(), counts)
 
 
 class TrainingObjective(torch.nn.Module):
@@ -137,9 +142,9 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
     s.run_id = claim_run_dir(s.ctx, s.out, cfg)
     state, start_epoch = {"history": [], "best_mrr": -1.0, "bad_evals": 0, "skipped_steps": 0}, 1
     if cfg.resume:
-        start_epoch, state = resume(s.out, s.model, s.optimizer, s.scheduler, s.gen, s.mcfg, s.run_id)
+        start_epoch, state = resume(s.out, s.model, s.optimizer, s.scheduler, s.gen, s.mcfg, s.run_id, cfg)
     _prepare_step(s)
-    _write_run_files(s)
+    _write_run_files(s, state.pop("changes", []))
 
     meter = DeviceMeter(s.device)
     run_step = _step_function(s)
@@ -240,7 +245,7 @@ def _prepare_step(s: Session) -> None:
         s.step = torch.compile(s.step)
 
 
-def _write_run_files(s: Session) -> None:
+def _write_run_files(s: Session, changes: list) -> None:
     """The id maps and config.json: what explains this run (rank 0 only)."""
     if not s.ctx.is_main:
         return
@@ -249,10 +254,14 @@ def _write_run_files(s: Session) -> None:
     written = dict(run_id=s.run_id, **run_config(s.cfg, s.mcfg, s.device, s.precision.name, s.objective.fused,
                                                     s.data, s.n_samples))
     written["resolved"]["patience"] = s.patience  # what --patience's default became for this run
+    if changes:  # what resumes changed, each from its epoch on (resume_policy.py)
+        written["changes"] = changes
     if s.ctx.active:
         written["resolved"].update(world_size=s.ctx.world_size, backend=s.ctx.backend,
                                       batch_size_semantics="global (per process: about batch_size / world_size)")
     atomic_write_json(s.out / "config.json", written)
+    for note in s.data.notes:  # logged once the run has started: a bad option stops it with its one error line
+        log.info(note)
     log.info(
         f"ConvE: {s.mcfg.num_entities} entities, {s.mcfg.num_relations} relations, {len(s.data.train)} train triples, "
         f"{s.n_samples} samples ({s.cfg.training_mode}), device {s.device}, precision {s.precision.name}, "
@@ -350,16 +359,17 @@ def _validate(s: Session, epoch: int, record: dict, state: dict, on_evaluation) 
 
 
 def _save(s: Session, epoch: int, record: dict, state: dict, improved: bool) -> None:
-    """best_model.pt on improvement, a full checkpoint every ``checkpoint_every`` epochs, the history."""
+    """best_model.pt on improvement; the weights and lr (what TracIn sums) every ``checkpoint_every``
+    epochs; the full state, for an exact resume, in one rolling checkpoint every epoch; the history."""
     cfg = s.cfg
     payload = dict(model_payload(s.model, epoch, record["lr"], record), run_id=s.run_id)  # explain refuses mixed runs
     if improved and s.ctx.is_main:
         save_checkpoint(s.out / "best_model.pt", payload)
     if (epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs) and s.ctx.is_main:
-        full = dict(payload, optimizer=s.optimizer.state_dict(), scheduler=s.scheduler.state_dict(),
-                    rng=rng_state(), sampler_rng=s.gen.get_state(), state=state_for_checkpoint(state))
-        save_checkpoint(s.out / "checkpoints" / f"epoch_{epoch:04d}.pt", full)
+        save_checkpoint(s.out / "checkpoints" / f"epoch_{epoch:04d}.pt", payload)
     if s.ctx.is_main:
+        full = resume_payload(payload, s.optimizer, s.scheduler, s.gen, state)
+        save_checkpoint(s.out / "checkpoints" / RESUME_CHECKPOINT, full)
         atomic_write_json(s.out / "training_history.json", state["history"])
     barrier()  # torchrun: nobody runs ahead of the checkpoint rank 0 is writing
 

@@ -37,7 +37,7 @@ class TrainConfig:
     memory_cleanup: bool = False
     compile: bool = False
     num_workers: int = 0
-    checkpoint_every: int = 1
+    checkpoint_every: int = 10  # epoch checkpoints (weights, lr) for TracIn; resume.pt is rewritten every epoch
     eval_every: int = 1
     patience: int | None = None  # evaluations without valid-MRR gain before stopping; 0 = never; None: 10 with valid
     min_epochs: int = 0  # no early stopping before this epoch

@@ -19,7 +19,9 @@ from tracegraph.errors import TracegraphError
 from tracegraph.kg.model.conve import ConvEConfig
 from tracegraph.kg.model.model_io import list_epoch_checkpoints
 from tracegraph.kg.model.train_config import TrainConfig
-from tracegraph.runtime.checkpoints import load_checkpoint
+from tracegraph.kg.data.datafiles import record_data_files
+from tracegraph.kg.data.labels import record_label_files
+from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 from tracegraph.runtime.distributed import broadcast_object
 from tracegraph.runtime.progress import log
 from tracegraph.runtime.seeding import set_rng_state
@@ -46,25 +48,56 @@ def claim_run_dir(ctx, out: Path, cfg: TrainConfig) -> str:
     return run_id
 
 
-def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_id: str):
+#: the one rolling checkpoint that resumes a run: weights, optimizer, scheduler, every RNG, the loop's state
+RESUME_CHECKPOINT = "resume.pt"
+
+
+def resume_payload(payload: dict, optimizer, scheduler, gen, state: dict) -> dict:
+    """The rolling resume checkpoint: an epoch checkpoint's payload plus all a bit-identical resume reads."""
+    from tracegraph.runtime.seeding import rng_state
+
+    return dict(payload, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), rng=rng_state(),
+                sampler_rng=gen.get_state(), state=state_for_checkpoint(state))
+
+
+def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_id: str, cfg: TrainConfig | None = None):
+    """Load the run's resume checkpoint (``checkpoints/resume.pt``; a run written before it existed:
+    its last epoch checkpoint, which then held the full state). Every checkpoint of the directory must
+    be this run's, and ``cfg`` may change only what a resume may (resume_policy.py); the changes,
+    with those recorded before, come back in the state's ``changes``."""
+    from tracegraph.kg.model.resume_policy import settings_changed
+    from tracegraph.runtime.rundir import checkpoint_run_id
+
     ckpts = list_epoch_checkpoints(out)
-    if not ckpts:
+    rolling = out / "checkpoints" / RESUME_CHECKPOINT
+    source = rolling if rolling.is_file() else (ckpts[-1] if ckpts else None)
+    if source is None:
         raise TracegraphError(f"--resume: no checkpoints in {out / 'checkpoints'}")
-    payload = load_checkpoint(ckpts[-1])
-    if payload.get("run_id", run_id) != run_id:
-        raise TracegraphError(f"--resume: {ckpts[-1]} belongs to another run than {out / 'config.json'} records")
+    for p in [source, *ckpts]:
+        if checkpoint_run_id(p) not in (None, run_id):
+            raise TracegraphError(f"--resume: {p} belongs to another run than {out / 'config.json'} records")
+    recorded = read_json(out / "config.json") if (out / "config.json").is_file() else {}
+    changes = settings_changed(recorded, cfg) if cfg is not None and recorded else []
+    payload = load_checkpoint(source)
+    if "optimizer" not in payload:
+        raise TracegraphError(f"--resume: {source} holds weights only (no optimizer state); the run cannot be "
+                              f"continued exactly")
     if payload["model_config"] != mcfg.to_dict():
-        raise TracegraphError(f"--resume: {ckpts[-1]} was trained with another model configuration")
+        raise TracegraphError(f"--resume: {source} was trained with another model configuration")
     model.load_state_dict(payload["model"])
     optimizer.load_state_dict(payload["optimizer"])
     scheduler.load_state_dict(payload["scheduler"])
     set_rng_state(payload["rng"])
     gen.set_state(payload["sampler_rng"])
     s = payload["state"]
+    start = int(payload["epoch"]) + 1
     state = {"history": json.loads(s["history_json"]), "best_mrr": s["best_mrr"], "bad_evals": s["bad_evals"],
-             "skipped_steps": s["skipped_steps"]}
-    log.info(f"resuming after epoch {payload['epoch']} from {ckpts[-1]}")
-    return int(payload["epoch"]) + 1, state
+             "skipped_steps": s["skipped_steps"],
+             "changes": recorded.get("changes", []) + [dict(epoch=start, **c) for c in changes]}
+    log.info(f"resuming after epoch {payload['epoch']} from {source}")
+    for c in changes:
+        log.info(f"--resume: {c['setting']} {c['old']!r} -> {c['new']!r} from epoch {start} (recorded in config.json)")
+    return start, state
 
 
 def run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fused: bool, data, n_samples: int) -> dict:
@@ -76,6 +109,8 @@ def run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fuse
                   "train_triples": len(data.train), "valid_triples": len(data.valid), "test_triples": len(data.test),
                   "training_samples": n_samples},
         "unseen": data.unseen,
+        "data_files": record_data_files({"train": cfg.train, "valid": cfg.valid, "test": cfg.test}, cfg.output_dir),
+        **({"label_files": labels} if (labels := record_label_files(cfg.train, cfg.output_dir)) else {}),
         "versions": {"tracegraph": __version__, "torch": torch.__version__, "numpy": np.__version__,
                      "python": platform.python_version()},
     }

@@ -198,7 +198,7 @@ def tune(cfg: TuneConfig) -> dict:
                "best_valid_mrr": best.value, "best_params": best.params, "best_run_dir": str(run_dir),
                "best_preset": str(out / "best_preset.json"), "trials": _trial_rows(study), "config": asdict(cfg)}
     if cfg.test:  # the one and only look at test, for the chosen configuration
-        from tracegraph.kg.model.predict import evaluate_files
+        from tracegraph.kg.model.run_evaluation import evaluate_files
 
         res = evaluate_files(run_dir, cfg.test, None, out / "test_evaluation", 0, 256, 65536, cfg.devices[0])
         summary["test"] = res["metrics"]

@@ -28,13 +28,19 @@ from tracegraph.kg.explain.tracin.reference import _directions, autograd_gradien
 from tracegraph.runtime.checkpoints import load_checkpoint
 from tracegraph.runtime.precision import exact_fp32, resolve_precision
 
-METHODS = ("exact", "autograd", "vmap")
+ENGINES = ("exact", "autograd", "vmap")
+# the TracIn loss convention everywhere (explain, fidelity, necessity, the Python API): ℓ = −s, what
+# removing a training triple changes in a KvsAll retrain (README, "Which explanation method")
+DEFAULT_LOSS = "logit"
 
 
 @dataclass
 class InfluenceOptions:
-    method: str = "exact"
-    loss: str = "train-loss"
+    """How TracIn is computed: ``engine`` (exact | autograd | vmap), the ``loss`` convention, the
+    ``layers`` whose gradients count, and batching/memory settings."""
+
+    engine: str = "exact"
+    loss: str = DEFAULT_LOSS
     layers: str | list[str] = "all"
     label_smoothing: float = 0.1
     batch_size: int = 0  # training triples per step; 0 = auto (512 on CPU, up to 4096 on a GPU)
@@ -62,10 +68,10 @@ class InfluenceResult:
 
 
 def _check(opts: InfluenceOptions):
-    if opts.method not in METHODS:
-        raise TracegraphError(f"--method must be one of {', '.join(METHODS)}, not {opts.method!r}")
+    if opts.engine not in ENGINES:
+        raise TracegraphError(f"engine must be one of {', '.join(ENGINES)}, not {opts.engine!r}")
     if opts.loss not in LOSSES:
-        raise TracegraphError(f"--loss must be one of {', '.join(LOSSES)}, not {opts.loss!r}")
+        raise TracegraphError(f"loss must be one of {', '.join(LOSSES)}, not {opts.loss!r}")
 
 
 def _alloc(T: int, M: int, opts: InfluenceOptions) -> np.ndarray:
@@ -133,7 +139,7 @@ def compute_influence(
     """Influence of every training triple on every test triple, summed over checkpoints.
 
     ``read(path, map_location) -> checkpoint dict`` reads each checkpoint (default
-    ``load_checkpoint``; a :class:`~tracegraph.kg.run.Run` passes its cached ``read_checkpoint``)."""
+    ``load_checkpoint``; a :class:`~tracegraph.kg.model.store.RunStore` passes its cached ``read_checkpoint``)."""
     _check(opts)
     with exact_fp32(), ThreadPoolExecutor(1) as reader:
         return _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, read or load_checkpoint)
@@ -167,7 +173,7 @@ def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, r
         if progress and task is None:
             task = progress.add_task("influence", total=len(checkpoints) * -(-M // bs), info="")
         with precision.autocast():
-            if opts.method == "exact":
+            if opts.engine == "exact":
                 test_f = [compute_factors(model, *_directions(model, *test_t[s:s + opts.test_batch_size].T),
                                           opts.loss, opts.label_smoothing, layers)
                           for s in range(0, T, opts.test_batch_size)]
@@ -180,7 +186,7 @@ def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, r
             for s in range(0, M, bs):
                 batch = train_t[s:s + bs]
                 n = len(batch)
-                if opts.method == "exact":
+                if opts.engine == "exact":
                     A = compute_factors(model, *_directions(model, *batch.T), opts.loss, opts.label_smoothing, layers)
                     blocks = []
                     for ts, F in zip(range(0, T, opts.test_batch_size), test_f):
@@ -203,6 +209,6 @@ def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, r
 
 
 def _gradients(model, triples: torch.Tensor, opts: InfluenceOptions, layers) -> torch.Tensor:
-    if opts.method == "autograd":
+    if opts.engine == "autograd":
         return autograd_gradients(model, triples, opts.loss, opts.label_smoothing, layers)
     return vmap_gradients(model, triples, opts.loss, opts.label_smoothing, layers, chunk_size=64)

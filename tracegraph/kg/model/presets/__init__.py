@@ -92,7 +92,9 @@ def load_preset(name_or_path: str) -> Preset:
 
 def decode_json(data: bytes, source) -> object:
     try:
-        return json.loads(data.decode("utf-8"))
+        from tracegraph.runtime.textfiles import strip_bom
+
+        return json.loads(strip_bom(data.decode("utf-8"), source))
     except json.JSONDecodeError as e:
         raise DataError(f"invalid JSON: {e.msg}", source, e.lineno) from None
     except UnicodeDecodeError as e:

@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-MECH = "#d97706"  # mechanism edges (amber)
+MARK = "#d97706"  # marked edges, e.g. the demo's planted mechanisms (amber)
 PRO = "#15803d"  # proponents (green)
 OPP = "#b91c1c"  # opponents (red)
 HEAD, TAIL = "#2563eb", "#7c3aed"
@@ -21,19 +21,22 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def training_curves(history: list[dict]) -> bytes:
+def training_curves(history: list[dict], loss_name: str = "training loss") -> bytes:
+    """Training loss (log scale) and valid MRR per epoch, side by side, from ``training_history.json``'s rows."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ep = [r["epoch"] for r in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.0))
-    a.plot(ep, [r["loss"] for r in history], color="#334155")
+    loss = [(r["epoch"], r["loss"]) for r in history if "epoch" in r and r.get("loss") is not None]
+    if loss:
+        a.plot(*zip(*loss), color="#334155")
+        if min(v for _, v in loss) > 0:
+            a.set_yscale("log")
     a.set_xlabel("epoch")
-    a.set_ylabel("training loss (1-N BCE)")
-    a.set_yscale("log")
-    v = [(r["epoch"], r["valid"]["mrr"]) for r in history if "valid" in r]
+    a.set_ylabel(loss_name)
+    v = [(r["epoch"], r["valid"]["mrr"]) for r in history if "epoch" in r and "mrr" in (r.get("valid") or {})]
     if v:
         b.plot(*zip(*v), marker="o", ms=3, color=HEAD)
     b.set_xlabel("epoch")
@@ -50,10 +53,23 @@ def _short(name: str, n: int = 18) -> str:
 
 
 def subgraph(head: int, tail: int, edges: list[tuple[int, int, int, str]], labels: dict[int, str],
-             context: list[tuple[int, int]] = ()) -> bytes:
-    """``edges``: (u, v, rank, kind) with kind in proponent / opponent / mechanism / mechanism+proponent;
-    rank 0 = strongest proponent (drawn thickest). ``context``: the other candidate edges (thin grey),
-    which also hold the picture together: highlighted edges need not touch the head or the tail."""
+             context: list[tuple[int, int]] = (), mark_label: str = "marked edge", n_pro: int = 10,
+             n_opp: int = 5) -> bytes:
+    """The training triples around one explained prediction, drawn as an undirected graph.
+
+    Args:
+        head, tail: the prediction's entities (drawn large, head left, tail right).
+        edges: (u, v, rank, kind), kind proponent / opponent / marked / marked+proponent; rank 0 is
+            the strongest proponent (drawn thickest).
+        labels: node -> the name written beside it.
+        context: the other ranked edges (thin grey); they also hold the picture together, since
+            highlighted edges need not touch the head or the tail.
+        mark_label: the legend's words for marked edges (shown only when there are some).
+        n_pro, n_opp: how many proponents and opponents the tables show (for the legend).
+
+    Returns:
+        PNG bytes.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,8 +95,8 @@ def subgraph(head: int, tail: int, edges: list[tuple[int, int, int, str]], label
         ax.plot(*zip(pos[u], pos[v]), color="#cbd5e1", lw=0.6, zorder=0)
     ax.plot(*zip(pos[head], pos[tail]), ls=":", color="#64748b", lw=1.5, zorder=0)
     for u, v, rank, kind in sorted(edges, key=lambda x: -x[2]):
-        color = MECH if kind.startswith("mechanism") else PRO if kind == "proponent" else OPP
-        width = 1.2 + (3.5 * (10 - rank) / 10 if "proponent" in kind and rank < 10 else 0.6 * kind.startswith("mechanism"))
+        color = MARK if kind.startswith("marked") else PRO if kind == "proponent" else OPP
+        width = 1.2 + (3.5 * (10 - rank) / 10 if "proponent" in kind and rank < 10 else 0.6 * kind.startswith("marked"))
         ax.plot(*zip(pos[u], pos[v]), color=color, lw=width, ls="--" if kind == "opponent" else "-",
                 alpha=0.9, zorder=1, solid_capstyle="round")
     named = {n for u, v, _, _ in edges for n in (u, v)} - {head, tail}
@@ -97,12 +113,15 @@ def subgraph(head: int, tail: int, edges: list[tuple[int, int, int, str]], label
         ax.annotate(_short(labels.get(n, str(n)), 26 if bold else 18), pos[n], xytext=(0, dy), textcoords="offset points",
                     ha="center", fontsize=8.5 if bold else 6.5, weight="bold" if bold else "normal", zorder=4,
                     color=HEAD if n == head else TAIL if n == tail else "#1e293b")
-    ax.legend(handles=[Line2D([], [], color=MECH, lw=2.5, label="mechanism edge (ground truth)"),
-                       Line2D([], [], color=PRO, lw=3, label="top-10 proponent (thicker = stronger)"),
-                       Line2D([], [], color=OPP, lw=1.2, ls="--", label="top-5 opponent"),
-                       Line2D([], [], color="#64748b", lw=1.5, ls=":", label="predicted treats edge"),
-                       Line2D([], [], color="#cbd5e1", lw=1, label="other candidate edges")],
-              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=7, frameon=False)
+    kinds = {k for _, _, _, k in edges}
+    legend = [(any(k.startswith("marked") for k in kinds), Line2D([], [], color=MARK, lw=2.5, label=mark_label)),
+              ("proponent" in kinds or "marked+proponent" in kinds,
+               Line2D([], [], color=PRO, lw=3, label=f"top-{n_pro} proponent (thicker = stronger)")),
+              ("opponent" in kinds, Line2D([], [], color=OPP, lw=1.2, ls="--", label=f"top-{n_opp} opponent")),
+              (True, Line2D([], [], color="#64748b", lw=1.5, ls=":", label="the explained prediction")),
+              (bool(context), Line2D([], [], color="#cbd5e1", lw=1, label="other ranked training triples"))]
+    ax.legend(handles=[h for shown, h in legend if shown], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
+              fontsize=7, frameon=False)
     ax.set_axis_off()
     ax.margins(0.06)
     fig.tight_layout()

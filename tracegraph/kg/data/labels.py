@@ -1,0 +1,120 @@
+"""Readable names of a run's entities and relations, from the label files beside its training file.
+
+``tracegraph data import-kgx`` writes ``node_name_dict.txt`` (name<TAB>index of its ``node_dict.txt``)
+and ``edge_map.json`` (predicate and qualifiers -> relation label ``predicate:N``) next to
+``triples.txt``. ``train`` records those files in ``config.json`` (``label_files``: path, path from
+the run directory, sha256, as for the data files), so a run knows its names wherever it is opened.
+Names are a convenience: a label file that is gone or changed is left out with a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.data.datafiles import record_data_files, sha256_of
+from tracegraph.kg.data.triples import IdMap, read_edge_map, read_name_dict
+
+#: the label files looked for beside a training file, by the key config.json records them under
+LABEL_FILES = {"node_names": "node_name_dict.txt", "node_dict": "node_dict.txt", "edge_map": "edge_map.json"}
+
+
+def record_label_files(train_file: str | Path, run_dir: str | Path) -> dict:
+    """``config.json``'s ``label_files``: those of :data:`LABEL_FILES` beside ``train_file``.
+
+    Args:
+        train_file: the run's training triples.
+        run_dir: the run directory (for the relative paths).
+
+    Returns:
+        ``{key: {"path", "relative", "sha256"}}`` of the files found; empty when none is there.
+    """
+    folder = Path(train_file).parent
+    found = {k: folder / name for k, name in LABEL_FILES.items() if (folder / name).is_file()}
+    if "node_names" not in found:
+        found.pop("node_dict", None)  # only needed to read the names' indices
+    return record_data_files(found, run_dir)
+
+
+@dataclass
+class RunLabels:
+    """Entity and relation labels -> readable names (only those the run's label files give)."""
+
+    entity_names: dict[str, str] = field(default_factory=dict)
+    relation_names: dict[str, str] = field(default_factory=dict)
+
+    def relation(self, text: str, relations: IdMap) -> str:
+        """The relation label ``text`` means: a label itself (``predicate:4``), or a readable relation
+        (``biolink:treats``, or ``biolink:affects (object_direction_qualifier=increased)``).
+
+        Raises:
+            TracegraphError: no relation, or several, go by that name.
+        """
+        if text in relations:
+            return text
+        exact = [lab for lab, name in self.relation_names.items() if name == text and lab in relations]
+        by_predicate = [lab for lab, name in self.relation_names.items()
+                        if name.split(" (", 1)[0] == text and lab in relations]
+        hits = exact or by_predicate
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            shown = "; ".join(f"{h} = {self.relation_names[h]}" for h in hits)
+            raise TracegraphError(f"relation {text!r} names {len(hits)} relations (its qualifiers differ): {shown}; "
+                                  f"give one of their labels")
+        raise relations.unknown(text, "relation")
+
+    def entity(self, text: str, entities: IdMap) -> str:
+        """The entity label ``text`` means: a label itself, or a name only one entity has."""
+        if text in entities:
+            return text
+        hits = [lab for lab, name in self.entity_names.items() if name == text]
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            raise TracegraphError(f"entity {text!r} is the name of {len(hits)} entities ({', '.join(hits[:5])}); "
+                                  f"give its label")
+        raise entities.unknown(text, "entity")
+
+
+def run_labels(run_dir: str | Path, config: dict, entities: IdMap) -> RunLabels:
+    """The names a run's recorded label files give its entities and relations.
+
+    Args:
+        run_dir: the run directory, where it is now.
+        config: its ``config.json``.
+        entities: the run's entity id map.
+
+    Returns:
+        The names; empty maps for a run without label files (or with ones gone or changed).
+    """
+    files = _resolve(Path(run_dir), config.get("label_files") or {})
+    labels = RunLabels()
+    if "edge_map" in files:
+        labels.relation_names = read_edge_map(files["edge_map"])
+    if "node_names" in files:
+        by_index = read_name_dict(files["node_names"])
+        order = IdMap.read(files["node_dict"], "entity map").labels if "node_dict" in files else entities.labels
+        labels.entity_names = {order[i]: name for i, name in by_index.items() if i < len(order)}
+    return labels
+
+
+def _resolve(run_dir: Path, recorded: dict) -> dict[str, Path]:
+    from tracegraph.runtime.progress import log
+
+    out = {}
+    for key, entry in recorded.items():
+        for c in (Path(entry["path"]), (run_dir / entry["relative"]).resolve()):
+            try:
+                if c.is_file() and sha256_of(c) == entry["sha256"]:
+                    out[key] = c
+                    break
+            except (OSError, DataError):
+                continue
+        else:
+            log.warning(f"{entry['path']}: the run's {key.replace('_', ' ')} file is missing or changed; "
+                        f"labels are shown without its names")
+    if "node_names" in out and "node_dict" in recorded and "node_dict" not in out:
+        del out["node_names"]  # names by the index of a node_dict that is gone: they would be misplaced
+    return out

@@ -1,0 +1,77 @@
+"""Which checkpoints TracIn sums over: the ``--checkpoints`` / ``--model-dir`` rules in one place.
+
+* no ``--checkpoints`` and ``--model-dir`` naming one checkpoint file: that checkpoint alone;
+* no ``--checkpoints`` and a run directory: the epoch checkpoints up to the epoch of the model
+  being explained (``best_model.pt``'s when present, else ``final_model.pt``'s), so an
+  early-stopped run does not sum checkpoints written after its best model;
+* ``all``: every ``checkpoints/epoch_NNNN.pt``; ``best``, ``final`` or paths: those files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tracegraph.errors import DataError
+from tracegraph.kg.model.model_io import list_epoch_checkpoints, resolve_checkpoint
+from tracegraph.runtime.progress import log
+
+_EPOCH = re.compile(r"epoch_(\d+)\.pt$")
+
+
+def resolve_checkpoint_list(model_dir: Path, spec: list[str] | None, model_epoch: int | None = None) -> list[Path]:
+    """The checkpoint files of ``spec`` (see the module doc).
+
+    Args:
+        model_dir: the run directory.
+        spec: ``None``, ``["all"]``, ``["best"]``, ``["final"]`` or checkpoint paths.
+        model_epoch: with ``spec=None``, keep only the epoch checkpoints up to this epoch.
+
+    Returns:
+        The checkpoint paths, in the order given (epochs ascending for the defaults).
+
+    Raises:
+        DataError: a named checkpoint is missing.
+    """
+    model_dir = Path(model_dir)
+    if spec is None or spec == ["all"]:
+        found = list_epoch_checkpoints(model_dir)
+        if not found:
+            log.warning("no checkpoints/epoch_*.pt: using the single final/best model")
+            return [resolve_checkpoint(model_dir)]
+        if spec is None and model_epoch is not None:
+            kept = [p for p in found if int(_EPOCH.search(p.name).group(1)) <= model_epoch]
+            return kept or found[:1]
+        return found
+    out = []
+    for s in spec:
+        if s in ("best", "final"):
+            p = model_dir / f"{s}_model.pt"
+            if not p.is_file():
+                raise DataError(f"--checkpoints {s}: {p.name} not found", model_dir)
+            out.append(p)
+        else:
+            p = Path(s)
+            if not p.is_file():
+                raise DataError("checkpoint not found", p)
+            out.append(p)
+    return out
+
+
+def explained_checkpoints(store, spec: list[str] | None) -> list[Path]:
+    """What ``explain`` sums for the run ``store`` was opened on, logged so the user sees it."""
+    if spec is None and store.opened_with.is_file():
+        chosen = [store.opened_with]
+        why = f"the checkpoint given as the model ({store.opened_with.name})"
+    else:
+        epoch = store.checkpoint_info(store.checkpoint).epoch if spec is None else None
+        chosen = resolve_checkpoint_list(store.path, spec, epoch)
+        why = (f"up to {store.checkpoint.name}'s epoch {epoch}" if spec is None and epoch is not None
+               else f"--checkpoints {' '.join(spec or ['all'])}")
+    names = [p.name for p in chosen]
+    listed = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:3])}, …, {', '.join(names[-2:])}"
+    log.info(f"TracIn sums {len(chosen)} checkpoint(s), {why}: {listed}")
+    return chosen
+
+
+__all__ = ["resolve_checkpoint_list", "explained_checkpoints"]

@@ -1,0 +1,144 @@
+"""What ``explain`` returns per test triple: the listing's rows (proponents, then opponents) and its record.
+
+A row is the researchers' CSV header's values (:data:`CSV_HEADER`), then ``MethodScore`` for
+methods other than tracin, ``HeadTailWalk`` for tracin-margin-path, and last the ``Role``.
+The *ordering score* is ``MethodScore`` when present, else ``TracInScore``. Proponents are rows
+with a positive ordering score in the method's order; opponents are rows with a negative one,
+the most negative first. A top-k listing holds at most k of each and never fills the opponents
+with weak proponents: when fewer than k rows are negative, fewer opponents are listed (and the
+record says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracegraph.kg.data.triples import read_edge_map, read_name_dict
+from tracegraph.kg.explain.methods import margin_shell
+
+CSV_HEADER = [
+    "TestHead", "TestHead_label", "TestRel", "TestRel_label", "TestTail", "TestTail_label",
+    "TrainHead", "TrainHead_label", "TrainRel", "TrainRel_label", "TrainTail", "TrainTail_label",
+    "TracInScore", "SelfInfluence",
+]
+# after CSV_HEADER: methods other than tracin add MethodScore (rows sorted by it); tracin-margin-path
+# also HeadTailWalk, the shortest head–tail walk through the triple (rows sorted by shell, then score)
+EXTRA_COLUMNS = ["MethodScore", "HeadTailWalk"]
+ROLE_COLUMN = "Role"
+PROPONENT, OPPONENT = "proponent", "opponent"
+
+
+@dataclass
+class Explanation:
+    """One explained test triple: ``meta`` (the companion JSON without its rows) and ``rows``, a
+    DataFrame with the CSV's columns (``Role`` last)."""
+
+    name: str  # the file stem, triple_NNN_<head>_<tail>
+    meta: dict
+    rows: pd.DataFrame = field(repr=False)
+
+    @property
+    def proponents(self) -> pd.DataFrame:
+        return self.rows[self.rows[ROLE_COLUMN] == PROPONENT]
+
+    @property
+    def opponents(self) -> pd.DataFrame:
+        return self.rows[self.rows[ROLE_COLUMN] == OPPONENT]
+
+
+@dataclass
+class ExplainResult:
+    """``run_explain``'s records: one :class:`Explanation` per explained test triple, and the summary."""
+
+    explanations: list[Explanation]
+    summary: dict
+
+    def frame(self) -> pd.DataFrame:
+        """Every explanation's rows, the test triples one after the other."""
+        frames = [e.rows for e in self.explanations]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*CSV_HEADER, ROLE_COLUMN])
+
+
+def pick(score: np.ndarray, walk: np.ndarray | None, top_k: int | None, signed: bool = True):
+    """The rows listed, in order, and their roles.
+
+    Without ``top_k``: every row in the method's order (by score descending; with ``walk``,
+    tracin-margin-path's, by margin shell first), negative ones marked opponents. With ``top_k``:
+    the first k rows of that order with a positive score, then the k most negative (ascending).
+    ``signed=False`` (a method whose score is a rank, not an influence): proponents only. Stable,
+    so equal scores keep their column order, and a torchrun rank's own picks contain every global
+    pick in its shard.
+
+    Returns:
+        ``(order, roles)``: row positions and a list of "proponent" / "opponent".
+    """
+    s = np.asarray(score, np.float64)
+    by_score = np.argsort(-s, kind="stable")
+    order = by_score if walk is None else np.lexsort((-s, margin_shell(walk)))
+    if top_k is None:
+        roles = [OPPONENT if signed and s[i] < 0 else PROPONENT for i in order]
+        return order, roles
+    if not signed:
+        pro, opp = order[:top_k], np.zeros(0, np.int64)
+    else:
+        pro = order[s[order] > 0][:top_k]
+        ascending = np.argsort(s, kind="stable")
+        opp = ascending[np.isfinite(s[ascending]) & (s[ascending] < 0)][:top_k]
+    return np.concatenate([pro, opp]).astype(np.int64), [PROPONENT] * len(pro) + [OPPONENT] * len(opp)
+
+
+def _pick(score, walk, top_k):
+    """The positions :func:`pick` lists (what a torchrun rank keeps of its shard)."""
+    return pick(score, walk, top_k)[0]
+
+
+def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None,
+          walk=None, signed=True):
+    """CSV rows ordered by ``method``'s scores when given (then a MethodScore column; with ``walk``,
+    by its shell first and a HeadTailWalk column after), else TracIn; the Role last."""
+    order, roles = pick(scores if method is None else method, walk, top_k, signed)
+    h, r, t = test
+    head = [ent_labels[h], ent_names[h], rel_labels[r], rel_names[r], ent_labels[t], ent_names[t]]
+    out = []
+    for k, role in zip(order, roles):
+        th, tr, tt = train_rows[k]
+        out.append(head + [ent_labels[th], ent_names[th], rel_labels[tr], rel_names[tr], ent_labels[tt], ent_names[tt],
+                           float(scores[k]), float(self_inf[k])] + ([] if method is None else [float(method[k])])
+                   + ([] if walk is None else [float(walk[k])]) + [role])
+    return out
+
+
+def header_of(rows) -> list[str]:
+    """The CSV header of rows built by :func:`_rows`."""
+    n_extra = (len(rows[0]) - 1 - len(CSV_HEADER)) if rows else 0
+    return [*CSV_HEADER, *EXTRA_COLUMNS[:n_extra], ROLE_COLUMN]
+
+
+def rival_records(rivals: np.ndarray, s_fact, s_rival, ent_labels, ent_names, side: str) -> list[dict]:
+    """Per test triple (h, r, t): its margin methods' rival t* (the best-scored tail neither t nor
+    known true) with both logits and the margin s(h, r, t) − s(h, r, t*); on the head side h*, the
+    logits of (t, r⁻¹, h) and (t, r⁻¹, h*)."""
+    col = 0 if side == "head" else 2
+    return [{"side": side, side: ent_labels[int(x[col])], f"{side}_name": ent_names[int(x[col])], "logit": float(b),
+             "fact_logit": float(a), "logit_margin": float(a - b)} for x, a, b in zip(rivals, s_fact, s_rival)]
+
+
+def _names(path, labels: list[str]) -> list[str]:
+    if not path:
+        return list(labels)
+    names = read_name_dict(path)
+    return [names.get(i, lab) for i, lab in enumerate(labels)]
+
+
+def _rel_names(path, labels: list[str]) -> list[str]:
+    if not path:
+        return list(labels)
+    emap = read_edge_map(path)
+    return [emap.get(lab, lab) for lab in labels]
+
+
+__all__ = ["CSV_HEADER", "EXTRA_COLUMNS", "ROLE_COLUMN", "Explanation", "ExplainResult", "pick", "header_of",
+           "rival_records"]

@@ -1,0 +1,64 @@
+"""The influence stage spread over processes or devices (explain's only parallel stage).
+
+* torchrun: every rank scores a contiguous shard of whole training batches against every test
+  triple, and rank 0 receives each rank's rows (or only its own top-k picks, which contain the
+  global ones);
+* ``devices=[...]`` in one process: the *test* triples are split across devices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracegraph.kg.explain.tracin.engine import InfluenceResult, _alloc, compute_influence
+from tracegraph.kg.explain.tracin.rows import _pick
+from tracegraph.runtime.distributed import batch_aligned_shard, gather_to_main, run_on_devices, shard_range
+
+
+def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
+                          read=None, walk_of=None):
+    """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
+    process would score, so its numbers are bitwise the same) against every test triple. Rank 0
+    receives, per test triple, (position in its column list, score, self-influence) of every row —
+    or, with ``top_k``, only each rank's own picks (:func:`~tracegraph.kg.explain.tracin.rows.pick`),
+    which contain the global ones (ties included: the order is the same stable sort restricted to a
+    shard). Others get None. ``test_ids`` beyond ``len(cols_of)`` are the rivals of tracin-margin,
+    one per test triple: then each pick also carries the margin TracIn(test) − TracIn(rival), and
+    the picks are the margin's (with ``walk_of``, tracin-margin-path's: by shell, then margin)."""
+    lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
+    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
+    T = len(cols_of)
+    mine = []
+    for j, cols in enumerate(cols_of):
+        pos = np.nonzero((cols >= lo) & (cols < hi))[0]
+        sc = np.asarray(result.scores[j, cols[pos] - lo], np.float64)
+        self_inf = result.train_self[cols[pos] - lo]
+        key = sc - np.asarray(result.scores[T + j, cols[pos] - lo], np.float64) if len(test_ids) > T else None
+        if top_k is not None and 2 * top_k < len(pos):
+            keep = np.sort(_pick(sc if key is None else key, None if walk_of is None else walk_of(j)[pos], top_k))
+            pos, sc, self_inf = pos[keep], sc[keep], self_inf[keep]
+            key = None if key is None else key[keep]
+        mine.append((pos, sc, self_inf, key))
+    parts = gather_to_main(mine)
+    if parts is None:
+        return result, None
+    picks = []
+    for j in range(T):
+        pos, sc, self_inf = (np.concatenate([p[j][k] for p in parts]) for k in range(3))
+        key = None if parts[0][j][3] is None else np.concatenate([p[j][3] for p in parts])
+        o = np.argsort(pos, kind="stable")  # back to the single-process column order
+        picks.append((pos[o], sc[o], self_inf[o], None if key is None else key[o]))
+    return result, picks
+
+
+def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress, read=None) -> InfluenceResult:
+    """One process, several devices: the test triples are split across devices, each device scores
+    every training triple against its share (a thread per device), and the rows are stacked."""
+    devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
+    parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: compute_influence(
+        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress, read=read))
+    scores = _alloc(len(test_ids), len(train_rows), opts)  # in RAM or on disk, as one process would
+    for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
+        scores[lo:hi] = p.scores
+    return InfluenceResult(scores, parts[0].train_self, np.concatenate([p.test_self for p in parts]),
+                           parts[0].checkpoints, parts[0].layers)

@@ -1,0 +1,240 @@
+"""A run directory opened once: what every layer above the model reads from a run.
+
+A :class:`RunStore` holds a run's ``config.json``, its id maps, its checkpoints with their epochs
+and learning rates, and its models, loaded lazily and each checkpoint at most once (kept in a
+small cache). It scores nothing and writes nothing: the explanation engine and the methods take a
+store; the facade :class:`tracegraph.kg.run.Run` adds predict, score, evaluate and explain on top.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.data.datafiles import resolve_data_files
+from tracegraph.kg.data.labels import RunLabels, run_labels
+from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.data.unseen import encode_known
+from tracegraph.kg.model.model_io import (
+    build_model, check_maps, list_epoch_checkpoints, model_dir_of, read_id_maps, resolve_checkpoint, run_label_smoothing,
+)
+from tracegraph.runtime.checkpoints import load_checkpoint, read_json
+from tracegraph.runtime.precision import resolve_device
+
+CACHE_BYTES = 2 * 2**30  # checkpoint contents kept per run; beyond this the least recently used is dropped
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """A saved checkpoint: its file, the epoch it ends and the learning rate used in that epoch."""
+
+    path: Path
+    epoch: int | None
+    lr: float | None
+
+
+class RunStore:
+    """A trained run directory (or one checkpoint file of it), opened once.
+
+    Args:
+        path: the run directory, or one checkpoint file of it (then that is the model scored).
+        device: where models are loaded ("cpu", "cuda", "cuda:1" or "auto").
+        cache_bytes: checkpoint contents kept in memory before the least recently used is dropped.
+
+    Cheap to open: nothing is read until it is needed, and no weights until a model is used.
+    """
+
+    def __init__(self, path: str | Path, device: str | torch.device = "cpu", cache_bytes: int = CACHE_BYTES):
+        self.opened_with = Path(path)  # a checkpoint file here means "this checkpoint" (explain)
+        self.checkpoint = resolve_checkpoint(path)  # the model scored by predict/score/evaluate
+        self.path = model_dir_of(self.checkpoint)
+        self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
+        self._payloads: OrderedDict[str, dict] = OrderedDict()  # checkpoint contents, least recently used first
+        self._models: dict[tuple[str, str], tuple[torch.nn.Module, RunCheckpoint]] = {}  # those asked for by load()
+        self._cache_bytes = cache_bytes
+        self._lock = threading.Lock()  # explain --devices reads checkpoints from several threads
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r}, device={str(self.device)!r})"
+
+    # ------------------------------------------------------------------ what the directory holds
+
+    @property
+    def model_dir(self) -> Path:  # the name LoadedModel used; helpers written for it accept a store
+        return self.path
+
+    @cached_property
+    def config(self) -> dict:
+        """``config.json`` (every training setting, sizes, versions); empty when the run has none."""
+        p = self.path / "config.json"
+        return read_json(p) if p.is_file() else {}
+
+    @cached_property
+    def _maps(self) -> tuple[IdMap, IdMap]:
+        return read_id_maps(self.checkpoint)
+
+    @property
+    def entities(self) -> IdMap:
+        return self._maps[0]
+
+    @property
+    def relations(self) -> IdMap:
+        return self._maps[1]
+
+    @property
+    def label_smoothing(self) -> float:
+        return run_label_smoothing(self.path)
+
+    @cached_property
+    def data_files(self) -> dict[str, Path]:
+        """The run's train/valid/test files, found from any working directory and after a move, each
+        checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
+
+        Raises:
+            DataError: a recorded file is missing or its content changed (the message names the flag
+                that gives another file).
+        """
+        return resolve_data_files(self.path, self.config)
+
+    @cached_property
+    def labels(self) -> RunLabels:
+        """Readable names of entities and relations from the run's recorded label files (a KGX import's
+        ``node_name_dict.txt`` and ``edge_map.json``); empty when the run has none."""
+        return run_labels(self.path, self.config, self.entities)
+
+    @cached_property
+    def checkpoints(self) -> list[RunCheckpoint]:
+        """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them), or the single
+        model when there are none. Learning rates come from ``training_history.json`` when it has
+        them, else from the checkpoint itself (which is then read and cached)."""
+        paths = list_epoch_checkpoints(self.path) or [self.checkpoint]
+        return [self.checkpoint_info(p) for p in paths]
+
+    def checkpoint_info(self, path: str | Path) -> RunCheckpoint:
+        """The :class:`RunCheckpoint` of one file (epoch and lr from the history when recorded there)."""
+        path = Path(path)
+        stem = path.stem
+        if stem.startswith("epoch_") and stem[6:].isdigit():
+            lr = self._history_lr.get(int(stem[6:]))
+            if lr is not None:
+                return RunCheckpoint(path, int(stem[6:]), lr)
+        return _info(path, self.read_checkpoint(path))
+
+    @cached_property
+    def _history_lr(self) -> dict[int, float]:
+        p = self.path / "training_history.json"
+        history = read_json(p) if p.is_file() else []
+        return {int(h["epoch"]): float(h["lr"]) for h in history if "epoch" in h and h.get("lr") is not None}
+
+    # ------------------------------------------------------------------ models, each loaded once
+
+    @property
+    def model(self):
+        """The run's model (best, else final, else last checkpoint, or the file it was opened with), in eval mode."""
+        return self.load(self.checkpoint)[0]
+
+    def read_checkpoint(self, path: str | Path, map_location=None) -> dict:
+        """One checkpoint file's contents, read from disk once (kept while they fit the cache).
+
+        Tensors stay on the CPU whatever ``map_location`` asks (it is accepted so this can stand
+        in for ``load_checkpoint``, as the TracIn engine's reader): models are moved after building.
+        Do not modify the returned dict; it is shared."""
+        key = str(Path(path).resolve())
+        with self._lock:
+            if key in self._payloads:
+                self._payloads.move_to_end(key)
+                return self._payloads[key]
+        full = load_checkpoint(path, map_location="cpu")
+        # only what scoring and TracIn use: a training checkpoint's optimizer state would triple the memory
+        payload = {k: full[k] for k in ("model", "model_config", "epoch", "lr") if k in full}
+        del full
+        self._check_maps(payload.get("model_config") or {}, path)
+        with self._lock:
+            self._payloads[key] = payload
+            while len(self._payloads) > 1 and sum(map(_nbytes, self._payloads.values())) > self._cache_bytes:
+                self._payloads.popitem(last=False)
+        return payload
+
+    def load(self, path: str | Path, device: str | torch.device | None = None):
+        """``(model in eval mode, RunCheckpoint)`` of one checkpoint file; the model is built once per device."""
+        path = Path(path)
+        dev = self.device if device is None else torch.device(device)
+        key = (str(path.resolve()), str(dev))
+        with self._lock:
+            if key in self._models:
+                return self._models[key]
+        payload = self.read_checkpoint(path)
+        entry = (build_model(payload, path).to(dev).eval(), _info(path, payload))
+        with self._lock:
+            return self._models.setdefault(key, entry)
+
+    def _check_maps(self, model_config: dict, path) -> None:
+        check_maps(self.entities, self.relations, model_config, path)
+
+    # ------------------------------------------------------------------ labels <-> ids
+
+    def encode(self, triples) -> np.ndarray:
+        """Triples as labels -> an [M, 3] id array. Accepts a triples file, a DataFrame (columns
+        head/relation/tail, else the first three) or an iterable of (head, relation, tail)."""
+        if isinstance(triples, (str, Path)):
+            return encode_triples(read_labeled_triples(triples), self.entities, self.relations)
+        h, r, t = label_columns(triples, 3)
+        return np.stack([self.entities.ids(h, "entity"), self.relations.ids(r, "relation"),
+                         self.entities.ids(t, "entity")], axis=1).reshape(-1, 3)
+
+    def known_tails(self, sources: Iterable) -> KnownTails:
+        """The filter index of the true triples in ``sources`` (files or label triples), with reciprocals.
+        A file's triple naming a label the model has no id for filters nothing (a run trained with
+        ``--unseen drop`` keeps such files)."""
+        ids = [encode_known(read_labeled_triples(s), self.entities, self.relations) if isinstance(s, (str, Path))
+               else self.encode(s) for s in sources]
+        ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
+        c = self.model.config
+        return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
+
+
+def run_files(store) -> list[str]:
+    """The train/valid/test files recorded in a run's config.json (those that still exist)."""
+    store = store if isinstance(store, RunStore) else RunStore(store.checkpoint)
+    return list(store.data_files.values())
+
+
+def filter_index(store: RunStore, files) -> KnownTails:
+    """The filter index (known true triples, with reciprocals) of ``files`` under the store's id maps."""
+    return store.known_tails(files)
+
+
+def label_columns(triples, n: int) -> list[list[str]]:
+    """Label triples (a DataFrame or an iterable of tuples) -> ``n`` lists of labels."""
+    import pandas as pd
+
+    if isinstance(triples, pd.DataFrame):
+        named = ["head", "relation", "tail"][:n]
+        cols = named if all(c in triples.columns for c in named) else list(triples.columns[:n])
+        return [triples[c].astype(str).tolist() for c in cols]
+    rows = [tuple(t) for t in triples]
+    bad = next((t for t in rows if len(t) != n), None)
+    if bad is not None:
+        raise TracegraphError(f"expected (head, relation, tail) triples, got {bad!r}")
+    return [[str(t[j]) for t in rows] for j in range(n)]
+
+
+def _info(path: Path, payload: dict) -> RunCheckpoint:
+    lr = payload.get("lr")
+    return RunCheckpoint(path, payload.get("epoch"), float(lr) if lr is not None else None)
+
+
+def _nbytes(payload: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in payload.get("model", {}).values() if torch.is_tensor(t))
+
+
+__all__ = ["RunStore", "RunCheckpoint", "run_files", "filter_index",
+           "label_columns"]

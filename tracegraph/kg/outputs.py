@@ -1,0 +1,111 @@
+"""Files the facade writes: predictions (``tracegraph predict``) and explanations (``tracegraph explain``).
+
+Writers take records; nothing here opens a run (``Run`` imports this module).
+
+The layers below return records (DataFrames, :class:`~tracegraph.kg.explain.tracin.records.Explanation`);
+the CLI, the demo and ``Run`` write them with these functions.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+from tracegraph.kg.explain.tracin.rows import ROLE_COLUMN, ExplainResult
+from tracegraph.kg.model.run_evaluation import evaluate_files
+from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, read_json
+from tracegraph.runtime.distributed import is_main_process
+
+N_TEXT = 12  # the label columns of an explanation CSV; then floats, written exactly, and the Role
+# what a --skip-existing run must share with the run that wrote the folder, or the folder would mix two listings
+SETTINGS_KEPT = ("method", "engine", "loss", "side", "top_k")
+
+
+# ---------------------------------------------------------------------------------------------- explanations
+
+
+def write_csv(path, rows, header) -> None:
+    """One explanation CSV: label columns as text, scores as exact float reprs, the Role as text."""
+    with atomic_path(Path(path)) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for row in rows:
+            row = list(row)
+            w.writerow([str(x) for x in row[:N_TEXT]]
+                       + [x if isinstance(x, str) else repr(float(x)) for x in row[N_TEXT:]])
+
+
+def write_explanations(result: ExplainResult, output_dir) -> list[str]:
+    """``triple_NNN_<head>_<tail>_tracin.csv`` and ``.json`` per explanation, then ``summary.json``.
+
+    Args:
+        result: what :func:`~tracegraph.kg.explain.tracin.explain.run_explain` returned.
+        output_dir: the folder (made with its parents).
+
+    Returns:
+        The names of the files written, summary.json last.
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for e in result.explanations:
+        header = list(e.rows.columns)
+        rows = [[x if isinstance(x, str) else float(x) for x in r] for r in e.rows.itertuples(index=False)]
+        write_csv(out / f"{e.name}_tracin.csv", rows, header)
+        atomic_write_json(out / f"{e.name}_tracin.json", dict(e.meta, rows=[dict(zip(header, r)) for r in rows]))
+        written += [f"{e.name}_tracin.csv", f"{e.name}_tracin.json"]
+    atomic_write_json(out / "summary.json", result.summary)
+    return written + ["summary.json"]
+
+
+def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) -> None:
+    """Refuse an explanation folder already in use, so one folder never mixes two runs' files.
+
+    An empty or missing folder is fine. ``overwrite``: the earlier explanation files (triple_*_tracin.*,
+    summary.json) are deleted first. ``cfg.skip_existing``: kept only when the folder's summary.json
+    was written with the same method and settings.
+
+    Raises:
+        TracegraphError: the folder holds files and neither option allows it, or the settings differ.
+    """
+    out = Path(output_dir)
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if overwrite:
+        for p in [*out.glob("triple_*_tracin.csv"), *out.glob("triple_*_tracin.json"), out / "summary.json"]:
+            p.unlink(missing_ok=True)
+        return
+    if not cfg.skip_existing:
+        raise TracegraphError(f"{out}: the output folder is not empty; use overwrite to replace its explanations "
+                              f"or skip_existing to add to them")
+    summary = out / "summary.json"
+    if summary.is_file():
+        before = read_json(summary)
+        now = _settings(cfg)
+        differ = [k for k in SETTINGS_KEPT if k in before and before.get(k) != now.get(k)]
+        if differ:
+            k = differ[0]
+            raise TracegraphError(f"{out}: skip_existing would mix two explanation runs: the folder's {k} is "
+                                  f"{before[k]!r}, this run's {now[k]!r} (use overwrite, or another folder)")
+
+
+def _settings(cfg: ExplainConfig) -> dict:
+    """The settings of ``cfg`` as summary.json records them."""
+    from tracegraph.kg.explain.methods import default_method
+
+    return {"method": cfg.method or default_method(cfg.loss), "engine": cfg.engine, "loss": cfg.loss,
+            "side": cfg.side, "top_k": cfg.top_k}
+
+
+def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
+    """``run_explain`` then the files (rank 0 writes under torchrun); returns the summary."""
+    result = run_explain(cfg, train_subsets, run=run)
+    if is_main_process():
+        write_explanations(result, cfg.output_dir)
+    return result.summary
+
+
+__all__ = ["evaluate_files", "write_csv", "write_explanations", "prepare_output_dir", "explain_files",
+           "ROLE_COLUMN"]

@@ -1,0 +1,156 @@
+"""A run's report from its directory: gather what it holds (settings, history, test ranks, explanations,
+a necessity test) into sections and write the page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.report.explanations import ExplainedTriple, read_explanations
+from tracegraph.report.html import Section, cards, e, num, write_page
+from tracegraph.report.necessity import headline_arm, necessity_section, read_necessity
+from tracegraph.report.sections import (
+    explained_section, metrics_section, settings_section, side_metrics, training_section,
+)
+from tracegraph.runtime.checkpoints import read_json
+
+RANKS_NEEDED = {"head", "relation", "tail", "side", "rank"}
+
+
+def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
+    """The run's filtered test ranks and where they came from (HTML): ``test`` ranked now when given,
+    else the run's ``evaluation/ranks.csv`` (``tracegraph evaluate``), else its recorded test file ranked now."""
+    if test is not None:
+        return run.evaluate(test).ranks, f"computed now on <code>{e(test)}</code>"
+    saved = run.path / "evaluation" / "ranks.csv"
+    if saved.is_file():
+        ranks = pd.read_csv(saved, dtype={"head": str, "relation": str, "tail": str, "side": str},
+                            keep_default_na=False)
+        missing = RANKS_NEEDED - set(ranks.columns)
+        if missing:
+            raise DataError(f"not a ranks.csv of `tracegraph evaluate`: no column {', '.join(sorted(missing))}", saved)
+        return ranks, f"read from <code>{e(saved)}</code> (written by <code>tracegraph evaluate</code>)"
+    recorded = run.data_files.get("test")
+    if recorded:
+        return run.evaluate(recorded).ranks, f"computed now on the run's test file <code>{e(recorded)}</code>"
+    return None, "The run records no test file that still exists and none was given: pass <code>--test FILE</code>."
+
+
+def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) -> None:
+    """Give every explained triple without a recorded rank or score one: from the test ranks when
+    they hold it, else ranked now with the run (the run's training file must exist). A triple the
+    run cannot rank (a label it does not know) keeps "—"."""
+    index = {}
+    if ranks is not None:
+        for row in ranks.itertuples(index=False):
+            index[(str(row.head), str(row.relation), str(row.tail), str(row.side))] = row
+    todo = []
+    for t in triples:
+        hit = index.get((*t.triple, t.side))
+        if t.rank is None and hit is not None:
+            t.rank, t.rank_source = float(hit.rank), "ranks.csv"
+            if t.score is None and "score" in ranks.columns:
+                t.score = float(hit.score)
+        if t.rank is None or t.score is None:
+            todo.append(t)
+    if not todo or not run.data_files.get("train"):
+        return
+    try:
+        ev = run.evaluate([t.triple for t in todo], top_k=0)
+    except (TracegraphError, KeyError):  # labels from another run: leave "—"
+        return
+    got = {(r.head, r.relation, r.tail, r.side): r for r in ev.ranks.itertuples(index=False)}
+    for t in todo:
+        r = got.get((*t.triple, t.side))
+        if r is not None and t.rank is None:
+            t.rank, t.rank_source = float(r.rank), "computed"
+        if r is not None and t.score is None:
+            t.score = float(r.score)
+
+
+def report_sections(run, *, explanations=(), necessity=None, test=None, marks: dict | None = None,
+                    mark_label: str = "marked", n_pro: int = 10, n_opp: int = 5,
+                    explained_title: str = "Explained test triples", explained_intro: str = "") -> list[Section]:
+    """The general sections of a run's report, in page order (keys: cards, training, metrics,
+    explanations, necessity, settings). The demo places its own sections among them.
+
+    Args:
+        run: a :class:`~tracegraph.kg.run.Run`.
+        explanations: ``tracegraph explain -o`` directories.
+        necessity: ``necessity.json``, its directory, or the dict already read (None: no section).
+        test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
+        marks, mark_label: training triples to tag per explained test triple (see :func:`explained_section`).
+        n_pro, n_opp: rows in each proponent and opponent table.
+        explained_title, explained_intro: the explained section's heading (text) and first paragraph
+            (HTML, replacing the general one).
+
+    Raises:
+        DataError: an explanation directory, a necessity file or ``ranks.csv`` cannot be read.
+    """
+    triples = [t for d in explanations for t in read_explanations(d)]
+    nec = read_necessity(necessity) if necessity is not None else None
+    ranks, source = test_ranks(run, test)
+    fill_ranks(run, triples, ranks)
+    history_file = run.path / "training_history.json"
+    history = read_json(history_file) if history_file.is_file() else []
+    loss = (run.config.get("train") or {}).get("loss")
+    sections = [_cards(run, ranks, triples, nec),
+                training_section(history, f"training loss ({loss})" if loss else "training loss", run.config),
+                metrics_section(ranks, source)]
+    if triples:
+        sections.append(explained_section(triples, marks=marks, mark_label=mark_label, n_pro=n_pro, n_opp=n_opp,
+                                          title=explained_title, intro=explained_intro))
+    if nec is not None:
+        sections.append(necessity_section(nec, "" if isinstance(necessity, dict) else str(necessity)))
+    sections.append(settings_section(run.config))
+    return sections
+
+
+def _cards(run, ranks, triples, nec) -> Section:
+    sizes = run.config.get("sizes") or {}
+    items = [("entities", e(sizes.get("entities", len(run.entities)))),
+             ("relations", e(sizes.get("relations", len(run.relations))))]
+    if "train_triples" in sizes:
+        items.append(("training triples", e(sizes["train_triples"])))
+    if ranks is not None and not ranks.empty:
+        b = side_metrics(ranks)["both"]
+        items.append(("test MRR / Hits@10 (both sides)", f"{num(b['mrr'])} / {num(b['hits@10'])}"))
+    if triples:
+        items.append(("explained test triples", str(len(triples))))
+    name = headline_arm(nec) if nec else None
+    if name:
+        k = name.rsplit("@", 1)[1]
+        dh = {a: nec["summary"].get(f"{a}@{k}", {}).get("delta_hits@1", {}).get("mean") for a in ("neighbour", "far")}
+        items.append((f"necessity ΔH@1: {name.rsplit('@', 1)[0]} / neighbour / far",
+                      f"{num(nec['summary'][name]['delta_hits@1']['mean'])} / {num(dh['neighbour'])} / {num(dh['far'])}"))
+    return Section("cards", cards(items))
+
+
+def report_run(run, output, *, explanations=(), necessity=None, test=None, n_pro: int = 10, n_opp: int = 5) -> Path:
+    """Write one self-contained HTML report of a run (what ``tracegraph report`` and ``Run.report`` do).
+
+    Args:
+        run: a :class:`~tracegraph.kg.run.Run`.
+        output: the ``.html`` file to write (atomically: a failure leaves no file).
+        explanations: ``tracegraph explain -o`` directories.
+        necessity: ``necessity.json`` or its directory.
+        test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
+        n_pro, n_opp: rows in each proponent and opponent table.
+
+    Returns:
+        The path written.
+
+    Raises:
+        DataError: an input cannot be read; TracegraphError: ``output`` is not an ``.html`` file.
+    """
+    output = Path(output)
+    if output.suffix.lower() not in (".html", ".htm"):
+        raise TracegraphError(f"-o {output}: the report is one HTML file; name it .html")
+    sections = report_sections(run, explanations=explanations, necessity=necessity, test=test, n_pro=n_pro, n_opp=n_opp)
+    return write_page(output, sections, title=f"tracegraph report: {run.path.name}",
+                      subtitle=f"ConvE link prediction run {run.path}")
+
+
+__all__ = ["fill_ranks", "report_run", "report_sections", "test_ranks"]

@@ -1,0 +1,120 @@
+"""The page itself: CSS, escaping, tables, cards, embedded images, and the one writer of a report.
+
+Every piece of text that comes from data goes through :func:`e` (``html.escape``); numbers go
+through :func:`num`. Images are PNG bytes embedded as base64, so the page needs no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracegraph.runtime.checkpoints import atomic_write_text
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1080px;margin:2em auto;padding:0 1em;
+color:#1e293b;line-height:1.45}
+h1{font-size:1.7em;margin-bottom:.1em}h2{border-bottom:2px solid #e2e8f0;padding-bottom:.2em;margin-top:1.8em}
+h3{margin-bottom:.3em}h4{margin:.9em 0 .2em}.sub{color:#64748b;margin-top:0}
+table{border-collapse:collapse;margin:.6em 0 1em;font-size:.88em}
+th,td{border-bottom:1px solid #e2e8f0;padding:.28em .6em;text-align:left;vertical-align:top}
+th{background:#f8fafc}td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.mark td{background:#fef3c7}tr.best td{font-weight:600}tr.default td{background:#ecfdf5}
+.cards{display:flex;gap:1em;flex-wrap:wrap;margin:1em 0}.card{background:#f8fafc;border:1px solid #e2e8f0;
+border-radius:8px;padding:.7em 1em;min-width:180px;max-width:330px}.card b{font-size:1.4em;display:block}
+.headline{background:#f0fdf4;border-left:4px solid #15803d;padding:.6em 1em;margin:1em 0;font-size:1.05em}
+.pred{border:1px solid #e2e8f0;border-radius:10px;padding:.4em 1.2em 1em;margin:1.2em 0}
+.tag{display:inline-block;background:#fef3c7;border:1px solid #d97706;border-radius:4px;padding:0 .35em;font-size:.8em}
+.ok{color:#15803d}.bad{color:#b91c1c}.note{color:#475569;font-size:.9em}code{background:#f1f5f9;padding:0 .2em}
+img{max-width:100%}.two{display:grid;grid-template-columns:1fr 1fr;gap:1em}
+.settings{columns:3 260px;column-gap:1.5em;font-size:.85em}.settings div{break-inside:avoid;padding:.1em 0;
+border-bottom:1px solid #f1f5f9}.settings span{color:#64748b}
+"""
+
+
+def e(text) -> str:
+    """Text from data, escaped for HTML (quotes too: it may sit in an attribute)."""
+    return html.escape(str(text), quote=True)
+
+
+def num(x, nd: int = 3) -> str:
+    """A number for a table cell: ``nd`` decimals, "—" when missing, "∞" when infinite."""
+    if x is None or (isinstance(x, str) and not x):
+        return "—"
+    if isinstance(x, str):
+        return e(x)
+    x = float(x)
+    if math.isnan(x):
+        return "—"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return f"{x:.{nd}f}"
+
+
+def sig(x, digits: int = 4) -> str:
+    """A score with ``digits`` significant digits (influence scores span many magnitudes)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{float(x):.{digits}g}"
+
+
+def img(png: bytes, alt: str) -> str:
+    return f'<img alt="{e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def table(header: list[str], rows: list[list[str]], classes: list[str] | None = None, num_from: int = 1) -> str:
+    """An HTML table. ``rows`` hold cells that are already HTML (escape data with :func:`e`);
+    columns from ``num_from`` on are right-aligned numbers."""
+    th = "".join(f"<th>{e(h)}</th>" for h in header)
+    body = []
+    for i, row in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        tds = "".join(f'<td class="num">{c}</td>' if j >= num_from else f"<td>{c}</td>" for j, c in enumerate(row))
+        body.append(f"<tr{cls}>{tds}</tr>")
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def cards(items: list[tuple[str, str]]) -> str:
+    """Headline cards: (title as text, value as HTML)."""
+    return "<div class='cards'>" + "".join(f'<div class="card">{e(k)}<b>{v}</b></div>' for k, v in items) + "</div>"
+
+
+@dataclass
+class Section:
+    """One part of a page: ``key`` names it (so callers can place their own sections beside it)."""
+
+    key: str
+    html: str
+
+
+def insert_after(sections: list[Section], key: str, new: list[Section]) -> list[Section]:
+    """``sections`` with ``new`` placed after the one named ``key`` (at the end when there is none)."""
+    keys = [s.key for s in sections]
+    at = keys.index(key) + 1 if key in keys else len(sections)
+    return [*sections[:at], *new, *sections[at:]]
+
+
+def write_page(path: str | Path, sections: list[Section], *, title: str, subtitle: str = "") -> Path:
+    """Write one self-contained HTML page atomically (a failure leaves no half-written file).
+
+    Args:
+        path: the ``.html`` file to write.
+        sections: the page's parts in order.
+        title: the page's heading and ``<title>`` (text, escaped here).
+        subtitle: a line under the heading (text, escaped here).
+
+    Returns:
+        The path written.
+    """
+    sub = f"<p class='sub'>{e(subtitle)}</p>" if subtitle else ""
+    body = f"<h1>{e(title)}</h1>{sub}" + "".join(s.html for s in sections)
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
+            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+    atomic_write_text(path, page)
+    return Path(path)
+
+
+__all__ = ["CSS", "Section", "cards", "e", "img", "insert_after", "num", "sig", "table", "write_page"]
