@@ -50,7 +50,7 @@ if "TRACEGRAPH_DOCTEST_RUN" not in os.environ:
     import tracegraph
     from tracegraph.kg.data.datasets import UMLS
     _out = os.path.join(tempfile.mkdtemp(prefix="tracegraph-doctest-"), "run")
-    tracegraph.train(train=UMLS / "train.txt", valid=UMLS / "valid.txt", test=UMLS / "test.txt", output_dir=_out, epochs=2,
+    tracegraph.train(train=UMLS / "train.txt", valid=UMLS / "valid.txt", test=UMLS / "test.txt", output_dir=_out, epochs=2, checkpoint_every=1,
                      device="cpu", model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8,
                                           "output_channels": 4})
     os.environ["TRACEGRAPH_DOCTEST_RUN"] = _out
