@@ -63,6 +63,8 @@ def test_readme_cli_quick_start_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "runs/umls/checkpoints/epoch_0001.pt").is_file()
     assert (tmp_path / "runs/umls/evaluation/evaluation.json").is_file()
+    page = (tmp_path / "report.html").read_text()
+    assert page.lstrip().lower().startswith("<!doctype html") and "eicosanoid" in page
     predicted = [line.split(",") for line in done.stdout.splitlines() if line.startswith("steroid,")]
     assert len(predicted) == 5
     (csv,) = (tmp_path / "why").glob("triple_000_*_tracin.csv")
