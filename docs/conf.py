@@ -59,3 +59,27 @@ from tracegraph import open_run
 from tracegraph.kg.data.triples import IdMap
 """
 doctest_default_flags = __import__("doctest").ELLIPSIS
+
+
+# The influence object (``tracegraph.TracIn``) is documented where the package provides it.
+TRACIN_SECTION = """
+## The influence itself
+
+`tracegraph.TracIn` holds the train×test influence for your own analyses: `.influence(test)`
+is the [tests × training triples] array, `.top_k(test, k)` the proponents and opponents of one
+test triple, `.self_influence()` each training triple's own.
+
+```{eval-rst}
+.. autoclass:: tracegraph.TracIn
+   :members:
+```
+"""
+
+
+def _add_tracin_section(app, docname, source):
+    if docname == "api" and "TracIn" in getattr(tracegraph, "__all__", ()):
+        source[0] = source[0].replace("<!-- tracin-object:", TRACIN_SECTION + "\n<!-- tracin-object:", 1)
+
+
+def setup(app):
+    app.connect("source-read", _add_tracin_section)
