@@ -24,6 +24,7 @@ extensions = [
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "_ext", "tune-umls-space.json"]
 root_doc = "index"
+smartquotes = False  # keep `--option` and quotes as typed (an en dash is not a flag)
 
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve, and a broken one fails the build
@@ -49,7 +50,7 @@ if "TRACEGRAPH_DOCTEST_RUN" not in os.environ:
     import tracegraph
     from tracegraph.kg.data.datasets import UMLS
     _out = os.path.join(tempfile.mkdtemp(prefix="tracegraph-doctest-"), "run")
-    tracegraph.train(train=UMLS / "train.txt", valid=UMLS / "valid.txt", test=UMLS / "test.txt", output_dir=_out, epochs=2,
+    tracegraph.train(train=UMLS / "train.txt", valid=UMLS / "valid.txt", test=UMLS / "test.txt", output_dir=_out, epochs=2, checkpoint_every=1,
                      device="cpu", model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8,
                                           "output_channels": 4})
     os.environ["TRACEGRAPH_DOCTEST_RUN"] = _out
@@ -58,3 +59,27 @@ from tracegraph import open_run
 from tracegraph.kg.data.triples import IdMap
 """
 doctest_default_flags = __import__("doctest").ELLIPSIS
+
+
+# The influence object (``tracegraph.TracIn``) is documented where the package provides it.
+TRACIN_SECTION = """
+## The influence itself
+
+`tracegraph.TracIn` holds the train×test influence for your own analyses: `.influence(test)`
+is the [tests × training triples] array, `.top_k(test, k)` the proponents and opponents of one
+test triple, `.self_influence()` each training triple's own.
+
+```{eval-rst}
+.. autoclass:: tracegraph.TracIn
+   :members:
+```
+"""
+
+
+def _add_tracin_section(app, docname, source):
+    if docname == "api" and "TracIn" in getattr(tracegraph, "__all__", ()):
+        source[0] = source[0].replace("<!-- tracin-object:", TRACIN_SECTION + "\n<!-- tracin-object:", 1)
+
+
+def setup(app):
+    app.connect("source-read", _add_tracin_section)

@@ -40,6 +40,10 @@ def test_readme_links_point_at_files_that_exist():
     assert links and not missing
 
 
+def _triples(frame: pd.DataFrame) -> list[tuple]:
+    return [tuple(t) for t in frame[["TrainHead", "TrainRel", "TrainTail"]].to_numpy().tolist()]
+
+
 def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
     """A top-k listing is the whole margin ranking cut by a naive rule: the k best positive margins
     (proponents, best first), then the k most negative (opponents, most negative first)."""
@@ -55,12 +59,14 @@ def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
 def test_readme_cli_quick_start_runs(tmp_path):
     (block,) = section_blocks("CLI quick start", "bash")
     script = "set -euo pipefail\ntracegraph() { \"$PY\" -m tracegraph \"$@\"; }\n" + block.replace("--epochs 100", TINY_CLI)
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PY": sys.executable, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-                               "TRACEGRAPH_DEVICE": "cpu", "PYTHONPATH": str(ROOT)})
+    env = {"PY": sys.executable, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "TRACEGRAPH_DEVICE": "cpu",
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "runs/umls/checkpoints/epoch_0001.pt").is_file()
     assert (tmp_path / "runs/umls/evaluation/evaluation.json").is_file()
+    page = (tmp_path / "report.html").read_text()
+    assert page.lstrip().lower().startswith("<!doctype html") and "eicosanoid" in page
     predicted = [line.split(",") for line in done.stdout.splitlines() if line.startswith("steroid,")]
     assert len(predicted) == 5
     (csv,) = (tmp_path / "why").glob("triple_000_*_tracin.csv")
@@ -73,6 +79,18 @@ def test_readme_cli_quick_start_runs(tmp_path):
     assert list(why.Role) == ["proponent"] * len(pro) + ["opponent"] * len(opp) and 0 < len(pro) <= 10 >= len(opp)
     assert keys == sorted(keys) and (pro["MethodScore"] > 0).all() and (opp["MethodScore"] < 0).all()
     assert opp["MethodScore"].is_monotonic_increasing
+    # against the whole ranking (no --top-k, in the method's order): its first positive rows, and the
+    # lowest margins, most negative first
+    everything = subprocess.run([sys.executable, "-m", "tracegraph", "explain", "--model-dir", "runs/umls",
+                                 "--dataset", "umls", "--test-triples", "question.txt", "-o", "all"],
+                                cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert everything.returncode == 0, everything.stderr[-2000:]
+    (full_csv,) = (tmp_path / "all").glob("triple_000_*_tracin.csv")
+    full = pd.read_csv(full_csv)
+    assert len(full) == 5216  # every UMLS training triple
+    assert _triples(pro) == _triples(full[full["MethodScore"] > 0].iloc[:len(pro)])
+    assert _triples(opp) == _triples(full.sort_values("MethodScore", kind="stable").iloc[:len(opp)])
+    assert why["Role"].tolist() == np.where(why["MethodScore"] < 0, "opponent", "proponent").tolist()
 
 
 @pytest.mark.slow

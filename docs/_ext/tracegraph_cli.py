@@ -33,8 +33,11 @@ def _default(param):
 def _metavar(param, ctx) -> str | None:
     """The metavar Typer's own help shows (``--model-dir <path>`` -> ``<path>``)."""
     record = param.get_help_record(ctx)
-    found = re.search(r" (<[^>]+>(?:\.\.\.)?)$", record[0]) if record else None
-    return found.group(1) if found else None
+    found = re.search(r" <(.+)>(?:\.\.\.)?$", record[0]) if record else None
+    if not found:
+        return None
+    listed = re.fullmatch(r"list\[(\w+)\]", found.group(1))  # a repeatable option: name the item type
+    return listed.group(1) if listed else found.group(1)
 
 
 def _param(param, ctx) -> click.Parameter:
@@ -48,7 +51,7 @@ def _param(param, ctx) -> click.Parameter:
     return click.Option([*decls, param.name], help=_rst(param.help), metavar=_metavar(param, ctx), required=param.required,
                         is_flag=bool(param.is_flag), multiple=bool(param.multiple),
                         default=default if not param.is_flag or isinstance(default, bool) else None,
-                        show_default=bool(param.show_default) and default is not None,
+                        show_default=bool(param.show_default) and default is not None and not param.is_flag,
                         hidden=bool(param.hidden))
 
 
