@@ -109,7 +109,7 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     summary = json.loads((o / "summary.json").read_text())
     assert summary["explained"] == 2 and summary["failed"] == 1
     assert "nope" in summary["failures"][0]["reason"]
-    # wave 2's default, two flags away: tracin with the score convention (README, "Which explanation method")
+    # the score convention, two flags away: tracin with the score convention (docs/explaining.md)
     ref = influence(out, train_ids, test_ids[:2], list_epoch_checkpoints(out), engine="autograd", loss="score")
     for j in range(2):
         name = f"triple_{j:03d}_{E[test_ids[j, 0]]}_{E[test_ids[j, 2]]}".replace(":", "_")
@@ -142,7 +142,7 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
 
 
 def test_loss_train_loss_alone_is_the_earlier_codebase_convention(trained, tmp_path):
-    """One flag away (issue 15): `--loss train-loss` without --method ranks by plain TracIn over the
+    """One flag away: `--loss train-loss` without --method ranks by plain TracIn over the
     1-N training loss (autograd reference); a named method keeps its own ordering."""
     out, train_ids, test_ids = trained
     E, R, train_f, test_f = label_files(trained, tmp_path, 1)

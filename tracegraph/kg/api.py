@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -67,7 +68,8 @@ def train(config=None, *, quiet: bool = False, **settings) -> Run:
             raise TracegraphError(f"train() got unknown setting(s) {', '.join(map(repr, bad))} in config")
     fields_given = {**base, **settings}
     fields_given["model"] = {**dict(fields_given.get("model") or {}), **flat_model}
-    cfg = TrainConfig(**{k: str(v) if isinstance(v, Path) else v for k, v in fields_given.items()})
+    values: dict[str, Any] = {k: str(v) if isinstance(v, Path) else v for k, v in fields_given.items()}
+    cfg = TrainConfig(**values)
     if quiet:
         with silenced():
             run_training(cfg)
@@ -95,7 +97,7 @@ def _train_signature():
     return inspect.Signature(params, return_annotation="Run")
 
 
-train.__signature__ = _train_signature()
+train.__signature__ = _train_signature()  # type: ignore[attr-defined]  # help() lists every setting
 
 
 def import_pykeen(model_file, output_dir, **options) -> Run:
