@@ -107,7 +107,7 @@ class SyntheticConfig:
     n_phenotypes: int = 175
     zipf_exponent: float = 0.9  # popularity skew; 0 = uniform (no hubs)
     n_modules: int = 25  # latent disease modules (biological processes)
-    module_coherence: float = 0.8  # share of an entity's partners drawn from its own module
+    module_coherence: float = 0.95  # share of an entity's partners drawn from its own module
     # mean number of partners each entity of the driver type draws (see SCHEMAS)
     pathways_per_gene: float = 2.0
     interactions_per_gene: float = 2.5
@@ -119,17 +119,17 @@ class SyntheticConfig:
     binding_partners_per_drug: float = 1.0
     side_effects_per_drug: float = 2.0
     parents_per_disease: float = 0.5
-    treats_per_drug: float = 3.0
+    treats_per_drug: float = 8.0  # walks drawn per drug; repeats of one pair count once
     template_weights: dict[str, float] = field(default_factory=lambda: {
         "target_gene_condition": 0.3, "target_pathway_disease": 0.25, "binding_partner_condition": 0.15,
         "target_phenotype": 0.15, "interactor_pathway_disease": 0.15})
     druggable_fraction: float = 0.25  # share of genes drugs target or bind (the druggable genome)
     # share of a walk's steps past the drug that take the node's dominant continuation (the
     # partner with the highest hidden salience): drugs sharing a target then share its mechanism
-    mechanism_reuse: float = 0.8
-    noise_edge_fraction: float = 0.1
-    noise_treats_fraction: float = 0.1
-    n_test: int = 60
+    mechanism_reuse: float = 0.9
+    noise_edge_fraction: float = 0.05
+    noise_treats_fraction: float = 0.05
+    n_test: int = 100
     n_valid_treats: int = 20
     n_valid_other: int = 150
 
