@@ -42,6 +42,9 @@ def test_demo_quick_end_to_end(tmp_path):
     if nec["summary"]:  # the quick model may rank no test edge first; then the note says so
         assert set(nec["summary"]) == {"neighbour@4", "far@4", "tracin-margin-path@4", "path@4"}
         assert all(0 < v["triples_removed"] <= 4 * nec["n_facts"] for v in nec["summary"].values())
+        for name, v in nec["summary"].items():  # what the report's necessity section reads
+            assert len(v["delta_hits@1_ci95_first_seed"]) == 2 and 0 <= v["flipped"]["mean"] <= nec["n_facts"]
+            assert ("above_far_hits@1" in v) == (name != "far@4"), name
         assert json.loads((out / "necessity" / "necessity.json").read_text())["summary"] == nec["summary"]
     else:
         assert "ranked first" in nec["note"]

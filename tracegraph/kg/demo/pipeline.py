@@ -178,9 +178,7 @@ def _run(cfg: DemoConfig) -> dict:
             highlight=False)
 
     # necessity (kg/explain/necessity.py): the test a user can run on a graph without planted answers.
-    # Tail side only: the demo asks which disease a drug treats, as its recovery grading does; with
-    # the head side too (the CLI's default), this weak model's far floor rose from 0.25 to 0.75
-    # (8 facts; README, "The demo")
+    # Tail side only: the demo asks which disease a drug treats, as its recovery grading does.
     ncfg = NecessityConfig(model_dir=str(run_dir), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
                            n=p.necessity_facts, ks=[p.necessity_k], methods=list(p.necessity_methods), loss=p.loss, sample_seed=cfg.seed,
                            device=cfg.device, sides="tail")

@@ -13,14 +13,21 @@ The generative story, in the order the code follows it:
    pathways, each disease has ~5 phenotypes, each drug affects ~2.5 genes). A partner comes
    from the driver's own module with probability ``module_coherence``, else from anywhere, and
    in both cases in proportion to popularity: preferential attachment, hence a heavy-tailed
-   degree distribution. Every entity type drives some schema, so no entity is isolated.
+   degree distribution. Drugs reach only the *druggable* genes (``druggable_fraction`` of them,
+   as drugs in practice hit a minority of the genome), so several drugs share each target.
+   Every entity type drives some schema, so no entity is isolated.
 3. **Planted treatments.** A drug treats a disease *because* one of its mechanisms reaches it,
-   as in DrugMechDB: each drug gets ~``treats_per_drug`` treats edges, each one by a random
-   walk from the drug along background edges (never noise) following a mechanism template
-   (``TEMPLATES``, 2-4 edges, chosen by ``template_weights``), picking uniformly among the
-   matching neighbours. The walk's edges are the ground truth; a pair reached by several walks
-   keeps all of them. Modules make mechanisms converge: a drug's targets, their pathways and
-   partners mostly lead to the few diseases of the same module.
+   as in DrugMechDB: each drug draws ~``treats_per_drug`` walks, each one from the drug along
+   background edges (never noise) following a mechanism template (``TEMPLATES``, 2-4 edges,
+   chosen by ``template_weights``); the disease it ends at is treated (a pair reached twice
+   counts once). The first step picks one of the drug's targets uniformly; every later step
+   takes, with probability ``mechanism_reuse``, the node's *dominant* continuation (its most
+   salient matching neighbour, a hidden per-entity draw, the same for every walk), else a
+   uniform one. So drugs sharing a target mostly share its mechanisms and diseases (as drugs of
+   one target class share indications), and each mechanism recurs across drugs. The walk's
+   edges are the ground truth; a pair reached by several walks keeps all of them. Modules make
+   mechanisms converge: a drug's targets, their pathways and partners mostly lead to the few
+   diseases of the same module.
 4. **Noise.** Spurious edges between uniformly random entities of plausible types
    (``noise_edge_fraction`` of the background) and treats edges without any mechanism
    (``noise_treats_fraction`` of the planted ones, diseases by popularity; train only).
@@ -30,8 +37,11 @@ The generative story, in the order the code follows it:
    treats edge can be inferred from train, and the same templates produce the training treats.
 
 Knobs: harder with lower ``module_coherence`` (0 = mechanisms end at near-random diseases),
+lower ``mechanism_reuse`` or a larger ``druggable_fraction`` (fewer drugs share a mechanism),
 more noise, larger ``zipf_exponent`` (hubs drown specific paths) or fewer ``treats_per_drug``
-(fewer examples per template); easier the other way round.
+(fewer examples per template); easier the other way round. The defaults are the demo's graph,
+chosen so that a small ConvE ranks most held-out treats edges near the top (docs/demo.md):
+real graphs are noisier and less modular than this.
 """
 
 from __future__ import annotations
