@@ -54,7 +54,7 @@ def preset(quick: bool) -> Preset:
     if not quick:
         return Preset()
     return Preset(model=dict(embedding_dim=32, embedding_height=4, embedding_width=8, output_channels=8),
-                  epochs=20, checkpoint_every=5, eval_every=5)
+                  epochs=20, checkpoint_every=5, eval_every=5, batch_size=128)
 
 
 class Stages:
