@@ -27,22 +27,21 @@ def test_demo_quick_end_to_end(tmp_path):
     assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
     assert rec["graded"] > 0 and rec["per_triple"]
     assert rec["influence"]["loss"] == "logit" and fid["recovery_other_loss"]["influence"]["loss"] == "score"
-    # TracIn (score convention) finds mechanism edges better than a random order of the same
-    # candidates. Measured on the quick demo, seeds 0/1/2 (tracin vs random): MRR 0.144/0.100,
-    # 0.103/0.084, 0.093/0.073; MAP 0.102/0.065, 0.073/0.048, 0.070/0.046; recall@10 0.217/0.093,
-    # 0.189/0.071, 0.167/0.063. The train-loss convention does not beat random on every seed
-    # (MRR 0.036, 0.025, 0.120), and the necessity test has only a few facts here: neither is asserted.
-    # Since per-batch dropout seeds (masked retrains), seed 0 measured MRR 0.099 vs random 0.100 and
-    # MAP 0.085 vs 0.065: the first-hit MRR of ~50 graded triples is too noisy to assert here; the
-    # ranking as a whole (MAP, recall@10) is.
-    s = {k: {m: v["mean"] for m, v in rec["summary"][k].items()} for k in ("tracin", "random")}
+    # explain's default method finds mechanism edges better than a random order of the same
+    # candidates. Measured on the quick demo, seed 0 (default vs random): MRR 0.309 / 0.083, MAP
+    # 0.165 / 0.044, recall@10 0.187 / 0.042. Plain TracIn does not beat random here (MAP 0.035,
+    # recall@10 0): on this small model its top proponents are other drugs' treats edges of the
+    # same disease, which the model uses but the planted mechanism does not contain.
+    s = {k: {m: v["mean"] for m, v in rec["summary"][k].items()} for k in ("tracin-margin-path", "random")}
     for m in ("map", "recall@10"):
-        assert s["tracin"][m] > s["random"][m], (m, s)
-    assert s["tracin"]["recall@10"] > 1.5 * s["random"]["recall@10"], s
+        assert s["tracin-margin-path"][m] > 2 * s["random"][m], (m, s)
     nec = fid["necessity"]
     if nec["summary"]:  # the quick model may rank no test edge first; then the note says so
         assert set(nec["summary"]) == {"neighbour@4", "far@4", "tracin-margin-path@4", "path@4"}
         assert all(0 < v["triples_removed"] <= 4 * nec["n_facts"] for v in nec["summary"].values())
+        for name, v in nec["summary"].items():  # what the report's necessity section reads
+            assert len(v["delta_hits@1_ci95_first_seed"]) == 2 and 0 <= v["flipped"]["mean"] <= nec["n_facts"]
+            assert ("above_far_hits@1" in v) == (name != "far@4"), name
         assert json.loads((out / "necessity" / "necessity.json").read_text())["summary"] == nec["summary"]
     else:
         assert "ranked first" in nec["note"]

@@ -184,6 +184,10 @@ def test_choose_facts_bootstrap_and_summary():
     assert s["hits@1"] == 0.5 and s["delta_hits@1"] == 0.5
     assert s["mrr"] == pytest.approx((1 + 1 / 3 + 1 + 1 / 2) / 4) and s["mean_rank"] == 1.75
     assert s["delta_mrr"] == pytest.approx(1 - s["mrr"])
+    # counted by hand: facts 1 and 3 lose the first place; none of the four was below it
+    assert (s["flipped"], s["gained"]) == (2, 0)
+    s = summarize_arm(np.array([1.0, 2.0, 1.0]), np.array([3.0, 1.0, 1.0]), 200, 0)
+    assert (s["flipped"], s["gained"]) == (1, 1) and s["delta_hits@1"] == 0.0
 
 
 def test_above_far_is_paired_by_fact():
@@ -670,3 +674,27 @@ def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
         with pytest.raises(TracegraphError, match=f"--sides {sides}: head-side facts need a model with reciprocal"):
             run_necessity(NecessityConfig(**common, output_dir=str(tmp_path / "n"), sides=sides))
     assert not (tmp_path / "x").exists() and not (tmp_path / "n").exists()
+
+
+def test_summary_over_seeds_carries_counts_intervals_and_above_far():
+    from tracegraph.kg.explain.necessity_summary import across_seeds
+
+    ref = np.ones(4)
+    per_seed = {}
+    for seed, (far, arm) in {"0": ([1.0, 1, 1, 2], [3.0, 2, 1, 2]), "1": ([1.0, 1, 1, 1], [5.0, 1, 1, 1])}.items():
+        far, arm = np.array(far), np.array(arm)
+        arms = {"reference": {"ranks": ref.tolist()},
+                "far@4": dict(summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist(), triples_removed=8, removed_at_fact=0.0),
+                "m@4": dict(summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist(), triples_removed=8, removed_at_fact=2.0)}
+        add_above_far(arms, [4], 200, 0)
+        per_seed[seed] = arms
+    out = across_seeds(per_seed, ["far", "m"], [4])
+    m = out["m@4"]
+    # seed 0: m loses facts 0, 1, 3, far loses 3 (above far 2/4); seed 1: m loses 0, far none (1/4)
+    assert m["flipped"] == {"mean": 2.0, "min": 1.0, "max": 3.0}
+    assert m["above_far_hits@1"]["mean"] == pytest.approx(3 / 8)
+    assert m["delta_hits@1_ci95_first_seed"] == per_seed["0"]["m@4"]["delta_hits@1_ci95"]
+    assert m["delta_mrr_ci95_first_seed"] == per_seed["0"]["m@4"]["delta_mrr_ci95"]
+    lo, hi = m["above_far_hits@1_ci95_first_seed"]
+    assert 0.0 <= lo < 0.5 < hi <= 1.0  # per fact 1, 1, 0, 0: never negative
+    assert "above_far_hits@1" not in out["far@4"] and out["far@4"]["flipped"]["max"] == 1.0

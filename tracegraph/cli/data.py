@@ -85,14 +85,14 @@ def synthetic(
     pathways: int | None = typer.Option(None, help="Number of pathways (default 75; quick 20)."),
     diseases: int | None = typer.Option(None, help="Number of diseases (default 150; quick 40)."),
     phenotypes: int | None = typer.Option(None, help="Number of phenotypes (default 175; quick 45)."),
-    test_triples: int | None = typer.Option(None, help="Held-out treats edges in test.txt (default 60; quick 15)."),
-    treats_per_drug: float | None = typer.Option(None, help="Mean planted treats edges per drug (default 3)."),
+    test_triples: int | None = typer.Option(None, help="Held-out treats edges in test.txt (default 100; quick 15)."),
+    treats_per_drug: float | None = typer.Option(None, help="Mechanism walks drawn per drug (default 8; repeats of a pair count once)."),
     module_coherence: float | None = typer.Option(
-        None, help="Share of partners from one's own disease module, 0-1 (default 0.8; lower: harder)."),
+        None, help="Share of partners from one's own disease module, 0-1 (default 0.95; lower: harder)."),
     noise_edge_fraction: float | None = typer.Option(
-        None, help="Random typed edges per background edge (default 0.1)."),
+        None, help="Random typed edges per background edge (default 0.05)."),
     noise_treats_fraction: float | None = typer.Option(
-        None, help="Mechanism-free treats edges per planted one (default 0.1)."),
+        None, help="Mechanism-free treats edges per planted one (default 0.05)."),
 ):
     """A generated biomedical KG with treats edges planted through mechanisms; test mechanisms in mechanisms.tsv."""
     from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write

@@ -13,14 +13,21 @@ The generative story, in the order the code follows it:
    pathways, each disease has ~5 phenotypes, each drug affects ~2.5 genes). A partner comes
    from the driver's own module with probability ``module_coherence``, else from anywhere, and
    in both cases in proportion to popularity: preferential attachment, hence a heavy-tailed
-   degree distribution. Every entity type drives some schema, so no entity is isolated.
+   degree distribution. Drugs reach only the *druggable* genes (``druggable_fraction`` of them,
+   as drugs in practice hit a minority of the genome), so several drugs share each target.
+   Every entity type drives some schema, so no entity is isolated.
 3. **Planted treatments.** A drug treats a disease *because* one of its mechanisms reaches it,
-   as in DrugMechDB: each drug gets ~``treats_per_drug`` treats edges, each one by a random
-   walk from the drug along background edges (never noise) following a mechanism template
-   (``TEMPLATES``, 2-4 edges, chosen by ``template_weights``), picking uniformly among the
-   matching neighbours. The walk's edges are the ground truth; a pair reached by several walks
-   keeps all of them. Modules make mechanisms converge: a drug's targets, their pathways and
-   partners mostly lead to the few diseases of the same module.
+   as in DrugMechDB: each drug draws ~``treats_per_drug`` walks, each one from the drug along
+   background edges (never noise) following a mechanism template (``TEMPLATES``, 2-4 edges,
+   chosen by ``template_weights``); the disease it ends at is treated (a pair reached twice
+   counts once). The first step picks one of the drug's targets uniformly; every later step
+   takes, with probability ``mechanism_reuse``, the node's *dominant* continuation (its most
+   salient matching neighbour, a hidden per-entity draw, the same for every walk), else a
+   uniform one. So drugs sharing a target mostly share its mechanisms and diseases (as drugs of
+   one target class share indications), and each mechanism recurs across drugs. The walk's
+   edges are the ground truth; a pair reached by several walks keeps all of them. Modules make
+   mechanisms converge: a drug's targets, their pathways and partners mostly lead to the few
+   diseases of the same module.
 4. **Noise.** Spurious edges between uniformly random entities of plausible types
    (``noise_edge_fraction`` of the background) and treats edges without any mechanism
    (``noise_treats_fraction`` of the planted ones, diseases by popularity; train only).
@@ -30,8 +37,11 @@ The generative story, in the order the code follows it:
    treats edge can be inferred from train, and the same templates produce the training treats.
 
 Knobs: harder with lower ``module_coherence`` (0 = mechanisms end at near-random diseases),
+lower ``mechanism_reuse`` or a larger ``druggable_fraction`` (fewer drugs share a mechanism),
 more noise, larger ``zipf_exponent`` (hubs drown specific paths) or fewer ``treats_per_drug``
-(fewer examples per template); easier the other way round.
+(fewer examples per template); easier the other way round. The defaults are the demo's graph,
+chosen so that a small ConvE ranks most held-out treats edges near the top (docs/demo.md):
+real graphs are noisier and less modular than this.
 """
 
 from __future__ import annotations
@@ -107,7 +117,7 @@ class SyntheticConfig:
     n_phenotypes: int = 175
     zipf_exponent: float = 0.9  # popularity skew; 0 = uniform (no hubs)
     n_modules: int = 25  # latent disease modules (biological processes)
-    module_coherence: float = 0.8  # share of an entity's partners drawn from its own module
+    module_coherence: float = 0.95  # share of an entity's partners drawn from its own module
     # mean number of partners each entity of the driver type draws (see SCHEMAS)
     pathways_per_gene: float = 2.0
     interactions_per_gene: float = 2.5
@@ -119,13 +129,17 @@ class SyntheticConfig:
     binding_partners_per_drug: float = 1.0
     side_effects_per_drug: float = 2.0
     parents_per_disease: float = 0.5
-    treats_per_drug: float = 3.0
+    treats_per_drug: float = 8.0  # walks drawn per drug; repeats of one pair count once
     template_weights: dict[str, float] = field(default_factory=lambda: {
         "target_gene_condition": 0.3, "target_pathway_disease": 0.25, "binding_partner_condition": 0.15,
         "target_phenotype": 0.15, "interactor_pathway_disease": 0.15})
-    noise_edge_fraction: float = 0.1
-    noise_treats_fraction: float = 0.1
-    n_test: int = 60
+    druggable_fraction: float = 0.25  # share of genes drugs target or bind (the druggable genome)
+    # share of a walk's steps past the drug that take the node's dominant continuation (the
+    # partner with the highest hidden salience): drugs sharing a target then share its mechanism
+    mechanism_reuse: float = 0.9
+    noise_edge_fraction: float = 0.05
+    noise_treats_fraction: float = 0.05
+    n_test: int = 100
     n_valid_treats: int = 20
     n_valid_other: int = 150
 
@@ -149,6 +163,8 @@ class SyntheticConfig:
             raise TracegraphError("noise fractions and zipf_exponent must be >= 0")
         if self.n_modules < 1 or not 0 <= self.module_coherence <= 1:
             raise TracegraphError("n_modules must be >= 1 and module_coherence in [0, 1]")
+        if not 0 <= self.mechanism_reuse <= 1 or not 0 < self.druggable_fraction <= 1:
+            raise TracegraphError("mechanism_reuse must be in [0, 1] and druggable_fraction in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -207,9 +223,12 @@ def generate(config: SyntheticConfig | None = None, seed: int = 0) -> SyntheticK
     # balanced module membership: entity i of a kind belongs to module (shuffled i) mod n_modules
     modules = {k: rng.permutation(len(labs)) % config.n_modules for k, labs in labels.items()}
 
-    background = _background_edges(config, labels, popularity, modules, rng)
+    # drugs reach genes only in the druggable subset (at least 2), still by popularity
+    druggable = rng.permutation(config.n_genes) < max(2, round(config.druggable_fraction * config.n_genes))
+    background = _background_edges(config, labels, popularity, modules, druggable, rng)
     noise = _noise_edges(config, labels, round(config.noise_edge_fraction * len(background)), set(background), rng)
-    mechanisms = _plant_treatments(config, labels, background, rng)
+    salience = {lab: float(x) for lab, x in zip(categories, rng.random(len(categories)))}
+    mechanisms = _plant_treatments(config, labels, background, salience, rng)
     planted = list(mechanisms)
     n_held = config.n_test + config.n_valid_treats
     if n_held >= len(planted):
@@ -238,19 +257,24 @@ def _zipf_weights(n: int, exponent: float, rng) -> np.ndarray:
     return w / w.sum()
 
 
-def _background_edges(config, labels, popularity, modules, rng) -> list[Triple]:
+def _background_edges(config, labels, popularity, modules, druggable, rng) -> list[Triple]:
     edges: dict[Triple, None] = {}  # ordered set: insertion order keeps the output deterministic
-    partner_dist: dict[tuple[str, int], np.ndarray] = {}
+    partner_dist: dict[tuple[str, int, bool], np.ndarray] = {}
     for pred, head_kind, tail_kind, driver, rate_field, minimum in SCHEMAS:
         partner_kind = tail_kind if driver == head_kind else head_kind
         same_kind = head_kind == tail_kind
+        drug_target = driver == "drug" and partner_kind == "gene"
         for i, node in enumerate(labels[driver]):
             k = minimum + rng.poisson(max(getattr(config, rate_field) - minimum, 0.0))
             module = int(modules[driver][i])
-            if (partner_kind, module) not in partner_dist:
-                partner_dist[partner_kind, module] = _partner_distribution(
-                    config, popularity[partner_kind], modules[partner_kind], module)
-            p = partner_dist[partner_kind, module]
+            key = (partner_kind, module, drug_target)
+            if key not in partner_dist:
+                pop = popularity[partner_kind]
+                if drug_target:
+                    pop = np.where(druggable, pop, 0.0)
+                    pop = pop / pop.sum()
+                partner_dist[key] = _partner_distribution(config, pop, modules[partner_kind], module)
+            p = partner_dist[key]
             if same_kind:  # no self-loops
                 p = p.copy()
                 p[i] = 0.0
@@ -302,7 +326,7 @@ class _Neighbours:
         return self.index.get((node, pred, direction), [])
 
 
-def _plant_treatments(config, labels, background, rng) -> dict[Triple, list[MechanismPath]]:
+def _plant_treatments(config, labels, background, salience, rng) -> dict[Triple, list[MechanismPath]]:
     nb = _Neighbours(background)
     names = [n for n in TEMPLATES if config.template_weights.get(n, 0) > 0]
     w = np.array([config.template_weights[n] for n in names], dtype=float)
@@ -313,7 +337,7 @@ def _plant_treatments(config, labels, background, rng) -> dict[Triple, list[Mech
         for _ in range(wanted):
             for _attempt in range(20):  # a walk can dead-end (e.g. a gene with no disease)
                 template = names[rng.choice(len(names), p=w)]
-                path = _walk(drug, TEMPLATES[template], nb, rng)
+                path = _walk(drug, TEMPLATES[template], nb, salience, config.mechanism_reuse, rng)
                 if path is not None:
                     break
             else:
@@ -326,14 +350,19 @@ def _plant_treatments(config, labels, background, rng) -> dict[Triple, list[Mech
     return mechanisms
 
 
-def _walk(start: str, steps, nb: _Neighbours, rng) -> tuple[Triple, ...] | None:
-    """One random simple walk following the template's steps, or None at a dead end."""
+def _walk(start: str, steps, nb: _Neighbours, salience, reuse: float, rng) -> tuple[Triple, ...] | None:
+    """One random simple walk following the template's steps, or None at a dead end. Past the
+    first step it takes, with probability ``reuse``, the most salient matching neighbour (the
+    node's dominant continuation, the same for every walk through it), else a uniform one."""
     node, visited, edges = start, {start}, []
-    for pred, direction, kind in steps:
+    for i, (pred, direction, kind) in enumerate(steps):
         options = [(n, e) for n, e in nb.of(node, pred, direction) if n not in visited and _kind(n) == kind]
         if not options:
             return None
-        node, edge = options[rng.integers(len(options))]
+        if i > 0 and rng.random() < reuse:
+            node, edge = max(options, key=lambda o: salience[o[0]])
+        else:
+            node, edge = options[rng.integers(len(options))]
         visited.add(node)
         edges.append(edge)
     return tuple(edges)
