@@ -8,17 +8,22 @@ import pytest
 import torch
 
 from tracegraph.errors import DataError
-from tracegraph.runtime.checkpoints import (atomic_path, atomic_write_json, atomic_write_text, load_checkpoint,
-                                            read_json, save_checkpoint)
+from tracegraph.runtime.checkpoints import (
+    atomic_path,
+    atomic_write_json,
+    atomic_write_text,
+    load_checkpoint,
+    read_json,
+    save_checkpoint,
+)
 
 
 def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     p = tmp_path / "out.json"
     atomic_write_text(p, "old\n")
-    with pytest.raises(RuntimeError):
-        with atomic_path(p) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_path(p) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("interrupted")
     assert p.read_text() == "old\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["out.json"]
 

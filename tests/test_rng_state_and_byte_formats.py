@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from tracegraph.runtime.memory import current_rss_bytes, format_bytes, peak_memory_bytes, peak_rss_bytes
+from tracegraph.runtime.memory import (
+    current_rss_bytes,
+    format_bytes,
+    peak_memory_bytes,
+    peak_rss_bytes,
+)
 from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
 
 

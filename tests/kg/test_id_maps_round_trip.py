@@ -2,7 +2,6 @@
 and labels are a bijection, and ``from_labels`` numbers labels in sorted order whatever their
 order or repetition (Hypothesis properties)."""
 
-import string
 
 import numpy as np
 import pytest
@@ -11,8 +10,15 @@ from hypothesis import strategies as st
 
 from tracegraph.errors import DataError
 from tracegraph.kg.data.split import write_triples
-from tracegraph.kg.data.triples import (IdMap, KnownTails, encode_triples, read_labeled_triples, read_name_dict,
-                                        with_reciprocals, write_name_dict)
+from tracegraph.kg.data.triples import (
+    IdMap,
+    KnownTails,
+    encode_triples,
+    read_labeled_triples,
+    read_name_dict,
+    with_reciprocals,
+    write_name_dict,
+)
 
 # labels as a file can hold them: no tab, no newline / carriage return, not blank
 label = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=8).filter(

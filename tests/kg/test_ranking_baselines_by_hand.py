@@ -4,8 +4,14 @@ its tie-break — worked by hand."""
 
 import numpy as np
 
-from tracegraph.kg.explain.ranking import (degrees, expected_metrics, method_keys, path_shell, ranked_order,
-                                           ranking_metrics)
+from tracegraph.kg.explain.ranking import (
+    degrees,
+    expected_metrics,
+    method_keys,
+    path_shell,
+    ranked_order,
+    ranking_metrics,
+)
 
 
 def test_degrees_count_touching_triples_with_self_loops_once():

@@ -10,9 +10,18 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracegraph.errors import TracegraphError
-from tracegraph.kg.model.model_io import list_epoch_checkpoints, model_dir_of, resolve_checkpoint
-from tracegraph.runtime.rundir import check_one_run, checkpoint_run_id, claim, recorded_run_id
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.model.model_io import (
+    list_epoch_checkpoints,
+    model_dir_of,
+    resolve_checkpoint,
+)
+from tracegraph.runtime.rundir import (
+    check_one_run,
+    checkpoint_run_id,
+    claim,
+    recorded_run_id,
+)
 
 A, B = "a" * 32, "b" * 32
 
@@ -131,7 +140,7 @@ def test_the_refusal_names_the_stray_file_both_ids_and_the_count(tmp_path):
     # no recorded id: the checkpoints that differ from the first are named
     paths = _folder(tmp_path / "c", None, [None, B, None])
     msg = _refusal(tmp_path / "c", paths)
-    assert msg.startswith(f"{paths[1]} belongs to another run (run id {B},") and f"says none; 1 of 3" in msg
+    assert msg.startswith(f"{paths[1]} belongs to another run (run id {B},") and "says none; 1 of 3" in msg
 
 
 class _Flag:
@@ -149,7 +158,7 @@ class _Evil:
 
 def test_reading_a_run_id_never_unpickles_and_odd_payloads_have_none(tmp_path):
     torch.save({"run_id": A, "x": _Evil()}, tmp_path / "evil.pt")
-    with pytest.raises(Exception):
+    with pytest.raises(DataError, match="weights_only"):
         checkpoint_run_id(tmp_path / "evil.pt")
     assert not _Flag.hit
     torch.save(torch.zeros(2), tmp_path / "tensor.pt")

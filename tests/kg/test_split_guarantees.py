@@ -4,15 +4,14 @@ fractions, and valid/test keep only triples whose entities and relation train ha
 
 from collections import Counter
 
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.split import split_file, split_triples, triple_stats
 from tracegraph.kg.data.triples import LabeledTriples, read_labeled_triples
-
-import numpy as np
 
 
 def _lt(rows):
@@ -34,8 +33,8 @@ def test_every_distinct_triple_lands_exactly_once(rows, dup, fr, seed):
     for a, b in ((res.train, res.valid), (res.train, res.test), (res.valid, res.test)):
         assert not set(a) & set(b)
     n = len(set(rows))
-    assert len(res.test) + len(res.dropped["test"]) == int(round(fr[1] * n))
-    assert len(res.valid) + len(res.dropped["valid"]) == int(round(fr[0] * n))
+    assert len(res.test) + len(res.dropped["test"]) == round(fr[1] * n)
+    assert len(res.valid) + len(res.dropped["valid"]) == round(fr[0] * n)
     ents = {x for h, _, t in res.train for x in (h, t)}
     rels = {r for _, r, _ in res.train}
     for h, r, t in res.valid + res.test:

@@ -42,4 +42,4 @@ def test_a_constant_training_feature_does_not_break_the_probe():
     xte, yte = _two_blobs(15, 5)
     xte[:, 2] = 5.0
     acc = linear_probe(xtr, ytr, xte, yte)
-    assert acc == acc and acc > 0.9  # not NaN, and the informative feature still separates the blobs
+    assert acc > 0.9  # not NaN (a NaN compares False), and the informative feature still separates the blobs

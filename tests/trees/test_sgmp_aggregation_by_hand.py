@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from tracegraph.trees.sgmp import EncoderConfig, GaussianBasis, InteractionBlock, SGMPEncoder, chain_geometry
+from tracegraph.trees.sgmp import (
+    EncoderConfig,
+    GaussianBasis,
+    InteractionBlock,
+    SGMPEncoder,
+    chain_geometry,
+)
 
 # 5 nodes; chains chosen so counts differ per node: node 0 starts 3 chains, node 1 starts 1,
 # node 4 starts none; as second node: 1 (twice), 2 (once), 3 (once), 0 (once)

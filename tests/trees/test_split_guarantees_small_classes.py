@@ -24,10 +24,10 @@ def test_every_class_of_two_or_more_has_a_file_on_each_side(sizes, frac, seed):
         n_test = sum(side[f"c{c}_f{k}"] == "test" for k in range(n))
         if n >= 2:
             assert 1 <= n_test <= n - 1
-            want = min(max(int(round(n * frac)), 1), n - 1)  # the fraction, clipped to keep both sides
+            want = min(max(round(n * frac), 1), n - 1)  # the fraction, clipped to keep both sides
             assert n_test == want
         else:
-            assert n_test == int(round(frac))  # a single file: where the fraction rounds it
+            assert n_test == round(frac)  # a single file: where the fraction rounds it
 
 
 def test_which_files_of_a_small_class_go_to_test_is_uniform():
