@@ -1,9 +1,9 @@
 """Print pyproject.toml with [tool.mutmut] narrowed to one module and its tests (tools/mutation.sh)."""
 import re
 import sys
+from pathlib import Path
 
 import tomllib
-from pathlib import Path
 
 module, path = sys.argv[1], sys.argv[2]
 text = Path(path).read_text(encoding="utf-8")
