@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
-# Mutation testing of the core modules listed in pyproject.toml [tool.mutmut] (mutmut 3).
-# Slow, so not part of CI. Usage, from anywhere:
-#   tools/mutation.sh                          every core module
-#   tools/mutation.sh 'tracegraph.kg.model.loss*'    one module (mutant-name glob)
-# Then: `mutmut results` (survivors), `mutmut show NAME` (one diff). Results: docs/testing.md.
+# Mutation testing (mutmut 3) of tracegraph/, as configured in pyproject.toml [tool.mutmut].
+# Slow, so not part of CI; results and how to read them: docs/testing.md. Usage, from anywhere:
+#   tools/mutation.sh                               every module (hours on 2 cores)
+#   tools/mutation.sh tracegraph/kg/data/split.py   one module, against the tests that
+#                                                   [tool.tracegraph.mutation.tests] names for it
+# One module runs in its own copy, mutation/<module>/ (git-ignored), so several modules' results
+# stay side by side; there: `mutmut results` (survivors), `mutmut show NAME` (one diff).
+# Environment: PYTHON (default .venv/bin/python), MUTMUT_CHILDREN (parallel mutants, default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 TRACEGRAPH_PROGRESS=0 PYTHONHASHSEED=0
 PY=${PYTHON:-.venv/bin/python}
-"$PY" -m mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "$@"
-"$PY" -m mutmut results
+[[ $PY == /* ]] || PY=$PWD/$PY   # absolute (not resolved: a venv's python is a symlink)
+CHILDREN=${MUTMUT_CHILDREN:-1}
+if [ $# -eq 0 ]; then
+    "$PY" -m mutmut run --max-children "$CHILDREN"
+    exec "$PY" -m mutmut results
+fi
+module=$1
+[ -f "$module" ] || { echo "error: $module: no such module (give a path such as tracegraph/kg/data/split.py)" >&2; exit 2; }
+work=mutation/$(echo "${module%.py}" | tr / .)
+rm -rf "$work"
+mkdir -p "$work"
+cp -r tracegraph tests "$work"/
+"$PY" tools/mutation_config.py "$module" pyproject.toml > "$work/pyproject.toml"
+cd "$work"
+"$PY" -m mutmut run --max-children "$CHILDREN" || true   # survivors are a result, not a failure
+"$PY" -m mutmut results > results.txt || true
+"$PY" - <<'PY'
+import json, pathlib
+from mutmut.stats import status_by_exit_code  # mutmut's own reading of each mutant's exit code
+counts = {}
+for meta in pathlib.Path("mutants").rglob("*.meta"):
+    for code in json.loads(meta.read_text())["exit_code_by_key"].values():
+        status = status_by_exit_code[code]
+        counts[status] = counts.get(status, 0) + 1
+total = sum(counts.values())
+killed = counts.get("killed", 0) + counts.get("timeout", 0)  # mutmut counts a timeout as killed
+print(json.dumps({"mutants": total, **counts, "score": round(100 * killed / total, 1) if total else None}))
+PY

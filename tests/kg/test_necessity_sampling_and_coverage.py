@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 
 from tracegraph.kg.explain.necessity import arm_rows, choose_facts
-from tracegraph.kg.explain.necessity_summary import across_seeds, bootstrap_mean, removed_at_fact, summarize_arm
-
+from tracegraph.kg.explain.necessity_summary import (
+    across_seeds,
+    bootstrap_mean,
+    removed_at_fact,
+    summarize_arm,
+)
 
 # --------------------------------------------------------------------------- which facts
 

@@ -8,12 +8,19 @@ import pytest
 import torch
 
 from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples
-from tracegraph.kg.explain.removal import (RemovalCase, RemovalOptions, describe_ratio, neighbour_rows,
-                                           removal_test, select_correct, write_without)
+from tracegraph.kg.explain.removal import (
+    RemovalCase,
+    RemovalOptions,
+    describe_ratio,
+    neighbour_rows,
+    removal_test,
+    select_correct,
+    write_without,
+)
 from tracegraph.kg.model.model_io import load_model
 from tracegraph.kg.model.train import TrainConfig, train
 
-TINY = dict(embedding_dim=8, embedding_height=2, embedding_width=4, output_channels=2)
+TINY = {"embedding_dim": 8, "embedding_height": 2, "embedding_width": 4, "output_channels": 2}
 
 
 def _toy_graph(path):

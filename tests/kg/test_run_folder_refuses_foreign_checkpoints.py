@@ -10,9 +10,18 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracegraph.errors import TracegraphError
-from tracegraph.kg.model.model_io import list_epoch_checkpoints, model_dir_of, resolve_checkpoint
-from tracegraph.runtime.rundir import check_one_run, checkpoint_run_id, recorded_run_id
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.model.model_io import (
+    list_epoch_checkpoints,
+    model_dir_of,
+    resolve_checkpoint,
+)
+from tracegraph.runtime.rundir import (
+    check_one_run,
+    checkpoint_run_id,
+    claim,
+    recorded_run_id,
+)
 
 A, B = "a" * 32, "b" * 32
 
@@ -113,3 +122,71 @@ def test_a_checkpoint_path_leads_back_to_its_run_folder(tmp_path):
     assert resolve_checkpoint(run) == run / "final_model.pt"
     (run / "best_model.pt").write_bytes(b"")
     assert resolve_checkpoint(run) == run / "best_model.pt"  # best before final
+
+
+def _refusal(d, paths):
+    with pytest.raises(TracegraphError) as e:
+        check_one_run(d, paths)
+    return str(e.value)
+
+
+def test_the_refusal_names_the_stray_file_both_ids_and_the_count(tmp_path):
+    paths = _folder(tmp_path / "a", A, [B, A, A])
+    msg = _refusal(tmp_path / "a", paths)
+    assert msg.startswith(f"{paths[0]} belongs to another run (run id {B}, {tmp_path / 'a' / 'config.json'} says {A}; "
+                          "1 of 3 checkpoints differ)")
+    paths = _folder(tmp_path / "b", A, [A, None])
+    assert f"{paths[1]} belongs to another run (run id none," in _refusal(tmp_path / "b", paths)
+    # no recorded id: the checkpoints that differ from the first are named
+    paths = _folder(tmp_path / "c", None, [None, B, None])
+    msg = _refusal(tmp_path / "c", paths)
+    assert msg.startswith(f"{paths[1]} belongs to another run (run id {B},") and "says none; 1 of 3" in msg
+
+
+class _Flag:
+    hit = False
+
+
+def _set_flag():
+    _Flag.hit = True
+
+
+class _Evil:
+    def __reduce__(self):
+        return (_set_flag, ())
+
+
+def test_reading_a_run_id_never_unpickles_and_odd_payloads_have_none(tmp_path):
+    torch.save({"run_id": A, "x": _Evil()}, tmp_path / "evil.pt")
+    with pytest.raises(DataError, match="weights_only"):
+        checkpoint_run_id(tmp_path / "evil.pt")
+    assert not _Flag.hit
+    torch.save(torch.zeros(2), tmp_path / "tensor.pt")
+    torch.save({"run_id": 7}, tmp_path / "int.pt")
+    assert checkpoint_run_id(tmp_path / "tensor.pt") is None and checkpoint_run_id(tmp_path / "int.pt") is None
+    (tmp_path / "config.json").write_text(json.dumps({"run_id": 7}))
+    assert recorded_run_id(tmp_path) is None
+
+
+def test_claim_gives_a_fresh_run_its_folder_and_a_resumed_run_its_recorded_id(tmp_path):
+    out = tmp_path / "deep" / "er" / "run"
+    rid = claim(out, resume=False, overwrite=False)
+    assert out.is_dir() and len(rid) == 32 and int(rid, 16) >= 0
+    (out / "config.json").write_text(json.dumps({"run_id": A}))
+    assert claim(out, resume=True, overwrite=False) == A
+    (out / "config.json").write_text("{}")  # a run from before run ids: a new id
+    assert claim(out, resume=True, overwrite=False) not in (A, None)
+    with pytest.raises(TracegraphError, match="^--resume and --overwrite contradict each other"):
+        claim(out, resume=True, overwrite=True)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(TracegraphError, match=f"^{tmp_path / 'file'} exists and is not a directory$"):
+        claim(tmp_path / "file", resume=False, overwrite=False)
+
+
+@pytest.mark.parametrize("n, shown", [(4, "a0, a1, a2, a3)"), (5, "a0, a1, a2, a3, …)")])
+def test_a_used_folder_is_refused_naming_its_first_entries(tmp_path, n, shown):
+    for i in range(n):
+        (tmp_path / f"a{i}").write_text("")
+    with pytest.raises(TracegraphError) as e:
+        claim(tmp_path, resume=False, overwrite=False)
+    assert f"is not empty ({shown}: pass --resume" in str(e.value)

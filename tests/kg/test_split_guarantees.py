@@ -4,14 +4,14 @@ fractions, and valid/test keep only triples whose entities and relation train ha
 
 from collections import Counter
 
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.split import split_file, split_triples, triple_stats
 from tracegraph.kg.data.triples import LabeledTriples, read_labeled_triples
-
-import numpy as np
 
 
 def _lt(rows):
@@ -33,8 +33,8 @@ def test_every_distinct_triple_lands_exactly_once(rows, dup, fr, seed):
     for a, b in ((res.train, res.valid), (res.train, res.test), (res.valid, res.test)):
         assert not set(a) & set(b)
     n = len(set(rows))
-    assert len(res.test) + len(res.dropped["test"]) == int(round(fr[1] * n))
-    assert len(res.valid) + len(res.dropped["valid"]) == int(round(fr[0] * n))
+    assert len(res.test) + len(res.dropped["test"]) == round(fr[1] * n)
+    assert len(res.valid) + len(res.dropped["valid"]) == round(fr[0] * n)
     ents = {x for h, _, t in res.train for x in (h, t)}
     rels = {r for _, r, _ in res.train}
     for h, r, t in res.valid + res.test:
@@ -52,7 +52,7 @@ def test_same_seed_same_split_other_seed_other_split():
 
 def test_fractions_out_of_range_are_refused():
     for v, t in ((1.0, 0.0), (0.6, 0.4), (-0.1, 0.1), (0.1, 1.0)):
-        with pytest.raises(Exception, match="fractions"):
+        with pytest.raises(TracegraphError, match=r"^fractions must be in \[0, 1\) and sum to less than 1$"):
             split_triples(_lt([("a", "r", "b")]), v, t, 0)
     split_triples(_lt([("a", "r", "b")]), 0.0, 0.0, 0)
 
@@ -81,3 +81,30 @@ def test_stats_by_hand(tmp_path):
     assert s["top_relations"] == {"r": 2, "s": 2}
     both = triple_stats([p, p])
     assert both["combined"]["triples"] == 8 and both["combined"]["duplicate_triples"] == 5
+
+
+def test_split_file_defaults_are_a_tenth_each_seed_0(tmp_path):
+    p = tmp_path / "all.txt"
+    rows = [(f"e{i % 7}", f"r{i % 2}", f"e{(i * 3 + 1) % 7}") for i in range(40)]
+    p.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in rows))
+    res = split_file(p, tmp_path / "o")
+    n = len(set(rows))
+    assert len(res.test) + len(res.dropped["test"]) == round(0.1 * n)
+    assert len(res.valid) + len(res.dropped["valid"]) == round(0.1 * n)
+    assert res == split_triples(read_labeled_triples(p), 0.1, 0.1, 0)
+
+
+def test_stats_degree_zero_top_ten_and_combined_by_hand(tmp_path):
+    p = tmp_path / "t.txt"
+    # z has only a self-loop: degree 0; eleven relations, r0 most frequent
+    lines = ["z\tr0\tz", "a\tr0\tb", "a\tr0\tc"] + [f"a\tr{i}\tb" for i in range(1, 11)]
+    p.write_text("\n".join(lines) + "\n")
+    one = triple_stats([p])
+    assert "combined" not in one
+    s = one["files"][str(p)]
+    assert s["degree"]["min"] == 0 and s["degree"]["max"] == 2 and s["degree"]["median"] == 1.0
+    assert len(s["top_relations"]) == 10 and s["top_relations"]["r0"] == 3
+    q = tmp_path / "u.txt"
+    q.write_text("x\tnew\ty\n")
+    both = triple_stats([p, q])["combined"]
+    assert (both["triples"], both["entities"], both["relations"]) == (14, 6, 12)

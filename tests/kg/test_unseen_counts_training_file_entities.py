@@ -9,7 +9,12 @@ import pytest
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import IdMap, LabeledTriples
-from tracegraph.kg.data.unseen import apply_policy, encode_known, evaluation_triples, unseen_mask
+from tracegraph.kg.data.unseen import (
+    apply_policy,
+    encode_known,
+    evaluation_triples,
+    unseen_mask,
+)
 
 TRAIN = "a\tr\tb\nb\tr\tc\nc\ts\ta\nc\ts\td\n"  # d: only ever a tail
 # the model (trained with --unseen include) also has ids for x and y, which train never mentions
