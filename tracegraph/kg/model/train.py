@@ -98,8 +98,17 @@ class TrainingObjective(torch.nn.Module):
 def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
     """Train, evaluate, save. ``on_evaluation(epoch, valid_mrr)`` is called after every valid
     evaluation (``tracegraph tune`` reports to its pruner there; raising stops the run)."""
+    _check_counts(cfg)
     with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
         return _train(cfg, on_evaluation)
+
+
+def _check_counts(cfg: TrainConfig) -> None:
+    """The counts the CLI bounds with min=1, checked for Python callers too (a 0 would divide by zero later)."""
+    for name in ("epochs", "batch_size", "checkpoint_every", "eval_every"):
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or value < 1:
+            raise TracegraphError(f"{name} must be a whole number of at least 1, not {value!r}")
 
 
 @dataclass
