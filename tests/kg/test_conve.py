@@ -59,3 +59,32 @@ def test_gradient_checkpointing_same_gradients():
         grads.append({k: p.grad.clone() for k, p in m.named_parameters()})
     for k in grads[0]:
         torch.testing.assert_close(grads[0][k], grads[1][k])
+
+
+@pytest.mark.parametrize("p", [0.3, 0.0])
+def test_one_buffer_conv_block_equals_the_modules_bit_for_bit(p):
+    """Training on a CPU, bn1 → ReLU → Dropout2d runs as one fused Function; against the same
+    model through the nn modules (same seed): scores, every gradient and BatchNorm's running
+    statistics and batch count are identical over three steps, so the dropout masks are too."""
+    import copy
+
+    fused = small_model(feature_map_dropout=p).train()
+    modules = copy.deepcopy(fused)
+    modules._one_buffer_block = lambda z1: False
+    h, r = torch.tensor([0, 5, 7, 7, 29, 3]), torch.tensor([0, 3, 7, 1, 2, 2])
+    weights = torch.linspace(-1, 1, 30)
+    seen = []
+    for m in (fused, modules):
+        torch.manual_seed(5)
+        for _ in range(3):
+            m.zero_grad()
+            s = m(h, r)
+            (torch.sigmoid(s) * weights).sum().backward()
+        seen.append((s.detach(), {k: v.grad for k, v in m.named_parameters()}, dict(m.named_buffers())))
+    assert torch.equal(seen[0][0], seen[1][0])
+    for k in seen[0][1]:
+        assert torch.equal(seen[0][1][k], seen[1][1][k]), k
+    for k in seen[0][2]:
+        assert torch.equal(seen[0][2][k], seen[1][2][k]), k
+    assert int(seen[0][2]["bn1.num_batches_tracked"]) == 3
+    assert fused._one_buffer_block(torch.zeros(1)) and not fused.eval()._one_buffer_block(torch.zeros(1))

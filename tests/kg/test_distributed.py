@@ -243,16 +243,16 @@ FAILING = """
 import os, sys, time
 if os.environ["RANK"] == "1":
     import tracegraph.kg.model.train as tr
-    real, calls = tr.bce_1n, [0]
-    def failing(*a, **k):
+    real, calls = tr.TrainingObjective.forward, [0]
+    def failing(self, *a, **k):
         calls[0] += 1
         if calls[0] == 3:  # mid-epoch, while rank 0 waits in a collective
             open(os.environ["FAIL_STAMP"], "w").write(repr(time.time()))
             if os.environ["FAIL_MODE"] == "raise":
                 raise RuntimeError("simulated failure on rank 1")
             time.sleep(3600)  # hang: only the collective timeout can end this
-        return real(*a, **k)
-    tr.bce_1n = failing
+        return real(self, *a, **k)
+    tr.TrainingObjective.forward = failing
 from tracegraph.cli import main
 sys.argv = ["tracegraph", *sys.argv[1:]]
 main()

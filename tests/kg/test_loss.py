@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tracegraph.kg.model.loss import Targets, bce_1n, fused_bce_1n
+from tracegraph.kg.model.loss import Targets, bce_1n, fused_bce_1n, stored_bce_1n
 
 
 
@@ -71,6 +71,37 @@ def test_fused_chunked_equals_dense(mode, eps, with_bias):
     g2 = torch.autograd.grad(want, params)
     for a, c in zip(g1, g2):
         torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["1vsall", "kvsall"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_stored_logits_loss_equals_dense(mode, eps, with_bias, reduction, monkeypatch):
+    """stored_bce_1n (logits kept, their gradient made in place) against the dense label matrix:
+    value and the gradients of x, E and b, also for padded targets (weight 0 counts nothing)."""
+    import tracegraph.kg.model.loss as loss_module
+
+    monkeypatch.setattr(loss_module, "_ROW_BLOCK_BYTES", 4 * 37 * 8)  # softplus in blocks of 4 rows: 4 + 2
+    gen = torch.Generator().manual_seed(4)
+    B, N, d = 6, 37, 5
+    x = torch.randn(B, d, generator=gen, requires_grad=True)
+    E = torch.randn(N, d, generator=gen, requires_grad=True)
+    b = torch.randn(N, generator=gen, requires_grad=True) if with_bias else None
+    t = make_targets(mode, B, N, gen)
+    pad = torch.randint(0, N, (4,), generator=gen)  # padding rows point at arbitrary entities
+    padded = Targets(torch.cat([t.batch_index, torch.tensor([0, 2, 5, 5])]), torch.cat([t.entity_index, pad]),
+                     torch.cat([torch.ones(len(t.batch_index)), torch.zeros(4)]))
+    scores = x @ E.t() + (b if b is not None else 0)
+    want = dense_reference(scores, t, eps, reduction)
+    w = torch.randn(want.shape, generator=gen)
+    params = [x, E] + ([b] if b is not None else [])
+    g_want = torch.autograd.grad((want * w).sum(), params)
+    for targets in (t, padded):
+        got = stored_bce_1n(x, E, b, targets, eps, reduction)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+        for a, c in zip(torch.autograd.grad((got * w).sum(), params), g_want):
+            torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-12)
 
 
 def test_fused_gradcheck():

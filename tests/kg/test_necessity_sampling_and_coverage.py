@@ -127,11 +127,13 @@ def test_removed_triples_at_each_fact_by_hand():
 
 
 def test_across_seeds_mean_min_max_by_hand():
-    def arm(d, mrr):
+    def arm(d, mrr, flipped):
         return {"delta_hits@1": d, "delta_mrr": mrr, "hits@1": 1 - d, "mrr": 0.5, "mean_rank": 2.0,
-                "triples_removed": 3, "removed_at_fact": 1.0, "delta_hits@1_ci95": [d - 0.1, d + 0.1]}
-    per_seed = {"0": {"far@1": arm(0.1, 0.2)}, "1": {"far@1": arm(0.3, 0.0)}, "2": {"far@1": arm(0.2, 0.1)}}
+                "flipped": flipped, "gained": 0, "triples_removed": 3, "removed_at_fact": 1.0,
+                "delta_hits@1_ci95": [d - 0.1, d + 0.1], "delta_mrr_ci95": [mrr - 0.1, mrr + 0.1]}
+    per_seed = {"0": {"far@1": arm(0.1, 0.2, 1)}, "1": {"far@1": arm(0.3, 0.0, 3)}, "2": {"far@1": arm(0.2, 0.1, 2)}}
     e = across_seeds(per_seed, ["far"], [1])["far@1"]
+    assert e["flipped"] == pytest.approx({"mean": 2.0, "min": 1.0, "max": 3.0})
     assert e["delta_hits@1"] == pytest.approx({"mean": 0.2, "min": 0.1, "max": 0.3})
     assert e["delta_mrr"] == pytest.approx({"mean": 0.1, "min": 0.0, "max": 0.2})
     assert e["delta_hits@1_ci95_first_seed"] == pytest.approx([0.0, 0.2])

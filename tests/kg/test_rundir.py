@@ -76,7 +76,9 @@ def test_explain_refuses_checkpoints_of_two_runs(data, tmp_path):
     assert run_cli([*explain, "-o", tmp_path / "ok"]).exit_code == 0  # one run: fine
     shutil.copy(b / "checkpoints" / "epoch_0003.pt", a / "checkpoints" / "epoch_0003.pt")
     before = snapshot(a)
-    run_cli_error([*explain, "-o", tmp_path / "mixed"], tmp_path / "mixed", contains="belongs to another run")
+    # every checkpoint in the folder (the default stops at the model's epoch, 2, before the stranger)
+    run_cli_error([*explain, "-o", tmp_path / "mixed", "--checkpoints", "all"], tmp_path / "mixed",
+                  contains="belongs to another run")
     run_cli_error([*explain, "-o", tmp_path / "mixed", "--checkpoints", a / "checkpoints" / "epoch_0001.pt",
                    "--checkpoints", b / "checkpoints" / "epoch_0002.pt"], tmp_path / "mixed",
                   contains="belongs to another run")

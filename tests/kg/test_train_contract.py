@@ -174,8 +174,9 @@ def test_a_padded_step_is_the_unpadded_step(data, tmp_path, impl):
 
 def test_the_fused_objective_has_the_standard_loss_and_gradients(data, monkeypatch):
     """With a non-zero entity bias: the fused loss equals the dense reference and every gradient
-    equals the standard objective's; the head lookup shares the loss's one dL/dE buffer (the memory
-    protocol of test_loss_paths.py, here as the objective wires it)."""
+    equals the standard objective's; in both the head lookup shares the loss's one dL/dE buffer (the
+    memory protocol of test_loss_paths.py, here as the objective wires it; the standard objective on
+    a CPU keeps its logits in stored_bce_1n)."""
     handed = []
     real_lookup = train_module.tied_lookup
 
@@ -203,7 +204,7 @@ def test_the_fused_objective_has_the_standard_loss_and_gradients(data, monkeypat
     for k, g in grads[False].items():
         np.testing.assert_allclose(grads[True][k].numpy(), g.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
     assert grads[True]["entity_bias"].abs().sum() > 0 and grads[True]["entity.weight"][h].abs().sum() > 0
-    assert len(handed) == 1 and handed[0] is not None and handed[0].shape == model.entity.weight.shape
+    assert len(handed) == 2 and all(g is not None and g.shape == model.entity.weight.shape for g in handed)
 
 
 # ---------------------------------------------------------------- options that change only how, or when

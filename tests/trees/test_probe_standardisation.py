@@ -43,3 +43,16 @@ def test_a_constant_training_feature_does_not_break_the_probe():
     xte[:, 2] = 5.0
     acc = linear_probe(xtr, ytr, xte, yte)
     assert acc > 0.9  # not NaN (a NaN compares False), and the informative feature still separates the blobs
+
+
+def test_a_feature_constant_in_training_has_no_say_at_test_time():
+    """What training cannot fit cannot decide: a feature constant on every training tree, however
+    far it moves on the test trees, leaves each prediction as the informative features make it."""
+    xtr, ytr = _two_blobs(15, 6)
+    xtr[:, 2] = 5.0
+    xte, yte = _two_blobs(15, 7)
+    plain = linear_probe_predict(xtr, ytr, xte, 2)
+    moved = xte.clone()
+    moved[:, 2] = torch.linspace(-1e4, 1e4, len(moved))  # varies only at test time
+    assert torch.equal(linear_probe_predict(xtr, ytr, moved, 2), plain)
+    assert float((plain == yte).float().mean()) > 0.9

@@ -38,8 +38,12 @@ def linear_probe(xtr, ytr, xte, yte, l2: float = 1e-3, iters: int = 300) -> floa
 
 def linear_probe_predict(xtr, ytr, xte, num_classes: int, l2: float = 1e-3, iters: int = 300) -> torch.Tensor:
     """Fit the probe on (xtr, ytr); predicted classes of xte."""
-    mu, sd = xtr.mean(0), xtr.std(0).clamp(min=1e-6)
-    xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
+    mu, sd = xtr.mean(0), xtr.std(0)
+    # a feature constant in training says nothing the probe could fit: zero it everywhere, or its
+    # untrained weight times (test value - mu) / tiny spread would decide the test predictions
+    informative = sd > 1e-6
+    scale = torch.where(informative, sd, torch.ones_like(sd))
+    xtr, xte = (xtr - mu) / scale * informative, (xte - mu) / scale * informative
     lin = nn.Linear(xtr.shape[1], num_classes).double()
     xtr, xte = xtr.double(), xte.double()
     opt = torch.optim.LBFGS(lin.parameters(), max_iter=iters, line_search_fn="strong_wolfe")

@@ -20,6 +20,34 @@ from torch.utils.checkpoint import checkpoint
 from tracegraph.errors import TracegraphError
 
 
+class _BNReLUFeatureDropout(torch.autograd.Function):
+    """relu(BatchNorm(x)) · mask (train mode) in one output buffer: the same ATen kernels as
+    BatchNorm2d → F.relu → Dropout2d, with the ReLU and the mask applied in place, so forward makes
+    one B×C×H×W tensor instead of three and backward two instead of three."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, momentum: float, eps: float, mask):
+        y, mean, invstd = torch.native_batch_norm(x, weight, bias, running_mean, running_var, True, momentum, eps)
+        y.relu_()
+        if mask is not None:
+            y.mul_(mask)
+        ctx.save_for_backward(x, weight, mean, invstd, y, mask)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, mean, invstd, y, mask = ctx.saved_tensors
+        # y > 0 exactly where the ReLU passed and the mask kept the map; elsewhere the gradient is 0
+        g = torch.ops.aten.threshold_backward(grad, y, 0)
+        if mask is not None:
+            g.mul_(mask)
+        need = [bool(n) for n in ctx.needs_input_grad[:3]]
+        dx, dw, db = torch.ops.aten.native_batch_norm_backward(g, x, weight, None, None, mean, invstd, True,
+                                                               ctx.eps, need)
+        return dx, dw, db, None, None, None, None, None
+
+
 @dataclass
 class ConvEConfig:
     num_entities: int
@@ -117,8 +145,11 @@ class ConvE(nn.Module):
         z = self.image(e_h, r)
         z0 = self.input_drop(self.bn0(z))
         z1 = self.conv(z0)
-        z2 = self.bn1(z1)
-        z3 = self.feature_drop(F.relu(z2))
+        if record is None and self._one_buffer_block(z1):
+            z3 = self._bn1_relu_feature_drop(z1)
+        else:
+            z2 = self.bn1(z1)
+            z3 = self.feature_drop(F.relu(z2))
         f = z3.flatten(1)
         z4 = self.fc(f)
         z5 = self.bn2(self.output_drop(z4))
@@ -126,6 +157,28 @@ class ConvE(nn.Module):
         if record is not None:
             record.update(image=z, conv_in=z0, conv_out=z1, bn1_out=z2, fc_in=f, fc_out=z4, bn2_out=z5, x=x)
         return x
+
+    def _one_buffer_block(self, z1: torch.Tensor) -> bool:
+        """Whether bn1 → ReLU → Dropout2d runs as :class:`_BNReLUFeatureDropout`: training in fp32 on
+        a CPU, where each B×C×H×W temporary is a fresh allocation and a pass over memory. CUDA
+        (graph capture, autocast), SyncBatchNorm under torchrun and torch.compile keep the modules."""
+        bn, drop = self.bn1, self.feature_drop
+        return (self.training and torch.is_grad_enabled() and z1.device.type == "cpu"
+                and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
+                and type(bn) is nn.BatchNorm2d and bn.affine and bn.track_running_stats
+                and type(drop) is nn.Dropout2d and 0.0 <= drop.p < 1.0)
+
+    def _bn1_relu_feature_drop(self, z1: torch.Tensor) -> torch.Tensor:
+        """``feature_drop(relu(bn1(z1)))`` in training, bit for bit: nn.BatchNorm's bookkeeping and
+        Dropout2d's mask (drawn as ATen's feature dropout draws it), then one fused Function."""
+        bn, p = self.bn1, self.feature_drop.p
+        bn.num_batches_tracked.add_(1)
+        momentum = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
+        mask = None
+        if p > 0:
+            mask = z1.new_empty((z1.shape[0], z1.shape[1], 1, 1)).bernoulli_(1 - p).div_(1 - p)
+        return _BNReLUFeatureDropout.apply(z1, bn.weight, bn.bias, bn.running_mean, bn.running_var, momentum,
+                                           bn.eps, mask)
 
     def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
         if not (torch.is_tensor(heads) and torch.is_tensor(relations)):  # labels reach here from notebooks

@@ -130,6 +130,95 @@ class _FusedBCE1N(torch.autograd.Function):
         return (gx, gw, gb.to(bias.dtype) if gb is not None else None, None, None, None, None, None, None, None)
 
 
+_ROW_BLOCK_BYTES = 2**20  # about one core's L2
+
+
+class _StoredBCE1N(torch.autograd.Function):
+    """The fused loss's per-sample sums with the logits computed once and kept (one B×N buffer):
+    backward turns that buffer into σ(s) in place and folds the smoothing constant and the
+    per-sample scale into the two products, so no other B×N tensor is made.
+
+    On a CPU every B×N temporary is a fresh allocation and a pass over memory; the autograd
+    composition of :func:`bce_1n` makes about six per step (bias add, softplus, its gradient, the
+    sum's and the gather's gradients and their sums), this makes two."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float,
+                sink: dict | None):
+        N = weight.shape[0]
+        s = torch.addmm(bias, x, weight.t()) if bias is not None else x @ weight.t()
+        out = torch.empty(s.shape[0], dtype=s.dtype, device=s.device)
+        rows = max(1, _ROW_BLOCK_BYTES // (s.element_size() * N))
+        for r0 in range(0, s.shape[0], rows):  # softplus a cache-sized block at a time: no B×N temporary
+            torch.sum(F.softplus(s[r0 : r0 + rows]), 1, out=out[r0 : r0 + rows])
+        row_sums = x @ weight.sum(0) + (bias.sum() if bias is not None else 0)  # Σ_j s_j in O(B·d)
+        out.sub_(row_sums, alpha=c)
+        pos = s.reshape(-1).gather(0, batch_index * N + entity_index)
+        tw = target_weight.to(s.dtype) if target_weight is not None else torch.ones_like(pos)
+        out.index_add_(0, batch_index, pos * tw, alpha=-p)
+        ctx.save_for_backward(x, weight, s, batch_index, entity_index, tw)
+        ctx.has_bias, ctx.c, ctx.p, ctx.sink = bias is not None, c, p, sink
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        # dL/ds = g·(σ(s) - c) - p·g·w at the true tails, g the per-sample grad_out; σ(s) is
+        # written over the saved logits (a second backward through this graph raises, as with
+        # any in-place change of a saved tensor)
+        x, weight, s, bi, ei, tw = ctx.saved_tensors
+        B, N, d = x.shape[0], weight.shape[0], x.shape[1]
+        sig = s.sigmoid_()
+        g = grad_out.to(s.dtype)
+        coef = -ctx.p * g[bi] * tw  # the true tails' term
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:  # g·(σ E - c ΣE) + the true tails' rows of E
+            gx = torch.addmm((-ctx.c * weight.sum(0)).expand(B, d), sig, weight).mul_(g[:, None])
+            gx.index_add_(0, bi, coef[:, None] * weight[ei])
+        if ctx.needs_input_grad[1]:  # σᵀ(g·x) - c·Σ(g·x), then the true tails' rows
+            xg = x * g[:, None]
+            gw = torch.addmm((-ctx.c * xg.sum(0)).expand(N, d), sig.t(), xg)
+            gw.index_add_(0, ei, coef[:, None] * x[bi])
+            if ctx.sink is not None:
+                ctx.sink["grad"] = gw  # tied_lookup's backward adds the head-lookup gradient into it
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = torch.addmv((-ctx.c * g.sum()).expand(N), sig.t(), g)
+            gb.index_add_(0, ei, coef)
+        return gx, gw, gb, None, None, None, None, None, None
+
+
+def stored_bce_1n(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: Targets,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+    sink: dict | None = None,
+):
+    """Same value and gradients as ``bce_1n(x @ weight.T + bias, …)``, with fewer B×N temporaries.
+
+    The logits are kept (memory as :func:`bce_1n`); backward overwrites them with their gradient.
+    The training step's loss on a CPU, where each large temporary costs a fresh allocation.
+
+    Args:
+        x: hidden vectors [B, d], the same dtype as ``weight``.
+        weight: the entity table [N, d].
+        bias: per-entity bias [N], or None.
+        targets: the true tails (sparse).
+        label_smoothing: ε of the uniform smoothing.
+        reduction: mean, sum or none (per sample).
+        sink: a dict shared with :func:`tied_lookup` when ``x`` came from rows of ``weight``.
+
+    Returns:
+        The loss (a scalar, or [B] with ``reduction="none"``).
+    """
+    N = weight.shape[0]
+    eps = float(label_smoothing)
+    per = _StoredBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, targets.weight, eps / N,
+                             1.0 - eps, sink)
+    return _reduce(per / N, reduction)
+
+
 def _chunk_scores(x, weight, bias, start, chunk, acc_dtype):
     w = weight[start : start + chunk]
     s = x.to(acc_dtype) @ w.to(acc_dtype).t()

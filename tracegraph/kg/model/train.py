@@ -31,7 +31,7 @@ from tracegraph.kg.data.triples import (
 from tracegraph.kg.model.batching import SampleStore
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import Ranks, evaluate, summarize
-from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, tied_lookup
+from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, stored_bce_1n, tied_lookup
 from tracegraph.kg.model.model_io import model_payload
 from tracegraph.kg.model.training_files import RESUME_CHECKPOINT, claim_run_dir, resume, resume_payload, run_config
 from tracegraph.kg.model.schedules import make_optimizer, make_schedule, resolve_patience
@@ -83,23 +83,42 @@ class TrainingObjective(torch.nn.Module):
     def __init__(self, model: ConvE, fused: bool, chunk: int, label_smoothing: float, loss: str = "bce"):
         super().__init__()
         self.model, self.fused, self.chunk, self.eps = model, fused, chunk, label_smoothing
-        self.loss = ce_1n if loss == "ce" else bce_1n
+        self.loss, self.loss_name = (ce_1n if loss == "ce" else bce_1n), loss
 
     def forward(self, h, r, batch_index, tails, weight=None):
         targets = Targets(batch_index, tails, weight)
-        if self.fused:
+        stored = self._stored_logits(h)
+        if self.fused or stored:
             m, sink = self.model, {}
             # head embeddings via tied_lookup: their gradient joins the loss's one dE buffer
             x = m.encode_embeddings(tied_lookup(m.entity.weight, h, sink), m.relation(r))
+            if stored:
+                return stored_bce_1n(x, m.entity.weight, m.entity_bias, targets, self.eps, sink=sink)
             return fused_bce_1n(x, m.entity.weight, m.entity_bias, targets, self.eps, chunk_size=self.chunk, sink=sink)
         return self.loss(self.model(h, r), targets, self.eps)
+
+    def _stored_logits(self, h) -> bool:
+        """The standard BCE on a CPU in fp32 takes stored_bce_1n (fewer B×N temporaries, each a
+        fresh allocation there); elsewhere — CUDA (graph capture, autocast), bf16, torch.compile
+        — the bce_1n composition stays."""
+        return (not self.fused and self.loss_name == "bce" and h.device.type == "cpu"
+                and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
 
 
 def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
     """Train, evaluate, save. ``on_evaluation(epoch, valid_mrr)`` is called after every valid
     evaluation (``tracegraph tune`` reports to its pruner there; raising stops the run)."""
+    _check_counts(cfg)
     with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
         return _train(cfg, on_evaluation)
+
+
+def _check_counts(cfg: TrainConfig) -> None:
+    """The counts the CLI bounds with min=1, checked for Python callers too (a 0 would divide by zero later)."""
+    for name in ("epochs", "batch_size", "checkpoint_every", "eval_every"):
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or value < 1:
+            raise TracegraphError(f"{name} must be a whole number of at least 1, not {value!r}")
 
 
 @dataclass
