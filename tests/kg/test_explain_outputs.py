@@ -103,7 +103,8 @@ def test_explain_refuses_a_used_output_folder_unless_told(run3, tmp_path):
     (o / "triple_007_old_one_tracin.csv").write_text("old\n")
     args = ["explain", "--model-dir", run3 / "run", "--train", run3 / "train.txt", "--test-triples",
             run3 / "test.txt", "-o", o, "--top-k", "2", "--device", "cpu"]
-    run_cli_error(args, o, contains="not empty")
+    err = run_cli_error(args, o, contains="not empty")
+    assert "use --overwrite" in err.stderr and "or --skip-existing" in err.stderr  # the CLI names its flags
     res = run_cli([*args, "--overwrite"])
     assert res.exit_code == 0, res.stderr
     names = sorted(p.name for p in o.iterdir())

@@ -121,3 +121,27 @@ def test_predict_errors_are_one_line_and_write_nothing(kgx_run, tmp_path, args, 
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     run_cli_error(["predict", "--model-dir", kgx_run / "run", "--device", "cpu", *args], tmp_path, kgx_run / "run",
                   contains=contains)
+
+
+def test_a_split_into_its_own_folder_keeps_the_imports_names(kgx_run, tmp_path):
+    """`data split graph/triples.txt -o elsewhere` then train on elsewhere/train.txt: the run still
+    knows biolink:treats and the node names (the split brings the import's name files along)."""
+    from tracegraph.kg.data.split import split_file
+
+    split_file(kgx_run / "graph" / "triples.txt", tmp_path / "split", 0.1, 0.0, seed=0)
+    tracegraph.train(train=tmp_path / "split" / "train.txt", output_dir=tmp_path / "run", epochs=1, batch_size=8,
+                     device="cpu", model=TINY, quiet=True)
+    run = tracegraph.open_run(tmp_path / "run")
+    top = run.predict(head="CHEBI:1", relation="biolink:treats", k=2)
+    assert top["relation_name"].tolist() == ["biolink:treats"] * 2 and top["head_name"].tolist() == ["drug 1"] * 2
+    for name in ("node_name_dict.txt", "node_dict.txt", "edge_map.json"):  # copied byte for byte
+        assert (tmp_path / "split" / name).read_bytes() == (kgx_run / "graph" / name).read_bytes()
+
+
+def test_the_report_names_relations_in_its_per_relation_table(kgx_run, tmp_path):
+    run = tracegraph.open_run(kgx_run / "run")
+    emap = json.loads((kgx_run / "graph" / "edge_map.json").read_text())
+    treats = emap[json.dumps({"predicate": "biolink:treats"}, sort_keys=True)]
+    page = run.report(tmp_path / "r.html", test=kgx_run / "graph" / "triples.txt").read_text()
+    per_relation = page.split("Per relation", 1)[1]
+    assert f"biolink:treats ({treats})" in per_relation

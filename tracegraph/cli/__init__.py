@@ -45,7 +45,9 @@ def as_flags(message: str) -> str:
     """A library error's leading parameter name (at the start, or after a ``path: ``) as the flag."""
     import re
 
-    return re.sub(r"(^|: )(" + "|".join(_FLAGS) + r")\b", lambda m: m.group(1) + _FLAGS[m.group(2)], message)
+    names = "|".join(_FLAGS)
+    message = re.sub(r"\b(" + names + r")=True\b", lambda m: _FLAGS[m.group(1)], message)  # a switch to turn on
+    return re.sub(r"(^|: )(" + names + r")\b", lambda m: m.group(1) + _FLAGS[m.group(2)], message)
 
 
 def _usage_error(e):

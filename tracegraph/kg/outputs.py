@@ -78,8 +78,8 @@ def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) 
             p.unlink(missing_ok=True)
         return
     if not cfg.skip_existing:
-        raise TracegraphError(f"{out}: the output folder is not empty; use overwrite to replace its explanations "
-                              f"or skip_existing to add to them")
+        raise TracegraphError(f"{out}: the output folder is not empty; use overwrite=True to replace its explanations "
+                              f"or skip_existing=True to add to them")
     summary = out / "summary.json"
     if summary.is_file():
         before = read_json(summary)

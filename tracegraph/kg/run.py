@@ -207,7 +207,7 @@ class Run(RunStore):
     def report(self, output, explanations=(), necessity=None, test=None, **options) -> Path:
         """Write this run's self-contained HTML report (what ``tracegraph report`` writes); see
         :func:`tracegraph.report.report_run` for the arguments. Returns the path written."""
-        from tracegraph.report import report_run  # the report layer sits above the run facade
+        from tracegraph.report import report_run  # on first use: the report loads matplotlib
 
         return report_run(self, output, explanations=explanations, necessity=necessity, test=test, **options)
 

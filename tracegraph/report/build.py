@@ -102,7 +102,7 @@ def report_sections(run, *, explanations=(), necessity=None, test=None, marks: d
     loss = (run.config.get("train") or {}).get("loss")
     sections = [_cards(run, ranks, triples, nec),
                 training_section(history, f"training loss ({loss})" if loss else "training loss", run.config),
-                metrics_section(ranks, source)]
+                metrics_section(ranks, source, run.labels.relation_names)]
     if triples:
         sections.append(explained_section(triples, marks=marks, mark_label=mark_label, n_pro=n_pro, n_opp=n_opp,
                                           title=explained_title, intro=explained_intro))

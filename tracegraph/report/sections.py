@@ -93,8 +93,9 @@ def side_metrics(ranks: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
-def metrics_section(ranks: pd.DataFrame | None, source: str) -> Section:
-    """Filtered-rank metrics overall (per side) and per relation; ``source`` says where the ranks came from (HTML)."""
+def metrics_section(ranks: pd.DataFrame | None, source: str, relation_names: dict | None = None) -> Section:
+    """Filtered-rank metrics overall (per side) and per relation; ``source`` says where the ranks came from (HTML);
+    ``relation_names``: a relation label's readable name (a KGX run's ``biolink:treats``), shown beside it."""
     if ranks is None or ranks.empty:
         return Section("metrics", f"<h2>Test metrics</h2><p class='note'>{source}</p>")
     m = side_metrics(ranks)
@@ -106,7 +107,8 @@ def metrics_section(ranks: pd.DataFrame | None, source: str) -> Section:
     for rel, g in groups[:PER_RELATION_ROWS]:
         r = g["rank"].to_numpy(float)
         side = {s: g.loc[g["side"] == s, "rank"].to_numpy(float) for s in ("tail", "head")}
-        per.append([e(rel), str(int((g["side"] == "tail").sum()) or len(g)),
+        name = (relation_names or {}).get(rel)
+        per.append([e(f"{name} ({rel})" if name and name != rel else rel), str(int((g["side"] == "tail").sum()) or len(g)),
                     *(num(np.mean(1 / side[s])) if len(side[s]) else "—" for s in ("tail", "head")),
                     num(np.mean(r <= 1)), num(np.mean(r <= 10))])
     more = (f"<p class='note'>The {PER_RELATION_ROWS} most frequent of {len(groups)} relations; ranks.csv has them all.</p>"

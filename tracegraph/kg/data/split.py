@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import TracegraphError
+from tracegraph.kg.data.labels import LABEL_FILES
 from tracegraph.kg.data.triples import LabeledTriples, read_labeled_triples
-from tracegraph.runtime.checkpoints import atomic_write_text
+from tracegraph.runtime.checkpoints import atomic_path, atomic_write_text
 
 
 @dataclass
@@ -49,10 +50,21 @@ def write_triples(path: str | Path, rows) -> None:
 
 
 def split_file(path, out_dir, valid_fraction=0.1, test_fraction=0.1, seed=0) -> SplitResult:
+    """Split one triples file into ``out_dir``/train.txt, valid.txt, test.txt.
+
+    The import's name files beside ``path`` (``node_name_dict.txt``, ``node_dict.txt``,
+    ``edge_map.json``) are copied along when ``out_dir`` has none of its own: ``train`` records the
+    ones next to the training file, which is how a run knows ``biolink:treats`` and readable names.
+    """
     res = split_triples(read_labeled_triples(path), valid_fraction, test_fraction, seed)
     out = Path(out_dir)
     for name in ("train", "valid", "test"):
         write_triples(out / f"{name}.txt", getattr(res, name))
+    for name in LABEL_FILES.values():
+        src, dst = Path(path).parent / name, out / name
+        if src.is_file() and not dst.exists():
+            with atomic_path(dst) as tmp:
+                tmp.write_bytes(src.read_bytes())
     return res
 
 
