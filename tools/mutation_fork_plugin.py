@@ -5,7 +5,7 @@ tests in order, stopping at the first failure. Run from the generated ``mutants/
 
     cd mutants && PYTHONPATH=$PWD:../tools MUTRUN_NAMES=names.txt MUTRUN_OUT=out.jsonl MUTRUN_WARM=1 \
       python -m pytest -q --assert=plain -p mutation_fork_plugin -p no:randomly -p no:cacheprovider \
-      -p no:xdist -p no:hypothesispytest tests/kg/test_tracin_mutants.py
+      -p no:xdist -p no:hypothesispytest tests/kg/test_tracin_layers_against_float64.py
 
 env: MUTRUN_NAMES (file of mutant names, from mutants/…/<module>.py.meta), MUTRUN_OUT (jsonl,
 appended; names already there are skipped), MUTRUN_LIMIT (seconds, default 60: a timeout counts as

@@ -1,7 +1,7 @@
 """ConvE in eval mode and its two per-direction losses, written out in float64 from a state dict.
 
 The independent reference the TracIn tests hold the engine to (`test_tracin_first_principles.py`,
-`test_tracin_mutants.py`): the paper's layer order with `torch.nn.functional`, never the
+`test_tracin_layers_against_float64.py`): the paper's layer order with `torch.nn.functional`, never the
 package's own forward, so a bug there cannot hide in the reference too.
 """
 

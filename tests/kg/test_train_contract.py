@@ -1,8 +1,8 @@
-"""The rest of the training loop's contract on the 10-triple graph of test_train_mutants.py: every
+"""The rest of the training loop's contract on the 10-triple graph of test_training_loop_on_a_tiny_graph.py: every
 error message word for word, the log lines, the math policy a run sets, ``--compile``, the padded
 step that CUDA-graph replay uses (run here on CPU), and the fused objective's gradients.
 
-Written against the mutants of kg/model/train.py and training_files.py that test_train_mutants.py
+Written against the mutants of kg/model/train.py and training_files.py that test_training_loop_on_a_tiny_graph.py
 left alive (docs/testing.md): each test says what it holds, computed independently of the loop.
 """
 
@@ -16,7 +16,7 @@ import torch
 import tracegraph.kg.model.train as train_module
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.train import TrainingObjective, train
-from tests.kg.test_train_mutants import (  # noqa: F401  (data and logs are fixtures)
+from tests.kg.test_training_loop_on_a_tiny_graph import (  # noqa: F401  (data and logs are fixtures)
     TRIPLES, cfg, data, dense_loss, groups, initial_model, load, logs, read, rows_loss, scripted,
 )
 
