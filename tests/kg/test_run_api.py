@@ -269,8 +269,9 @@ def test_conve_given_labels_says_what_to_use_instead():
     assert model.score_all(torch.tensor([0]), torch.tensor([1])).shape == (1, 5)
 
 
-@pytest.mark.parametrize("setting", ["checkpoint_every", "eval_every", "epochs", "batch_size"])
-def test_train_refuses_a_zero_count_naming_the_parameter(tmp_path, setting):
-    with pytest.raises(TracegraphError, match=f"{setting} must be a whole number of at least 1"):
-        tracegraph.train(train=UMLS / "train.txt", output_dir=tmp_path / "r", quiet=True, **{setting: 0})
+@pytest.mark.parametrize("setting,value,least", [("checkpoint_every", 0, 1), ("eval_every", 0, 1),
+                                                 ("batch_size", 0, 1), ("epochs", -1, 0)])
+def test_train_refuses_a_count_below_its_bound_naming_the_parameter(tmp_path, setting, value, least):
+    with pytest.raises(TracegraphError, match=f"{setting} must be a whole number of at least {least}"):
+        tracegraph.train(train=UMLS / "train.txt", output_dir=tmp_path / "r", quiet=True, **{setting: value})
     assert not (tmp_path / "r" / "config.json").exists()  # refused before anything is written

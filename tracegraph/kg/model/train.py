@@ -114,11 +114,12 @@ def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None =
 
 
 def _check_counts(cfg: TrainConfig) -> None:
-    """The counts the CLI bounds with min=1, checked for Python callers too (a 0 would divide by zero later)."""
-    for name in ("epochs", "batch_size", "checkpoint_every", "eval_every"):
+    """The counts the CLI bounds, checked for Python callers too (a 0 would divide by zero later);
+    0 epochs is allowed: the initial model is saved as epoch 0."""
+    for name, least in (("epochs", 0), ("batch_size", 1), ("checkpoint_every", 1), ("eval_every", 1)):
         value = getattr(cfg, name)
-        if not isinstance(value, int) or value < 1:
-            raise TracegraphError(f"{name} must be a whole number of at least 1, not {value!r}")
+        if not isinstance(value, int) or value < least:
+            raise TracegraphError(f"{name} must be a whole number of at least {least}, not {value!r}")
 
 
 @dataclass
