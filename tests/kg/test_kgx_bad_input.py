@@ -48,7 +48,7 @@ def test_node_fields_by_hand(tmp_path):
     nodes = "\n".join([
         json.dumps({"id": "A:1", "name": "  spaced\tname  ", "category": ["biolink:Drug", "biolink:X"]}),
         json.dumps({"id": "B:2", "name": "   ", "category": []}),
-        json.dumps({"id": "C:3", "name": 7, "category": "biolink:Gene"}),
+        json.dumps({"id": "C:3", "name": 7, "category": "biolink: Gene"}),  # whitespace folded away
         "",
     ])
     edges = "\n".join([json.dumps({"subject": "A:1", "predicate": "p", "object": "B:2"}),
