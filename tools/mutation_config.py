@@ -3,7 +3,10 @@ import re
 import sys
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the same parser as a package
+    import tomli as tomllib
 
 module, path = sys.argv[1], sys.argv[2]
 text = Path(path).read_text(encoding="utf-8")

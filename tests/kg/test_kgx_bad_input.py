@@ -48,7 +48,7 @@ def test_node_fields_by_hand(tmp_path):
     nodes = "\n".join([
         json.dumps({"id": "A:1", "name": "  spaced\tname  ", "category": ["biolink:Drug", "biolink:X"]}),
         json.dumps({"id": "B:2", "name": "   ", "category": []}),
-        json.dumps({"id": "C:3", "name": 7, "category": "biolink:Gene"}),
+        json.dumps({"id": "C:3", "name": 7, "category": "biolink: Gene"}),  # whitespace folded away
         "",
     ])
     edges = "\n".join([json.dumps({"subject": "A:1", "predicate": "p", "object": "B:2"}),
@@ -61,3 +61,12 @@ def test_node_fields_by_hand(tmp_path):
     assert cats == ["biolink:Drug\t0", "biolink:NamedThing\t1", "biolink:Gene\t2"]
     assert (tmp_path / "out" / "triples.txt").read_text() == "A:1\tpredicate:0\tB:2\nC:3\tpredicate:0\tA:1\n"
     assert (tmp_path / "out" / "rel_dict.txt").read_text() == "predicate:0\t0\n"
+
+
+def test_missing_or_undecodable_file_is_named_as_a_json_lines_file(tmp_path):
+    (tmp_path / "edges.jsonl").write_text(EDGE + "\n")
+    with pytest.raises(DataError, match=r"nodes\.jsonl: JSON Lines file not found$"):
+        import_kgx(tmp_path / "nodes.jsonl", tmp_path / "edges.jsonl", tmp_path / "out")
+    (tmp_path / "nodes.jsonl").write_bytes(NODE.encode() + b"\n\xff\xfe\n")
+    with pytest.raises(DataError, match=r"nodes\.jsonl:2: not valid UTF-8"):
+        import_kgx(tmp_path / "nodes.jsonl", tmp_path / "edges.jsonl", tmp_path / "out")
