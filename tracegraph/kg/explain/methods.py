@@ -42,8 +42,11 @@ import numpy as np
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
-from tracegraph.kg.explain.ranking import degrees, method_keys, path_lengths, path_shell, ranked_order
-from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, compute_influence
+from tracegraph.kg.explain.ranking import (  # noqa: F401  (margin_shell: methods.margin_shell stays importable)
+    degrees, margin_shell, method_keys, path_lengths, path_shell, ranked_order,
+)
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions
+from tracegraph.kg.explain.tracin.influence import TracIn
 from tracegraph.kg.model.evaluate import rank_queries
 
 
@@ -180,8 +183,8 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
     iopts = InfluenceOptions(engine="exact", loss=opts.loss, layers=opts.layers, label_smoothing=opts.label_smoothing)
     T, U = len(facts), len(union)
     tracin, cosine, self_sum = np.zeros((T, U)), np.zeros((T, U)), np.zeros(U)
-    for path in checkpoints:
-        res = compute_influence([path], train_ids[union], facts, iopts, device, progress)
+    for res in TracIn.from_parts(None, train_ids, checkpoints, iopts, device=device).per_checkpoint(
+            facts, union, progress=progress):
         lr = res.checkpoints[0].lr
         s = np.asarray(res.scores, np.float64)  # η_k ⟨g, g'⟩
         tracin += s
@@ -192,12 +195,6 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
     pos = [np.searchsorted(union, rows) for rows in subsets]
     return InfluenceParts([tracin[j, p] for j, p in enumerate(pos)], [cosine[j, p] for j, p in enumerate(pos)],
                           [rel[j, p] for j, p in enumerate(pos)])
-
-
-def margin_shell(walk: np.ndarray) -> np.ndarray:
-    """tracin-margin-path's shell of each candidate from its head–tail walk length
-    (ranking.path_lengths): 2 for a direct edge or a two-edge walk, then 3, 4, …, no walk last."""
-    return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
 def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:
