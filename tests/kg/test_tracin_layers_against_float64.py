@@ -710,6 +710,36 @@ def test_run_explain_on_two_cpu_devices_equals_one(tiny_run, tmp_path):
         explain_files(ExplainConfig(output_dir=str(tmp_path / "three"), devices=["cpu", "cpu"], method="tfidf", **kw))
 
 
+@pytest.mark.parametrize("devices", [None, ["cpu", "cpu"]])
+def test_explain_scores_are_the_tracin_objects_on_the_same_candidates(tiny_run, devices):
+    """explain scores through a TracIn object: its TracInScore and SelfInfluence columns are, bit for
+    bit, ``TracIn(run, ...)``'s influence and self-influence with the same settings (a non-default
+    loss, smoothing and layers, so an option explain failed to hand over would show); with the
+    test triples split over two devices, the same to fp32 rounding."""
+    import tracegraph
+
+    d = tiny_run
+    settings = dict(loss="train-loss", label_smoothing=0.3, layers="last:2")
+    result = run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), method="tracin",
+                                       test_triples=str(d / "test.txt"), device="cpu", devices=devices, **settings))
+    tracin = tracegraph.TracIn(tracegraph.open_run(d / "run"), train=str(d / "train.txt"), progress=False, **settings)
+    explained = [RUN_TESTS[i] for i in (0, 3, 4)]  # the others name labels the run does not know
+    want = tracin.influence(explained)
+    want_self = tracin.self_influence()
+    assert [e.meta["test_triple"]["index"] for e in result.explanations] == [0, 3, 4]
+    for j, e in enumerate(result.explanations):
+        rows = e.rows
+        got = {(h, r, t): (s, si) for h, r, t, s, si in zip(rows["TrainHead"], rows["TrainRel"], rows["TrainTail"],
+                                                          rows["TracInScore"], rows["SelfInfluence"])}
+        assert len(got) == len(RUN_TRIPLES)
+        for i, tr in enumerate(RUN_TRIPLES):
+            if devices is None:  # the same call: the same bits
+                assert got[tr] == (want[j, i], want_self[i]), (explained[j], tr)
+            else:  # fp32 products over other test-batch shapes: equal to rounding
+                assert got[tr] == (pytest.approx(want[j, i], rel=1e-6), pytest.approx(want_self[i], rel=1e-6))
+    assert result.summary["layers"] == PARAM_ORDER[-2:]
+
+
 def test_influence_over_devices_stacks_test_shards(tiny_run):
     from tracegraph.kg.model.model_io import list_epoch_checkpoints
 

@@ -23,7 +23,7 @@
   the fact) counts with the two-edge walks. The margin ranks what the rank-1 prediction rests on;
   the shells put the walks that join head and tail first, so a mechanism's middle edges, which
   touch neither end, are not buried under the head's other triples. Forcing direct edges first
-  cost necessity on UMLS (README, "Which explanation method"), so they share the first shell;
+  cost necessity on UMLS (docs/explaining.md, "How to choose"), so they share the first shell;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
@@ -107,8 +107,8 @@ def _baseline(name: str):
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
 MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides along as an extra test triple
-# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (README,
-# "Which explanation method"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
+# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (docs/explaining.md,
+# "How to choose"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
 # the one table of methods: the CLI's --method choices, explain, fidelity and the demo read it
 REGISTRY: dict[str, Method] = {m.name: m for m in (
