@@ -27,7 +27,21 @@ def _influence_over_ranks(ctx, tracin: TracIn, union, cols_of, test_ids, progres
     which contain the global ones (ties included: the order is the same stable sort restricted to a
     shard). Others get None. ``test_ids`` beyond ``len(cols_of)`` are the rivals of tracin-margin,
     one per test triple: then each pick also carries the margin TracIn(test) − TracIn(rival), and
-    the picks are the margin's (with ``walk_of``, tracin-margin-path's: by shell, then margin)."""
+    the picks are the margin's (with ``walk_of``, tracin-margin-path's: by shell, then margin).
+
+    Args:
+        ctx: this rank's distributed context (``rank``, ``world_size``).
+        tracin: the TracIn one process would call (checkpoints, options with a fixed batch size, reader, device).
+        union: the training rows (of ``tracin.train_ids``) any test triple ranks, sorted.
+        cols_of: per test triple, the positions in ``union`` of the rows it ranks.
+        test_ids: the test triples, then their rivals for the margin methods.
+        progress: a progress display, or None.
+        top_k: proponents and opponents kept per test triple; None keeps every row.
+        walk_of: tracin-margin-path: ``j -> head–tail walk length of each row``.
+
+    Returns:
+        ``(this rank's InfluenceResult, picks)``: picks per test triple on rank 0, None on the others.
+    """
     lo, hi = batch_aligned_shard(len(union), tracin.options.batch_size, ctx.rank, ctx.world_size)
     result = tracin.result(test_ids, union[lo:hi], progress=progress)  # ``union``: rows of ``tracin.train_ids``
     T = len(cols_of)
@@ -57,7 +71,19 @@ def _influence_over_ranks(ctx, tracin: TracIn, union, cols_of, test_ids, progres
 def _influence_over_devices(devices, tracin: TracIn, rows, test_ids, progress) -> InfluenceResult:
     """One process, several devices: the test triples are split across devices, each device scores
     the training ``rows`` (of ``tracin.train_ids``) against its share (a thread per device), and the
-    rows are stacked."""
+    rows are stacked.
+
+    Args:
+        devices: the devices; no more are used than there are test triples.
+        tracin: the TracIn one process would call.
+        rows: the training rows scored (positions in ``tracin.train_ids``).
+        test_ids: the test triples (and rivals) as ids.
+        progress: a progress display, or None.
+
+    Returns:
+        The same :class:`InfluenceResult` one process would give (to fp32 rounding: the test
+        batches differ), its scores in memory or spilled to ``tracin.options.scratch_dir``.
+    """
     devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
     parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: tracin.result(
         test_ids[lo:hi], rows, device=d, progress=progress))
