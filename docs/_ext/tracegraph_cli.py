@@ -57,6 +57,8 @@ def _param(param, ctx) -> click.Parameter:
 
 def _mirror(cmd) -> click.Command:
     ctx = typer._click.core.Context(cmd)
+    if hasattr(cmd, "fill_help"):  # option help that lists the registered methods (tracegraph/cli/common.py)
+        cmd.fill_help()
     params = [_param(p, ctx) for p in cmd.params if p.name != "help"]
     if hasattr(cmd, "commands"):
         group = click.Group(cmd.name, help=_rst(cmd.help), short_help=_rst(cmd.short_help), params=params)

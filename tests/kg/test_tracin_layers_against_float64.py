@@ -466,6 +466,8 @@ from tracegraph.kg.data.triples import describe_edge_key  # noqa: E402
 from tracegraph.kg.explain.tracin import explain as ex  # noqa: E402
 from tracegraph.kg.explain.tracin import rows as rw  # noqa: E402
 from tracegraph.kg.explain.tracin import sharding as sh  # noqa: E402
+from tracegraph.kg.explain.tracin import influence as tracin_object  # noqa: E402
+from tracegraph.kg.explain.tracin.influence import TracIn  # noqa: E402
 from tracegraph.kg.explain.tracin.explain import CSV_HEADER, ExplainConfig, run_explain  # noqa: E402
 from tracegraph.kg.outputs import explain_files, write_csv, write_explanations  # noqa: E402
 from tracegraph.kg.explain.tracin.engine import InfluenceResult  # noqa: E402
@@ -708,6 +710,36 @@ def test_run_explain_on_two_cpu_devices_equals_one(tiny_run, tmp_path):
         explain_files(ExplainConfig(output_dir=str(tmp_path / "three"), devices=["cpu", "cpu"], method="tfidf", **kw))
 
 
+@pytest.mark.parametrize("devices", [None, ["cpu", "cpu"]])
+def test_explain_scores_are_the_tracin_objects_on_the_same_candidates(tiny_run, devices):
+    """explain scores through a TracIn object: its TracInScore and SelfInfluence columns are, bit for
+    bit, ``TracIn(run, ...)``'s influence and self-influence with the same settings (a non-default
+    loss, smoothing and layers, so an option explain failed to hand over would show); with the
+    test triples split over two devices, the same to fp32 rounding."""
+    import tracegraph
+
+    d = tiny_run
+    settings = dict(loss="train-loss", label_smoothing=0.3, layers="last:2")
+    result = run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), method="tracin",
+                                       test_triples=str(d / "test.txt"), device="cpu", devices=devices, **settings))
+    tracin = tracegraph.TracIn(tracegraph.open_run(d / "run"), train=str(d / "train.txt"), progress=False, **settings)
+    explained = [RUN_TESTS[i] for i in (0, 3, 4)]  # the others name labels the run does not know
+    want = tracin.influence(explained)
+    want_self = tracin.self_influence()
+    assert [e.meta["test_triple"]["index"] for e in result.explanations] == [0, 3, 4]
+    for j, e in enumerate(result.explanations):
+        rows = e.rows
+        got = {(h, r, t): (s, si) for h, r, t, s, si in zip(rows["TrainHead"], rows["TrainRel"], rows["TrainTail"],
+                                                          rows["TracInScore"], rows["SelfInfluence"])}
+        assert len(got) == len(RUN_TRIPLES)
+        for i, tr in enumerate(RUN_TRIPLES):
+            if devices is None:  # the same call: the same bits
+                assert got[tr] == (want[j, i], want_self[i]), (explained[j], tr)
+            else:  # fp32 products over other test-batch shapes: equal to rounding
+                assert got[tr] == (pytest.approx(want[j, i], rel=1e-6), pytest.approx(want_self[i], rel=1e-6))
+    assert result.summary["layers"] == PARAM_ORDER[-2:]
+
+
 def test_influence_over_devices_stacks_test_shards(tiny_run):
     from tracegraph.kg.model.model_io import list_epoch_checkpoints
 
@@ -717,7 +749,8 @@ def test_influence_over_devices_stacks_test_shards(tiny_run):
     whole = compute_influence(ck, train_rows, test_ids, opts, torch.device("cpu"))
     cpu = torch.device("cpu")
     for devs in ([cpu, cpu], [cpu, cpu, cpu, cpu, cpu]):  # more devices than test triples: some go unused
-        res = sh._influence_over_devices(devs, ck, train_rows, test_ids, opts, None)
+        res = sh._influence_over_devices(devs, TracIn.from_parts(None, train_rows, ck, opts), np.arange(3), test_ids,
+                                         None)
         assert res.scores.shape == (3, 3) and type(res.scores) is np.ndarray
         # fp32 sums over other test-batch shapes: equal to rounding
         np.testing.assert_allclose(res.scores, whole.scores, rtol=1e-6)
@@ -725,7 +758,8 @@ def test_influence_over_devices_stacks_test_shards(tiny_run):
         np.testing.assert_allclose(res.train_self, whole.train_self, rtol=1e-6)
         assert res.layers == whole.layers and res.checkpoints == whole.checkpoints
     small = InfluenceOptions(loss="score", batch_size=2, memory_budget_bytes=0, scratch_dir=None)
-    res = sh._influence_over_devices([cpu, cpu], ck, train_rows, test_ids, small, None)
+    res = sh._influence_over_devices([cpu, cpu], TracIn.from_parts(None, train_rows, ck, small), np.arange(3), test_ids,
+                                     None)
     assert isinstance(res.scores, np.memmap)
     np.testing.assert_allclose(res.scores, whole.scores, rtol=1e-6)
 
@@ -752,8 +786,8 @@ def test_influence_over_ranks_merges_shards_like_one_process(tiny_run, monkeypat
     for rank in (1, 2, 0):
         monkeypatch.setattr(sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
                             if rank else [m, mine[1], mine[2]])
-        res, picks = sh._influence_over_ranks(_Ctx(rank, 3), ck, train_ids, union, cols_of, test_ids, opts,
-                                              torch.device("cpu"), None, top_k)
+        res, picks = sh._influence_over_ranks(_Ctx(rank, 3), TracIn.from_parts(None, train_ids, ck, opts), union,
+                                              cols_of, test_ids, None, top_k)
         assert (picks is None) == (rank != 0)
     assert res.scores.shape == (3, 2)  # rank 0: batches [0, 1) -> rows 0, 1
     for j, cols in enumerate(cols_of):
@@ -1031,14 +1065,15 @@ def test_influence_over_ranks_keeps_the_single_process_picks_under_ties(monkeypa
         c = rows[:, 0]
         return InfluenceResult(np.stack([sc[c], -sc[c]]), c * 10.0, np.zeros(2), [], ["x"])
 
-    monkeypatch.setattr(sh, "compute_influence", fake_compute)
+    monkeypatch.setattr(tracin_object, "compute_influence", fake_compute)  # what TracIn.result calls
     cols_of = [np.arange(n), np.arange(n)]
     mine = {}
     for rank in (1, 0):
         monkeypatch.setattr(sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
                             if rank else [m, mine[1]])
-        res, picks = sh._influence_over_ranks(_Ctx(rank, 2), [], train_ids, union, cols_of, np.zeros((2, 3), np.int64),
-                                              InfluenceOptions(batch_size=8), torch.device("cpu"), None, top_k)
+        tracin = TracIn.from_parts(None, train_ids, [], InfluenceOptions(batch_size=8))
+        res, picks = sh._influence_over_ranks(_Ctx(rank, 2), tracin, union, cols_of, np.zeros((2, 3), np.int64), None,
+                                              top_k)
     for j, s in enumerate((sc, -sc)):
         want = set(_naive_picks(s, top_k))  # by hand: positives descending, negatives ascending
         pos, got_sc, got_self, key = picks[j]
@@ -1145,14 +1180,14 @@ def test_influence_over_ranks_selects_tracin_margin_rows_by_the_margin(monkeypat
         assert len(test_ids) == 2  # the test triple, then its rival
         return InfluenceResult(np.stack([sc[c], rival[c]]), c * 10.0, np.zeros(2), [], ["x"])
 
-    monkeypatch.setattr(sh, "compute_influence", fake_compute)
+    monkeypatch.setattr(tracin_object, "compute_influence", fake_compute)  # what TracIn.result calls
     mine = {}
     for rank in (1, 0):
         monkeypatch.setattr(sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
                             if rank else [m, mine[1]])
-        res, picks = sh._influence_over_ranks(_Ctx(rank, 2), [], train_ids, np.arange(n), [np.arange(n)],
-                                              np.zeros((2, 3), np.int64), InfluenceOptions(batch_size=8),
-                                              torch.device("cpu"), None, top_k)
+        tracin = TracIn.from_parts(None, train_ids, [], InfluenceOptions(batch_size=8))
+        res, picks = sh._influence_over_ranks(_Ctx(rank, 2), tracin, np.arange(n), [np.arange(n)],
+                                              np.zeros((2, 3), np.int64), None, top_k)
     assert len(picks) == 1
     pos, got_sc, got_self, key = picks[0]
     by_margin = _naive_picks(margin, top_k)

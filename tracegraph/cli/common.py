@@ -179,12 +179,52 @@ def _cuda_devices() -> str:
     return ",".join(f"cuda:{k}" for k in range(n))
 
 
-def old_flags_command(table: dict):
-    """A Typer command class that accepts the original scripts' flags of ``table`` (hidden aliases):
-    ``app.command("explain", cls=old_flags_command(EXPLAIN_OLD_FLAGS))(explain_cmd)``."""
+# placeholders in an option's help, filled from the methods registry (kg/explain/methods.py) when the help
+# is shown: every registered method, or those graded beside the degree / path / random baselines
+METHODS_PLACEHOLDER = "{methods}"
+GRADED_METHODS_PLACEHOLDER = "{graded_methods}"
+
+
+def method_list_command():
+    """A Typer command class whose options' help lists the registered explanation methods.
+
+    ``{methods}`` and ``{graded_methods}`` in a help text are replaced when the help is shown
+    (``fill_help``), so a newly registered method appears without editing the CLI, and the
+    registry (numpy, torch) is imported only for ``--help``, not for every command line.
+
+    Returns:
+        The command class (``app.command(..., cls=method_list_command())``).
+    """
     from typer.core import TyperCommand
 
-    class OldFlagsCommand(TyperCommand):
+    class MethodListCommand(TyperCommand):
+        def fill_help(self) -> None:
+            """Replace the method-list placeholders in every option's help (idempotent)."""
+            keys = (METHODS_PLACEHOLDER, GRADED_METHODS_PLACEHOLDER)
+            if not any(k in (getattr(p, "help", None) or "") for p in self.params for k in keys):
+                return
+            from tracegraph.kg.explain.methods import BASELINE_METHODS, METHODS
+
+            lists = {METHODS_PLACEHOLDER: ", ".join(METHODS),
+                     GRADED_METHODS_PLACEHOLDER: ", ".join(m for m in METHODS if m not in BASELINE_METHODS)}
+            for p in self.params:
+                for key, text in lists.items():
+                    if getattr(p, "help", None) and key in p.help:
+                        p.help = p.help.replace(key, text)
+
+        def format_help(self, ctx, formatter):
+            self.fill_help()
+            return super().format_help(ctx, formatter)
+
+    return MethodListCommand
+
+
+def old_flags_command(table: dict):
+    """A Typer command class that accepts the original scripts' flags of ``table`` (hidden aliases):
+    ``app.command("explain", cls=old_flags_command(EXPLAIN_OLD_FLAGS))(explain_cmd)``; its help
+    lists the registered methods as :func:`method_list_command`'s does."""
+
+    class OldFlagsCommand(method_list_command()):
         def parse_args(self, ctx, args):
             return super().parse_args(ctx, translate_old_flags(list(args), table))
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import DeviceOpt
+from tracegraph.cli.common import GRADED_METHODS_PLACEHOLDER, DeviceOpt, method_list_command
 
 
 def demo_cmd(
@@ -47,7 +47,7 @@ def fidelity_cmd(
     removal_triples: int = typer.Option(5, "--removal-triples", min=1, help="Correctly predicted test triples graded."),
     max_rank: float = typer.Option(1.0, "--max-rank", help="'Correctly predicted': filtered tail rank <= this."),
     random_draws: int = typer.Option(1, "--random-draws", min=1, help="Random arms per test triple (each a retrain)."),
-    method: str = typer.Option("tracin", "--method", help="Explanation methods graded beside the baselines, comma-separated: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain."),
+    method: str = typer.Option("tracin", "--method", help=f"Explanation methods graded beside the baselines, comma-separated: {GRADED_METHODS_PLACEHOLDER}."),
     device: str = DeviceOpt,
 ):
     """Grade TracIn explanations: ground-truth recovery vs baselines, and removal-and-retrain."""
@@ -79,6 +79,6 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo_cmd)
     fidelity = typer.Typer(help="Grade explanations: recovery of known mechanisms, necessity by removal and retraining.",
                            no_args_is_help=True)
-    fidelity.command("recovery")(fidelity_cmd)
-    fidelity.command("necessity")(necessity_cmd)
+    fidelity.command("recovery", cls=method_list_command())(fidelity_cmd)
+    fidelity.command("necessity", cls=method_list_command())(necessity_cmd)
     app.add_typer(fidelity, name="fidelity")

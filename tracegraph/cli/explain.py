@@ -7,9 +7,10 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
+from tracegraph.cli.common import METHODS_PLACEHOLDER, DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
 
-# chosen by the necessity and recovery results (README, "Which explanation method")
+# chosen by the necessity and recovery results (docs/explaining.md, "How to choose"); a literal so that
+# the CLI starts without importing the methods registry (tests/kg/test_necessity.py checks they agree)
 DEFAULT_METHOD = "tracin-margin-path"
 DEFAULT_LOSS = "logit"
 from tracegraph.cli.filter import (
@@ -25,7 +26,7 @@ def explain_cmd(
     test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(None, "--checkpoints", help="Default: the epoch checkpoints up to the explained model's epoch (best_model.pt's when present; a single checkpoint file given to --model-dir: that one alone), listed in the log. Or all (every saved epoch), best, final, or checkpoint paths (repeat the option)."),
-    method: Optional[str] = typer.Option(None, help=f"Explanation method: tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, random (README, 'Which explanation method'). Default: {DEFAULT_METHOD}; with --loss train-loss, tracin (the original research scripts' convention, one flag away). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact/autograd/vmap (the earlier meaning) select tracin with that --engine."),
+    method: Optional[str] = typer.Option(None, help=f"Explanation method: {METHODS_PLACEHOLDER} (docs/explaining.md, 'How to choose'). Default: {DEFAULT_METHOD}; with --loss train-loss, tracin (the original research scripts' convention, one flag away). Rows are ordered by it; methods other than tracin add a MethodScore column, and tracin-margin-path a HeadTailWalk column (rows: shortest head–tail walk through the triple first, then MethodScore). exact, autograd or vmap here mean tracin with that --engine."),
     engine: str = typer.Option("exact", help="How TracIn is computed: exact (per-layer factors, all parameters, about one forward pass), autograd (per-example loop, the reference), vmap (torch.func per-example gradients)."),
     loss: str = typer.Option(DEFAULT_LOSS, help="logit: -s, the triple's own score (what removing a training triple changes in a KvsAll retrain, whatever its fit); score: softplus(-s); train-loss: the 1-N training BCE with the run's label smoothing (the original research scripts' convention; without --method it ranks by plain tracin, as they did)."),
     layers: str = typer.Option("all", help="all, last:N (N parameter tensors nearest the output), or comma-separated parameter names."),
@@ -66,7 +67,7 @@ def explain_cmd(
     set_threads(num_threads)
     from tracegraph.kg.explain.methods import check_methods
 
-    if method in ("exact", "autograd", "vmap"):  # the option's earlier meaning
+    if method in ("exact", "autograd", "vmap"):  # engine names given as a method: tracin with that engine
         method, engine = "tracin", method
     if method is not None:
         check_methods([method])

@@ -7,10 +7,10 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import DeviceOpt, ThreadsOpt, set_threads
+from tracegraph.cli.common import METHODS_PLACEHOLDER, DeviceOpt, ThreadsOpt, set_threads
 
-METHOD_HELP = ("Explanation methods (comma-separated): tracin, tracin-cosine, relatif, tracin-margin, tracin-margin-path, tracin-path, local-retrain, degree, path, "
-               "random. Each is one arm; the random arms neighbour and far always run.")
+METHOD_HELP = (f"Explanation methods (comma-separated): {METHODS_PLACEHOLDER} (docs/explaining.md, 'How to choose'). "
+               "Each is one arm; the random arms neighbour and far always run.")
 
 
 def int_list(text: str, what: str) -> list[int]:

@@ -130,9 +130,9 @@ class Run(RunStore):
         Args:
             test_triples: a triples file, or (head, relation, tail) labels (an unknown label is an error).
             train: the training triples to rank; default the run's training file.
-            method: the explanation method (the CLI's ``--method``): tracin, tracin-cosine, relatif,
-                tracin-margin, tracin-margin-path (default), tracin-path, local-retrain, degree, path,
-                random; with ``loss="train-loss"`` and no method, plain tracin.
+            method: the explanation method (the CLI's ``--method``): a name of
+                ``tracegraph.kg.explain.methods.METHODS`` (docs/explaining.md, "How to choose"); default
+                tracin-margin-path, or with ``loss="train-loss"`` plain tracin.
             engine: how TracIn is computed (``--engine``): exact, autograd or vmap.
             loss: TracIn's loss convention: logit (default), score or train-loss.
             layers: all, last:N, or comma-separated parameter names.

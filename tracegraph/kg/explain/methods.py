@@ -23,7 +23,7 @@
   the fact) counts with the two-edge walks. The margin ranks what the rank-1 prediction rests on;
   the shells put the walks that join head and tail first, so a mechanism's middle edges, which
   touch neither end, are not buried under the head's other triples. Forcing direct edges first
-  cost necessity on UMLS (README, "Which explanation method"), so they share the first shell;
+  cost necessity on UMLS (docs/explaining.md, "How to choose"), so they share the first shell;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
@@ -42,8 +42,11 @@ import numpy as np
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
-from tracegraph.kg.explain.ranking import degrees, method_keys, path_lengths, path_shell, ranked_order
-from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, compute_influence
+from tracegraph.kg.explain.ranking import (  # noqa: F401  (margin_shell: methods.margin_shell stays importable)
+    degrees, margin_shell, method_keys, path_lengths, path_shell, ranked_order,
+)
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions
+from tracegraph.kg.explain.tracin.influence import TracIn
 from tracegraph.kg.model.evaluate import rank_queries
 
 
@@ -104,8 +107,8 @@ def _baseline(name: str):
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
 MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides along as an extra test triple
-# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (README,
-# "Which explanation method"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
+# explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (docs/explaining.md,
+# "How to choose"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
 # the one table of methods: the CLI's --method choices, explain, fidelity and the demo read it
 REGISTRY: dict[str, Method] = {m.name: m for m in (
@@ -180,8 +183,8 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
     iopts = InfluenceOptions(engine="exact", loss=opts.loss, layers=opts.layers, label_smoothing=opts.label_smoothing)
     T, U = len(facts), len(union)
     tracin, cosine, self_sum = np.zeros((T, U)), np.zeros((T, U)), np.zeros(U)
-    for path in checkpoints:
-        res = compute_influence([path], train_ids[union], facts, iopts, device, progress)
+    for res in TracIn.from_parts(None, train_ids, checkpoints, iopts, device=device).per_checkpoint(
+            facts, union, progress=progress):
         lr = res.checkpoints[0].lr
         s = np.asarray(res.scores, np.float64)  # η_k ⟨g, g'⟩
         tracin += s
@@ -192,12 +195,6 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
     pos = [np.searchsorted(union, rows) for rows in subsets]
     return InfluenceParts([tracin[j, p] for j, p in enumerate(pos)], [cosine[j, p] for j, p in enumerate(pos)],
                           [rel[j, p] for j, p in enumerate(pos)])
-
-
-def margin_shell(walk: np.ndarray) -> np.ndarray:
-    """tracin-margin-path's shell of each candidate from its head–tail walk length
-    (ranking.path_lengths): 2 for a direct edge or a two-edge walk, then 3, 4, …, no walk last."""
-    return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
 def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:

@@ -102,6 +102,12 @@ def path_shell(plen: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(plen), plen, 1e9)
 
 
+def margin_shell(walk: np.ndarray) -> np.ndarray:
+    """tracin-margin-path's shell of each candidate from its head–tail walk length
+    (:func:`path_lengths`): 2 for a direct edge or a two-edge walk, then 3, 4, …, no walk last."""
+    return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
+
+
 def method_keys(tracin_scores: np.ndarray, cand: np.ndarray, head: int, tail: int, degree: np.ndarray) -> dict:
     """Sort keys (descending) of every method for one test triple's candidates ``cand`` [n, 3]."""
     deg = (degree[cand[:, 0]] + degree[cand[:, 2]]).astype(np.float64)

@@ -30,7 +30,7 @@ from tracegraph.runtime.precision import exact_fp32, resolve_precision
 
 ENGINES = ("exact", "autograd", "vmap")
 # the TracIn loss convention everywhere (explain, fidelity, necessity, the Python API): ℓ = −s, what
-# removing a training triple changes in a KvsAll retrain (README, "Which explanation method")
+# removing a training triple changes in a KvsAll retrain (docs/explaining.md, "How to choose")
 DEFAULT_LOSS = "logit"
 
 

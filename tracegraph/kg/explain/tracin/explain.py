@@ -30,10 +30,9 @@ from tracegraph.kg.explain.methods import (
 )
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, resolve_checkpoint_list
-from tracegraph.kg.explain.tracin.engine import (
-    DEFAULT_LOSS, InfluenceOptions, InfluenceResult, auto_batch_size, check_influence_options, compute_influence,
-)
+from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, InfluenceResult, check_influence_options
 from tracegraph.kg.explain.tracin.factors import select_layers
+from tracegraph.kg.explain.tracin.influence import TracIn
 from tracegraph.kg.explain.tracin.rows import (
     CSV_HEADER, EXTRA_COLUMNS, ROLE_COLUMN, Explanation, ExplainResult, _names, _pick, _rel_names, _rows,
     header_of, rival_records,
@@ -64,7 +63,7 @@ class ExplainConfig:
     loss: str = DEFAULT_LOSS
     layers: str = "all"
     top_k: int | None = None  # proponents and opponents each; None = every training triple
-    batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size)
+    batch_size: int = 0  # training triples per step; 0 = auto (engine.auto_batch_size, fixed by TracIn.from_parts)
     precision: str = "fp32"
     device: str = "auto"
     node_name_dict: str | None = None  # default: the run's recorded label files
@@ -234,13 +233,14 @@ def _test_triples(test) -> LabeledTriples:
 
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
     """Stage 3: TracIn of every candidate on each test triple (and on its rival, for the margin
-    methods: the rivals ride along as T more test triples), by the engine; sharded under torchrun
-    or over ``devices``. Also each test triple's filtered rank and score on the explained side."""
+    methods: the rivals ride along as T more test triples), by one
+    :class:`~tracegraph.kg.explain.tracin.influence.TracIn`; sharded under torchrun or over
+    ``devices``. Also each test triple's filtered rank and score on the explained side."""
     T = len(test_ids)
     log.info(inputs.checkpoints_note)
-    opts = InfluenceOptions(engine=cfg.engine, loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps,
-                            batch_size=cfg.batch_size or auto_batch_size(len(store.entities), device),
-                            precision=cfg.precision, scratch_dir=cfg.output_dir)
+    tracin = TracIn.from_parts(store, inputs.train_ids, inputs.checkpoints, InfluenceOptions(
+        engine=cfg.engine, loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps, batch_size=cfg.batch_size,
+        precision=cfg.precision, scratch_dir=cfg.output_dir), device=device)
     head_side = np.full(T, cfg.side == "head")
     ranks, s_fact, rivals, s_rival = rank_and_rival(store.model, test_ids, filter_index(store, run_files(store)),
                                                     head_side)
@@ -249,18 +249,16 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
                              cfg.side) if method.needs_rival else None
     walk_of = _walks(inputs.train_ids, [sel.subsets[i] for i, _, _ in sel.todo], test_ids,
                      not method.walk_shells, not sel.filtered)
-    picks, ckpts, train_ids, union = None, inputs.checkpoints, inputs.train_ids, sel.union
+    picks = None
     with make_progress() as progress:
         if ctx.active:
-            cols_of = [np.searchsorted(union, sel.subsets[i]) for i, _, _ in sel.todo]
-            result, picks = _influence_over_ranks(ctx, ckpts, train_ids, union, cols_of, engine_ids, opts, device,
-                                                  progress, cfg.top_k, store.read_checkpoint, walk_of)
+            cols_of = [np.searchsorted(sel.union, sel.subsets[i]) for i, _, _ in sel.todo]
+            result, picks = _influence_over_ranks(ctx, tracin, sel.union, cols_of, engine_ids, progress, cfg.top_k,
+                                                  walk_of)
         elif devices and len(devices) > 1:
-            result = _influence_over_devices(devices, ckpts, train_ids[union], engine_ids, opts, progress,
-                                             store.read_checkpoint)
+            result = _influence_over_devices(devices, tracin, sel.union, engine_ids, progress)
         else:
-            result = compute_influence(ckpts, train_ids[union], engine_ids, opts, device, progress,
-                                       read=store.read_checkpoint)
+            result = tracin.result(engine_ids, sel.union, progress=progress)
     return _Parts(result, picks, rival_of, walk_of, ranks, s_fact)
 
 

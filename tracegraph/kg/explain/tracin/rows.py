@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.kg.data.triples import read_edge_map, read_name_dict
-from tracegraph.kg.explain.methods import margin_shell
+from tracegraph.kg.explain.ranking import margin_shell
 
 CSV_HEADER = [
     "TestHead", "TestHead_label", "TestRel", "TestRel_label", "TestTail", "TestTail_label",

@@ -4,19 +4,22 @@
   triple, and rank 0 receives each rank's rows (or only its own top-k picks, which contain the
   global ones);
 * ``devices=[...]`` in one process: the *test* triples are split across devices.
+
+Both take the :class:`~tracegraph.kg.explain.tracin.influence.TracIn` that one process would call
+(its checkpoints, engine options and checkpoint reader), so every shard is scored the same way.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tracegraph.kg.explain.tracin.engine import InfluenceResult, _alloc, compute_influence
+from tracegraph.kg.explain.tracin.engine import InfluenceResult, _alloc
+from tracegraph.kg.explain.tracin.influence import TracIn
 from tracegraph.kg.explain.tracin.rows import _pick
 from tracegraph.runtime.distributed import batch_aligned_shard, gather_to_main, run_on_devices, shard_range
 
 
-def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids, opts, device, progress, top_k,
-                          read=None, walk_of=None):
+def _influence_over_ranks(ctx, tracin: TracIn, union, cols_of, test_ids, progress, top_k, walk_of=None):
     """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
     process would score, so its numbers are bitwise the same) against every test triple. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
@@ -24,9 +27,23 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
     which contain the global ones (ties included: the order is the same stable sort restricted to a
     shard). Others get None. ``test_ids`` beyond ``len(cols_of)`` are the rivals of tracin-margin,
     one per test triple: then each pick also carries the margin TracIn(test) − TracIn(rival), and
-    the picks are the margin's (with ``walk_of``, tracin-margin-path's: by shell, then margin)."""
-    lo, hi = batch_aligned_shard(len(union), opts.batch_size, ctx.rank, ctx.world_size)
-    result = compute_influence(checkpoints, train_ids[union[lo:hi]], test_ids, opts, device, progress, read=read)
+    the picks are the margin's (with ``walk_of``, tracin-margin-path's: by shell, then margin).
+
+    Args:
+        ctx: this rank's distributed context (``rank``, ``world_size``).
+        tracin: the TracIn one process would call (checkpoints, options with a fixed batch size, reader, device).
+        union: the training rows (of ``tracin.train_ids``) any test triple ranks, sorted.
+        cols_of: per test triple, the positions in ``union`` of the rows it ranks.
+        test_ids: the test triples, then their rivals for the margin methods.
+        progress: a progress display, or None.
+        top_k: proponents and opponents kept per test triple; None keeps every row.
+        walk_of: tracin-margin-path: ``j -> head–tail walk length of each row``.
+
+    Returns:
+        ``(this rank's InfluenceResult, picks)``: picks per test triple on rank 0, None on the others.
+    """
+    lo, hi = batch_aligned_shard(len(union), tracin.options.batch_size, ctx.rank, ctx.world_size)
+    result = tracin.result(test_ids, union[lo:hi], progress=progress)  # ``union``: rows of ``tracin.train_ids``
     T = len(cols_of)
     mine = []
     for j, cols in enumerate(cols_of):
@@ -51,13 +68,26 @@ def _influence_over_ranks(ctx, checkpoints, train_ids, union, cols_of, test_ids,
     return result, picks
 
 
-def _influence_over_devices(devices, checkpoints, train_rows, test_ids, opts, progress, read=None) -> InfluenceResult:
+def _influence_over_devices(devices, tracin: TracIn, rows, test_ids, progress) -> InfluenceResult:
     """One process, several devices: the test triples are split across devices, each device scores
-    every training triple against its share (a thread per device), and the rows are stacked."""
+    the training ``rows`` (of ``tracin.train_ids``) against its share (a thread per device), and the
+    rows are stacked.
+
+    Args:
+        devices: the devices; no more are used than there are test triples.
+        tracin: the TracIn one process would call.
+        rows: the training rows scored (positions in ``tracin.train_ids``).
+        test_ids: the test triples (and rivals) as ids.
+        progress: a progress display, or None.
+
+    Returns:
+        The same :class:`InfluenceResult` one process would give (to fp32 rounding: the test
+        batches differ), its scores in memory or spilled to ``tracin.options.scratch_dir``.
+    """
     devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
-    parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: compute_influence(
-        checkpoints, train_rows, test_ids[lo:hi], opts, d, progress, read=read))
-    scores = _alloc(len(test_ids), len(train_rows), opts)  # in RAM or on disk, as one process would
+    parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: tracin.result(
+        test_ids[lo:hi], rows, device=d, progress=progress))
+    scores = _alloc(len(test_ids), len(rows), tracin.options)  # in RAM or on disk, as one process would
     for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
         scores[lo:hi] = p.scores
     return InfluenceResult(scores, parts[0].train_self, np.concatenate([p.test_self for p in parts]),
