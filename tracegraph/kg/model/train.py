@@ -51,6 +51,15 @@ from tracegraph.runtime.seeding import seed_everything
 
 @dataclass
 class Data:
+    """A training run's triples as ids.
+
+    Attributes:
+        train: The training triples with the id maps.
+        valid: Validation triples ``[N, 3]`` (empty without validation).
+        test: Test triples ``[N, 3]`` (empty without test).
+        unseen: What the ``--unseen`` policy found and did, for config.json.
+        notes: What reading found (duplicates, unseen entities), logged once the run starts.
+    """
     train: TripleSet
     valid: np.ndarray
     test: np.ndarray
@@ -59,8 +68,20 @@ class Data:
 
 
 def load_data(cfg: TrainConfig) -> Data:
-    """Train defines the id maps (unless maps are given); valid/test use the same ids, and their
-    entities unseen in train are handled by ``cfg.unseen`` (kg/data/unseen.py)."""
+    """Read a run's triples: train defines the id maps (unless maps are given), valid and test use them.
+
+    Valid and test entities unseen in train are handled by ``cfg.unseen``.
+
+    Args:
+        cfg: The training config.
+
+    Returns:
+        The triples.
+
+    Raises:
+        DataError: If a file is malformed or a label is not in a given map.
+        TracegraphError: If an entity is unseen under ``--unseen error``.
+    """
     from tracegraph.kg.data.unseen import apply_policy
 
     lt = read_labeled_triples(cfg.train)
@@ -86,6 +107,18 @@ class TrainingObjective(torch.nn.Module):
         self.loss, self.loss_name = (ce_1n if loss == "ce" else bce_1n), loss
 
     def forward(self, h, r, batch_index, tails, weight=None):
+        """The training loss of one batch.
+
+        Args:
+            h: Head ids ``[B]``.
+            r: Relation ids ``[B]``.
+            batch_index: Target rows into the batch, ``[T]``.
+            tails: Target entity ids, ``[T]``.
+            weight: Target weights ``[T]`` (0 for padding), or None for all 1.
+
+        Returns:
+            The scalar loss.
+        """
         targets = Targets(batch_index, tails, weight)
         stored = self._stored_logits(h)
         if self.fused or stored:
@@ -106,8 +139,21 @@ class TrainingObjective(torch.nn.Module):
 
 
 def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
-    """Train, evaluate, save. ``on_evaluation(epoch, valid_mrr)`` is called after every valid
-    evaluation (``tracegraph tune`` reports to its pruner there; raising stops the run)."""
+    """Train a ConvE model, evaluate it and save checkpoints into ``cfg.output_dir``.
+
+    Args:
+        cfg: The training config.
+        on_evaluation: Called as ``on_evaluation(epoch, valid_mrr)`` after every validation
+            (``tracegraph tune`` reports to its pruner there; raising stops the run).
+
+    Returns:
+        ``epochs_run``, ``stopped_early``, ``best_valid_mrr``, ``skipped_steps`` and, with test
+        triples, ``test`` (the metrics of the best model, else the final one).
+
+    Raises:
+        TracegraphError: If a setting is invalid or the run directory cannot be used.
+        DataError: If an input file is malformed.
+    """
     _check_counts(cfg)
     with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
         return _train(cfg, on_evaluation)
@@ -150,10 +196,12 @@ class Session:
 
     @property
     def out(self) -> Path:
+        """The run directory."""
         return Path(self.cfg.output_dir)
 
     @property
     def device(self) -> torch.device:
+        """This process's training device."""
         return self.ctx.device
 
 
