@@ -22,8 +22,21 @@ MAX_FILTER_BYTES = 500 * 2**20
 
 
 def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
-    """The run's filtered test ranks and where they came from (HTML): ``test`` ranked now when given,
-    else the run's ``evaluation/ranks.csv`` (``tracegraph evaluate``), else its recorded test file ranked now."""
+    """The run's filtered test ranks, and where they came from (as HTML).
+
+    The ranks are ``test`` ranked now when given, else the run's ``evaluation/ranks.csv``
+    (``tracegraph evaluate``), else its recorded test file ranked now.
+
+    Args:
+        run: The open run.
+        test: A triples file to rank now, or None.
+
+    Returns:
+        The ranks (None when there is nothing to rank) and an HTML note on their source.
+
+    Raises:
+        DataError: If the saved ranks.csv lacks a column, or a file is malformed.
+    """
     if test is not None:
         return run.evaluate(test).ranks, f"computed now on <code>{e(test)}</code>"
     saved = run.path / "evaluation" / "ranks.csv"
@@ -41,10 +54,17 @@ def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
 
 
 def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) -> None:
-    """Give every explained triple without a recorded rank or score one: from the test ranks when
-    they hold it, else ranked now with the run when its data files exist and are small enough to
-    read for the filter (``MAX_FILTER_BYTES``). A triple the run cannot rank (a label it does not
-    know) keeps "—"."""
+    """Give every explained triple without a recorded rank or score one, in place.
+
+    The rank comes from the test ranks when they hold it, else the triple is ranked now with the run
+    when its data files exist and are small enough to read for the filter (``MAX_FILTER_BYTES``).
+    A triple the run cannot rank (a label it does not know) keeps "—".
+
+    Args:
+        run: The open run.
+        triples: The explained triples; their ``rank``, ``score`` and sources are filled in.
+        ranks: The test ranks, or None.
+    """
     index = {}
     if ranks is not None:
         for row in ranks.itertuples(index=False):
@@ -136,18 +156,20 @@ def report_run(run, output, *, explanations=(), necessity=None, test=None, n_pro
     """Write one self-contained HTML report of a run (what ``tracegraph report`` and ``Run.report`` do).
 
     Args:
-        run: a :class:`~tracegraph.kg.run.Run`.
-        output: the ``.html`` file to write (atomically: a failure leaves no file).
+        run: A :class:`~tracegraph.kg.run.Run`.
+        output: The ``.html`` file to write (atomically: a failure leaves no file).
         explanations: ``tracegraph explain -o`` directories.
         necessity: ``necessity.json`` or its directory.
-        test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
-        n_pro, n_opp: rows in each proponent and opponent table.
+        test: Triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
+        n_pro: Rows in each proponent table.
+        n_opp: Rows in each opponent table.
 
     Returns:
         The path written.
 
     Raises:
-        DataError: an input cannot be read; TracegraphError: ``output`` is not an ``.html`` file.
+        DataError: If an input cannot be read.
+        TracegraphError: If ``output`` is not an ``.html`` file.
     """
     output = Path(output)
     if output.suffix.lower() not in (".html", ".htm"):

@@ -22,7 +22,15 @@ def _png(fig) -> bytes:
 
 
 def training_curves(history: list[dict], loss_name: str = "training loss") -> bytes:
-    """Training loss (log scale) and valid MRR per epoch, side by side, from ``training_history.json``'s rows."""
+    """Plot training loss (log scale) and valid MRR per epoch side by side.
+
+    Args:
+        history: The rows of ``training_history.json``.
+        loss_name: The loss axis label.
+
+    Returns:
+        The figure as PNG bytes.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
