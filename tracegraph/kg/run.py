@@ -169,9 +169,15 @@ class Run(RunStore):
             label_smoothing: for loss="train-loss"; default the run's.
             node_name_dict: name<TAB>index file for the _label columns (default the run's recorded one).
             edge_map: edge_map.json for relation labels (default the run's recorded one).
-            n_hops: rank only each test triple's n-hop subgraph; the filter's options follow
-                (min_degree, preserve_test_edges, strict_hop, path_filtering, max_path_length,
-                strict_path, edges_only; docs/filtering.md).
+            n_hops: rank only each test triple's n-hop subgraph (None: every training triple); the
+                filter's options follow (docs/filtering.md).
+            min_degree: keep a triple only if an endpoint has at least this many neighbours.
+            preserve_test_edges: always keep triples touching the test head or tail.
+            strict_hop: measure hop distances with the direct head–tail edges removed.
+            path_filtering: keep only triples on a short simple head–tail path.
+            max_path_length: the path length bound of the path filters.
+            strict_path: path filtering over the whole n-hop subgraph, ignoring ``min_degree``.
+            edges_only: keep one triple per node pair.
             output_dir: also write the files ``explain`` writes there (refused when it holds files,
                 unless ``overwrite``).
             overwrite: replace the explanation files already in ``output_dir``.

@@ -1,5 +1,6 @@
 """A run's report from its directory: gather what it holds (settings, history, test ranks, explanations,
-a necessity test) into sections and write the page."""
+a necessity test) into sections and write the page.
+"""
 
 from __future__ import annotations
 
@@ -105,10 +106,15 @@ def report_sections(run, *, explanations=(), necessity=None, test=None, marks: d
         explanations: ``tracegraph explain -o`` directories.
         necessity: ``necessity.json``, its directory, or the dict already read (None: no section).
         test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
-        marks, mark_label: training triples to tag per explained test triple (see :func:`explained_section`).
-        n_pro, n_opp: rows in each proponent and opponent table.
-        explained_title, explained_intro: the explained section's heading (text) and first paragraph
-            (HTML, replacing the general one).
+        marks: training triples to tag per explained test triple (see :func:`explained_section`).
+        mark_label: the tag's words.
+        n_pro: rows in each proponent table.
+        n_opp: rows in each opponent table.
+        explained_title: the explained section's heading (text).
+        explained_intro: the explained section's first paragraph (HTML, replacing the general one).
+
+    Returns:
+        The sections.
 
     Raises:
         DataError: an explanation directory, a necessity file or ``ranks.csv`` cannot be read.

@@ -1,5 +1,6 @@
 """The report's general sections: settings, training, metrics (overall and per relation) and the
-explained test triples (proponents, opponents, a drawing). Each returns a :class:`Section`."""
+explained test triples (proponents, opponents, a drawing). Each returns a :class:`Section`.
+"""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def training_section(history: list[dict], loss_name: str = "training loss", conf
 
 def _key_settings(config: dict) -> str:
     """One line of the settings a reader asks for first (every setting is in the Settings section);
-    an imported run records few, and only those recorded are named."""
+    an imported run records few, and only those recorded are named.
+    """
     t, m = config.get("train") or {}, config.get("model") or {}
 
     def phrase(fmt: str, *keys, src=t) -> str:
@@ -164,8 +166,14 @@ def explained_section(triples: list[ExplainedTriple], *, marks: dict | None = No
     Args:
         triples: what :func:`~tracegraph.report.explanations.read_explanations` returned.
         marks: test triple (labels) -> the set of its training triples (labels) to tag with ``mark_label``.
-        n_pro, n_opp: rows shown in the proponent and opponent tables.
-        title, intro: the section's heading (text) and first paragraph (HTML).
+        mark_label: the tag's words.
+        n_pro: rows shown in the proponent table.
+        n_opp: rows shown in the opponent table.
+        title: the section's heading (text).
+        intro: the section's first paragraph (HTML); empty for the general one.
+
+    Returns:
+        The section.
     """
     methods = sorted({t.method for t in triples})
     text = intro or (f"Ranked by {e(', '.join(methods))} (<code>tracegraph explain</code>). <b>Proponents</b> support "

@@ -377,7 +377,8 @@ class ShardedBatchSampler(torch.utils.data.Sampler):
 
 class _AllReduceSum(torch.autograd.Function):
     """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient (the same rule as
-    ``torch.distributed.nn.functional.all_reduce``, which is deprecated)."""
+    ``torch.distributed.nn.functional.all_reduce``, which is deprecated).
+    """
 
     @staticmethod
     def forward(ctx, t):
@@ -556,7 +557,8 @@ def run_on_devices(devices: Sequence[torch.device], n: int, fn: Callable[[torch.
 
 def rank_seed(*keys: int) -> int:
     """A seed derived from integers (e.g. seed, epoch, rank): independent streams per rank that do
-    not depend on what ran before, so a resumed run draws the same numbers."""
+    not depend on what ran before, so a resumed run draws the same numbers.
+    """
     import numpy as np
 
     return int(np.random.SeedSequence([int(k) % 2**32 for k in keys]).generate_state(1)[0])

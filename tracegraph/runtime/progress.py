@@ -104,7 +104,8 @@ def heartbeat_seconds() -> float:
 
 class _Progress(Progress):
     """A rich Progress that, when it cannot draw (not a terminal), logs each running task every
-    :func:`heartbeat_seconds` instead: a batch job sees an epoch advance, not minutes of silence."""
+    :func:`heartbeat_seconds` instead: a batch job sees an epoch advance, not minutes of silence.
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

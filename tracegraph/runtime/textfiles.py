@@ -1,5 +1,6 @@
 """One policy for text inputs: a UTF-8 byte-order mark (what some Windows editors put first) is
-removed, with a note naming the file, so it never becomes part of the first label or field."""
+removed, with a note naming the file, so it never becomes part of the first label or field.
+"""
 
 from __future__ import annotations
 

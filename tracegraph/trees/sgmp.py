@@ -95,7 +95,8 @@ def chain_geometry(pos: torch.Tensor, paths: torch.Tensor):
 
 class InteractionBlock(nn.Module):
     """h_n += MLP([h_n, mean over chains from n, mean over chains through n as j]) where each chain
-    i→j→k→p carries σ(A h_j + B h_k + C h_p) ⊙ W g_chain."""
+    i→j→k→p carries σ(A h_j + B h_k + C h_p) ⊙ W g_chain.
+    """
 
     def __init__(self, hidden: int, second_node: bool = True):
         super().__init__()

@@ -1,4 +1,4 @@
-"""Reading knowledge-graph triples and id maps, reciprocal relations, and the known-tails index.
+r"""Reading knowledge-graph triples and id maps, reciprocal relations, and the known-tails index.
 
 File formats (the ones researchers already have):
   triples         ``head<TAB>relation<TAB>tail`` per line, no header
@@ -8,7 +8,7 @@ File formats (the ones researchers already have):
                   relation label used in the triples (e.g. ``predicate:7``)
 
 Every reader raises :class:`~tracegraph.errors.DataError` naming the file and line.
-Blank lines are ignored; a trailing ``\\r`` (Windows line ends) is removed.
+Blank lines are ignored; a trailing ``\r`` (Windows line ends) is removed.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def read_tsv(path: str | Path, ncols: int, what: str, header_hint: str) -> tuple
 class UnknownLabelError(DataError, KeyError):
     """A label that is not in an id map; the message names it and the closest known labels.
 
-    Also a ``KeyError``, so ``except KeyError`` around :meth:`IdMap.id` keeps working."""
+    Also a ``KeyError``, so ``except KeyError`` around :meth:`IdMap.id` keeps working.
+    """
 
     def __str__(self) -> str:  # KeyError would print the message quoted
         return DataError.__str__(self)

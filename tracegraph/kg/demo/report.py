@@ -136,8 +136,13 @@ def write_report(path, *, run, explanations, metrics, counts, fidelity, marks, s
         counts: the synthetic graph's sizes.
         fidelity: ``fidelity.json``'s content (recovery, necessity).
         marks: test edge (labels) -> its planted mechanism edges (labels).
-        settings, stage_seconds: the demo's own settings and each stage's wall time.
+        settings: the demo's own settings.
+        stage_seconds: each stage's wall time.
         n_checkpoints: checkpoints TracIn summed over (said in the explained section).
+        device: where to open ``run`` when it is a path.
+
+    Returns:
+        The path written.
     """
     if isinstance(run, (str, Path)):
         run = Run(run, device)

@@ -1,4 +1,4 @@
-"""The necessity test: are an explanation's triples what a prediction needs? (after Kelpie's protocol)
+"""The necessity test: are an explanation's triples what a prediction needs (after Kelpie's protocol)?
 
 Facts: N test triples the trained model ranks first (filtered; on the tail side, and with reciprocal
 relations on the head side too: a triple ranked first on both sides can be two facts), or the

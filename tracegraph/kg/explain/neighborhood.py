@@ -407,7 +407,8 @@ def cache_paths(key: str) -> list[Path]:
 
 def _may_be_on_path(u, v, dh, dt, n_hops: int, L: int) -> np.ndarray:
     """Necessary condition d(h, x) + 1 + d(y, t) <= L for edge x–y in either orientation;
-    a distance beyond the BFS depth (-1) is at least n_hops + 1."""
+    a distance beyond the BFS depth (-1) is at least n_hops + 1.
+    """
     def d(dist, x):
         dx = dist[x]
         return np.where(dx < 0, n_hops + 1, dx)
@@ -442,7 +443,9 @@ def _path_edges(u: np.ndarray, v: np.ndarray, h: int, t: int, L: int) -> np.ndar
 
 
 def _path_edges_fast(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
-    """Exact for L <= 4. In a simple path h always comes first and t last, so:
+    """Exact for L <= 4.
+
+    In a simple path h always comes first and t last, so:
 
     * edge h–t: the path [h, t] itself;
     * edge h–x (x != t): h, x, …, t where the rest avoids h: dist(x, t) in G − h <= L − 1
@@ -480,7 +483,8 @@ def _path_edges_fast(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarr
 
 def _path_edges_dfs(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
     """Any L: enumerate simple h–t paths of length <= L depth-first, pruned by the distance to
-    t (a lower bound on what remains). Exponential in the worst case; used only for L > 4."""
+    t (a lower bound on what remains). Exponential in the worst case; used only for L > 4.
+    """
     k = a.shape[0]
     d_t = _bfs(a.indptr, a.indices, t, L, k)
     nbrs = [a.indices[a.indptr[x] : a.indptr[x + 1]].tolist() for x in range(k)]

@@ -107,7 +107,8 @@ class WalkLengths:
     """Shortest head–tail walk through each candidate edge (u, v) in the undirected candidate graph,
     min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none. The graph is built once and each
     (head, tail) costs two breadth-first searches in scipy (C speed: ``explain`` without a filter
-    ranks every training triple for every test triple, and FB15k-237 has 272k edges)."""
+    ranks every training triple for every test triple, and FB15k-237 has 272k edges).
+    """
 
     def __init__(self, edges: np.ndarray):
         from scipy.sparse import coo_matrix
@@ -120,6 +121,15 @@ class WalkLengths:
         self.graph = coo_matrix((np.ones(int(keep.sum())), (self.u[keep], self.v[keep])), shape=(n, n)).tocsr()
 
     def __call__(self, head: int, tail: int) -> np.ndarray:
+        """The shortest head-tail walk through each candidate edge.
+
+        Args:
+            head: The test head id.
+            tail: The test tail id.
+
+        Returns:
+            One length per edge given at construction; inf where no walk exists.
+        """
         from scipy.sparse.csgraph import shortest_path
 
         dist = np.full((2, len(self.nodes)), np.inf)

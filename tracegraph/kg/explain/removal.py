@@ -1,6 +1,7 @@
 """The removal test: remove a prediction's top-k proponents, retrain with the run's own
 configuration, and compare the drop with removing k random triples around the same pair
-(part of ``tracegraph fidelity``; see :mod:`tracegraph.kg.explain.fidelity` for the protocol)."""
+(part of ``tracegraph fidelity``; see :mod:`tracegraph.kg.explain.fidelity` for the protocol).
+"""
 
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ class SampleStore:
 
     ``samples``: [n, 2] (h, r) pairs for KvsAll, whose targets are their tails in ``known``; or
     [n, 3] triples for 1vsAll (``known`` is None). ``keep`` (kg/data/exclusion.py) leaves samples out of
-    their batches while every other sample keeps its place in the epoch's order."""
+    their batches while every other sample keeps its place in the epoch's order.
+    """
 
     def __init__(self, samples: np.ndarray, known: KnownTails | None, device: torch.device,
                  keep: np.ndarray | None = None):

@@ -302,7 +302,7 @@ def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict
 
 
 def _pykeen_module_info(module) -> tuple[dict, dict, bool | None]:
-    """state dict, hyper-parameters and inverse flag of an unpickled pykeen ConvE."""
+    """The state dict, hyper-parameters and inverse flag of an unpickled PyKEEN ConvE."""
     if type(module).__name__ != "ConvE" or not hasattr(module, "interaction"):
         raise TracegraphError(f"expected a PyKEEN ConvE model, got {type(module).__module__}.{type(module).__name__}")
     inter = module.interaction

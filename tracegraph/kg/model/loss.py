@@ -30,7 +30,8 @@ import torch.nn.functional as F
 @dataclass
 class Targets:
     """Sparse 1-N targets: sample ``batch_index[k]`` has true entity ``entity_index[k]``
-    (counted ``weight[k]`` times, 1 when ``weight`` is None)."""
+    (counted ``weight[k]`` times, 1 when ``weight`` is None).
+    """
 
     batch_index: torch.Tensor
     entity_index: torch.Tensor
@@ -105,7 +106,8 @@ def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0,
 class _FusedBCE1N(torch.autograd.Function):
     """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j - p·Σ_true s_t with s = x Eᵀ + b, over entity
     chunks. The true tails' term lives here too, so backward writes one dense dL/dE buffer
-    (an autograd gather of E[t] would add a second N×d gradient)."""
+    (an autograd gather of E[t] would add a second N×d gradient).
+    """
 
     @staticmethod
     def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float, chunk: int,
@@ -168,7 +170,8 @@ class _StoredBCE1N(torch.autograd.Function):
 
     On a CPU every B×N temporary is a fresh allocation and a pass over memory; the autograd
     composition of :func:`bce_1n` makes about six per step (bias add, softplus, its gradient, the
-    sum's and the gather's gradients and their sums), this makes two."""
+    sum's and the gather's gradients and their sums), this makes two.
+    """
 
     @staticmethod
     def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float,
@@ -296,7 +299,8 @@ class _TiedLookup(torch.autograd.Function):
     Autograd would otherwise hold two dense N×d gradients of the tied entity table and sum them
     out of place (measured: +0.8 GB at 1M entities × 200). The loss's backward always runs first
     (this lookup feeds the loss), and the table's gradient is accumulated only after both
-    backwards, so adding in place into the buffer the loss returned is exact."""
+    backwards, so adding in place into the buffer the loss returned is exact.
+    """
 
     @staticmethod
     def forward(ctx, weight, index, sink: dict):

@@ -1,4 +1,6 @@
-"""The search-space file of ``tracegraph tune`` (JSON)::
+"""The search-space file of ``tracegraph tune`` (JSON).
+
+For example::
 
     {
       "format": "tracegraph-search-space", "version": 1,

@@ -111,14 +111,16 @@ class RunStore:
     @cached_property
     def labels(self) -> RunLabels:
         """Readable names of entities and relations from the run's recorded label files (a KGX import's
-        ``node_name_dict.txt`` and ``edge_map.json``); empty when the run has none."""
+        ``node_name_dict.txt`` and ``edge_map.json``); empty when the run has none.
+        """
         return run_labels(self.path, self.config, self.entities)
 
     @cached_property
     def checkpoints(self) -> list[RunCheckpoint]:
         """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them), or the single
         model when there are none. Learning rates come from ``training_history.json`` when it has
-        them, else from the checkpoint itself (which is then read and cached)."""
+        them, else from the checkpoint itself (which is then read and cached).
+        """
         paths = list_epoch_checkpoints(self.path) or [self.checkpoint]
         return [self.checkpoint_info(p) for p in paths]
 

@@ -133,7 +133,8 @@ class TrainingObjective(torch.nn.Module):
     def _stored_logits(self, h) -> bool:
         """The standard BCE on a CPU in fp32 takes stored_bce_1n (fewer B×N temporaries, each a
         fresh allocation there); elsewhere — CUDA (graph capture, autocast), bf16, torch.compile
-        — the bce_1n composition stays."""
+        — the bce_1n composition stays.
+        """
         return (not self.fused and self.loss_name == "bce" and h.device.type == "cpu"
                 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
 
@@ -161,7 +162,8 @@ def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None =
 
 def _check_counts(cfg: TrainConfig) -> None:
     """The counts the CLI bounds, checked for Python callers too (a 0 would divide by zero later);
-    0 epochs is allowed: the initial model is saved as epoch 0."""
+    0 epochs is allowed: the initial model is saved as epoch 0.
+    """
     for name, least in (("epochs", 0), ("batch_size", 1), ("checkpoint_every", 1), ("eval_every", 1)):
         value = getattr(cfg, name)
         if not isinstance(value, int) or value < least:
@@ -428,7 +430,8 @@ def _validate(s: Session, epoch: int, record: dict, state: dict, on_evaluation) 
 
 def _save(s: Session, epoch: int, record: dict, state: dict, improved: bool) -> None:
     """best_model.pt on improvement; the weights and lr (what TracIn sums) every ``checkpoint_every``
-    epochs; the full state, for an exact resume, in one rolling checkpoint every epoch; the history."""
+    epochs; the full state, for an exact resume, in one rolling checkpoint every epoch; the history.
+    """
     cfg = s.cfg
     payload = dict(model_payload(s.model, epoch, record["lr"], record), run_id=s.run_id)  # explain refuses mixed runs
     if improved and s.ctx.is_main:
@@ -467,7 +470,8 @@ def _finish(s: Session, state: dict, start_epoch: int, stopped_early: bool) -> d
 def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple[dict, list[Ranks]]:
     """:func:`evaluate`; under torchrun every rank ranks a contiguous shard of whole batches (the
     batches one process would rank, so the ranks are bitwise the same) and the per-triple ranks are
-    gathered: every rank gets the metrics of the whole set."""
+    gathered: every rank gets the metrics of the whole set.
+    """
     if not ctx.active:
         return evaluate(model, triples, known, **kw)
     lo, hi = batch_aligned_shard(len(triples), kw.get("batch_size", 256), ctx.rank, ctx.world_size)
