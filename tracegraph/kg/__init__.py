@@ -1,5 +1,7 @@
-"""Knowledge graphs, one subpackage per stage: ``data`` (read), ``model`` (ConvE: train, evaluate,
-predict), ``explain`` (TracIn and other methods, filtering, faithfulness), ``demo``.
+"""Knowledge graphs, one subpackage per stage.
+
+``data`` (read), ``model`` (ConvE: train, evaluate, predict), ``explain`` (TracIn and other
+methods, filtering, faithfulness), ``demo``.
 
 The entry point for Python users is the run object: ``tracegraph.open_run`` / ``tracegraph.train``
 (:mod:`tracegraph.kg.api`, :mod:`tracegraph.kg.run`). (``tracegraph.kg.model.train`` is the training module, not a function.)

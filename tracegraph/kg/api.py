@@ -17,8 +17,10 @@ from tracegraph.kg.run import Run
 
 
 def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
-    """Open a run directory written by ``tracegraph train`` or ``tracegraph import`` (or one of its
-    checkpoint files) for scoring on ``device``. Nothing heavy is read until used; see :class:`Run`.
+    """Open a run directory for scoring on ``device``.
+
+    The directory is one written by ``tracegraph train`` or ``tracegraph import`` (or one of its
+    checkpoint files). Nothing heavy is read until used; see :class:`Run`.
 
     >>> run = open_run(RUN_DIR)          # RUN_DIR: a 2-epoch UMLS run in tests/kg/test_run_api.py
     >>> len(run.entities), len(run.relations), run.checkpoint.name

@@ -75,8 +75,9 @@ class Run(RunStore):
 
     def predict(self, head: str | Sequence[str] | None = None, relation: str | Sequence[str] | None = None,
                 k: int = 10, exclude_train: bool = False, *, tail: str | Sequence[str] | None = None) -> pd.DataFrame:
-        """The ``k`` best tails of (head, relation, ?) or, with ``tail=`` instead of a head, the ``k`` best
-        heads of (?, relation, tail); lists ask several queries at once.
+        """The ``k`` best tails of (head, relation, ?), or heads of (?, relation, tail).
+
+        Give ``tail=`` instead of a head for heads; lists ask several queries at once.
 
         Args:
             head: a head label (or a list: one query each); leave out to ask for heads with ``tail``.

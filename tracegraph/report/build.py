@@ -1,5 +1,7 @@
-"""A run's report from its directory: gather what it holds (settings, history, test ranks, explanations,
-a necessity test) into sections and write the page.
+"""A run's report from its directory.
+
+Gather what it holds (settings, history, test ranks, explanations, a necessity test) into
+sections and write the page.
 """
 
 from __future__ import annotations
@@ -98,8 +100,10 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
 def report_sections(run, *, explanations=(), necessity=None, test=None, marks: dict | None = None,
                     mark_label: str = "marked", n_pro: int = 10, n_opp: int = 5,
                     explained_title: str = "Explained test triples", explained_intro: str = "") -> list[Section]:
-    """The general sections of a run's report, in page order (keys: cards, training, metrics,
-    explanations, necessity, settings). The demo places its own sections among them.
+    """The general sections of a run's report, in page order.
+
+    Their keys: cards, training, metrics, explanations, necessity, settings. The demo places its own
+    sections among them.
 
     Args:
         run: a :class:`~tracegraph.kg.run.Run`.

@@ -1,5 +1,7 @@
-"""The necessity section: what ``tracegraph fidelity necessity`` wrote (``necessity.json``), as a table
-with each arm's 95 % interval and its paired excess over the far arm, and one headline sentence.
+"""The necessity section: what ``tracegraph fidelity necessity`` wrote (``necessity.json``).
+
+A table with each arm's 95 % interval and its paired excess over the far arm, and one headline
+sentence.
 """
 
 from __future__ import annotations

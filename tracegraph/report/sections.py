@@ -1,5 +1,7 @@
-"""The report's general sections: settings, training, metrics (overall and per relation) and the
-explained test triples (proponents, opponents, a drawing). Each returns a :class:`Section`.
+"""The report's general sections.
+
+Settings, training, metrics (overall and per relation) and the explained test triples
+(proponents, opponents, a drawing). Each returns a :class:`Section`.
 """
 
 from __future__ import annotations
@@ -81,8 +83,10 @@ def training_section(history: list[dict], loss_name: str = "training loss", conf
 
 
 def _key_settings(config: dict) -> str:
-    """One line of the settings a reader asks for first (every setting is in the Settings section);
-    an imported run records few, and only those recorded are named.
+    """One line of the settings a reader asks for first.
+
+    Every setting is in the Settings section; an imported run records few, and only those recorded
+    are named.
     """
     t, m = config.get("train") or {}, config.get("model") or {}
 
@@ -160,8 +164,10 @@ def _name(name: str, label: str) -> str:
 
 def explained_section(triples: list[ExplainedTriple], *, marks: dict | None = None, mark_label: str = "marked",
                       n_pro: int = 10, n_opp: int = 5, title: str = "Explained test triples", intro: str = "") -> Section:
-    """Each explained test triple: its rank, score and rival, its proponents and opponents in two
-    tables, and a drawing of its ranked training triples around head and tail.
+    """The section on each explained test triple.
+
+    Its rank, score and rival, its proponents and opponents in two tables, and a drawing of its
+    ranked training triples around head and tail.
 
     Args:
         triples: what :func:`~tracegraph.report.explanations.read_explanations` returned.

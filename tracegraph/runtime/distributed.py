@@ -1,5 +1,7 @@
-"""Running on several processes or devices with PyTorch's own machinery: ``torchrun`` +
-``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel, SyncBatchNorm.
+"""Running on several processes or devices with PyTorch's own machinery.
+
+``torchrun`` + ``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel,
+SyncBatchNorm.
 
 Nothing here knows about graphs. The pieces:
 
@@ -376,8 +378,9 @@ class ShardedBatchSampler(torch.utils.data.Sampler):
 
 
 class _AllReduceSum(torch.autograd.Function):
-    """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient (the same rule as
-    ``torch.distributed.nn.functional.all_reduce``, which is deprecated).
+    """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient.
+
+    The same rule as ``torch.distributed.nn.functional.all_reduce``, which is deprecated.
     """
 
     @staticmethod
@@ -394,9 +397,10 @@ class _AllReduceSum(torch.autograd.Function):
 
 
 class CPUSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
-    """What ``torch.nn.SyncBatchNorm`` computes, for CPU (Gloo), where PyTorch has no kernels for
-    it: in training, normalise with the statistics of the *global* batch (all ranks), so N ranks
-    with B/N samples each compute what one process computes on B.
+    """What ``torch.nn.SyncBatchNorm`` computes, for CPU (Gloo), where PyTorch has no kernels for it.
+
+    In training, normalise with the statistics of the *global* batch (all ranks), so N ranks with
+    B/N samples each compute what one process computes on B.
 
     Forward and backward come from two autograd-aware all-reduces per layer (Σx with the count,
     then Σ(x-μ)²). The backward of an all-reduce all-reduces the gradient, which gives each rank
@@ -556,8 +560,10 @@ def run_on_devices(devices: Sequence[torch.device], n: int, fn: Callable[[torch.
 
 
 def rank_seed(*keys: int) -> int:
-    """A seed derived from integers (e.g. seed, epoch, rank): independent streams per rank that do
-    not depend on what ran before, so a resumed run draws the same numbers.
+    """A seed derived from integers (e.g. seed, epoch, rank).
+
+    Independent streams per rank that do not depend on what ran before, so a resumed run draws the
+    same numbers.
     """
     import numpy as np
 

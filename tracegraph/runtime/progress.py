@@ -103,8 +103,10 @@ def heartbeat_seconds() -> float:
 
 
 class _Progress(Progress):
-    """A rich Progress that, when it cannot draw (not a terminal), logs each running task every
-    :func:`heartbeat_seconds` instead: a batch job sees an epoch advance, not minutes of silence.
+    """A rich Progress that logs its tasks when it cannot draw.
+
+    When output is not a terminal, each running task is logged every :func:`heartbeat_seconds`: a
+    batch job sees an epoch advance, not minutes of silence.
     """
 
     def __init__(self, *args, **kwargs):

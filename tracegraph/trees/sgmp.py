@@ -94,7 +94,9 @@ def chain_geometry(pos: torch.Tensor, paths: torch.Tensor):
 
 
 class InteractionBlock(nn.Module):
-    """h_n += MLP([h_n, mean over chains from n, mean over chains through n as j]) where each chain
+    """One interaction: each node's state is updated from the chains around it.
+
+    h_n += MLP([h_n, mean over chains from n, mean over chains through n as j]) where each chain
     i→j→k→p carries σ(A h_j + B h_k + C h_p) ⊙ W g_chain.
     """
 

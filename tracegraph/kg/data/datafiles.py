@@ -42,8 +42,9 @@ def sha256_of(path: str | Path) -> str:
 
 
 def record_data_files(files: dict[str, str | Path | None], run_dir: str | Path) -> dict:
-    """What ``config.json`` records of each given file: absolute path, path relative to the run
-    directory, sha256.
+    """What ``config.json`` records of each given file.
+
+    That is its absolute path, its path relative to the run directory, and its sha256.
 
     Args:
         files: split name -> file (None: not given, left out).

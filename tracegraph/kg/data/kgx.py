@@ -1,5 +1,7 @@
-"""KGX JSON Lines import (the format ROBOKOP ships): nodes.jsonl + edges.jsonl ->
-triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json, node_category.txt.
+"""KGX JSON Lines import (the format ROBOKOP ships).
+
+nodes.jsonl + edges.jsonl -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt,
+edge_map.json, node_category.txt.
 
 A relation is a predicate together with its qualifiers: edges with the same predicate but other
 qualifier values become different relations. The relation label is ``predicate:N`` and

@@ -1,5 +1,7 @@
-"""The demo's ``report.html``: the report every run gets (tracegraph/report), plus what only the demo
-has — headline cards, the recovery of the planted mechanisms, and the demo's own settings and timing.
+"""The demo's ``report.html``.
+
+The report every run gets (tracegraph/report), plus what only the demo has — headline cards, the
+recovery of the planted mechanisms, and the demo's own settings and timing.
 
 The explained edges are those ``explain`` wrote with its default method, each row tagged when it is
 a planted mechanism edge; the necessity section is the general one, headline sentence included.

@@ -394,9 +394,10 @@ def _plant_treatments(config, labels, background, salience, rng) -> dict[Triple,
 
 
 def _walk(start: str, steps, nb: _Neighbours, salience, reuse: float, rng) -> tuple[Triple, ...] | None:
-    """One random simple walk following the template's steps, or None at a dead end. Past the
-    first step it takes, with probability ``reuse``, the most salient matching neighbour (the
-    node's dominant continuation, the same for every walk through it), else a uniform one.
+    """One random simple walk following the template's steps, or None at a dead end.
+
+    Past the first step it takes, with probability ``reuse``, the most salient matching neighbour
+    (the node's dominant continuation, the same for every walk through it), else a uniform one.
     """
     node, visited, edges = start, {start}, []
     for i, (pred, direction, kind) in enumerate(steps):

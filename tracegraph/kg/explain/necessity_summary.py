@@ -1,6 +1,8 @@
-"""The necessity test's statistics and report: ΔH@1 / ΔMRR with bootstrap intervals, the excess
-over the far arm (paired by fact), ΔH@1 split by margin half and by side, the spread over seeds,
-and ``necessity.md`` (the protocol itself: kg/explain/necessity.py).
+"""The necessity test's statistics and report.
+
+ΔH@1 / ΔMRR with bootstrap intervals, the excess over the far arm (paired by fact), ΔH@1 split
+by margin half and by side, the spread over seeds, and ``necessity.md`` (the protocol itself:
+kg/explain/necessity.py).
 """
 
 from __future__ import annotations

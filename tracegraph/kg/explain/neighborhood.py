@@ -1,5 +1,6 @@
-"""Filtering the training graph around a test triple (docs/design.md; full semantics and the
-reasoning behind the path algorithm: docs/filtering.md).
+"""Filtering the training graph around a test triple.
+
+See docs/design.md; full semantics and the reasoning behind the path algorithm: docs/filtering.md.
 
 Undirected multigraph of training triples; nodes within ``n_hops`` of the head *and* of the
 tail (plus both); triples with both ends there, kept if they touch head/tail or an endpoint has
@@ -406,8 +407,9 @@ def cache_paths(key: str) -> list[Path]:
 
 
 def _may_be_on_path(u, v, dh, dt, n_hops: int, L: int) -> np.ndarray:
-    """Necessary condition d(h, x) + 1 + d(y, t) <= L for edge x–y in either orientation;
-    a distance beyond the BFS depth (-1) is at least n_hops + 1.
+    """Necessary condition d(h, x) + 1 + d(y, t) <= L for edge x–y in either orientation.
+
+    A distance beyond the BFS depth (-1) is at least n_hops + 1.
     """
     def d(dist, x):
         dx = dist[x]
@@ -482,8 +484,10 @@ def _path_edges_fast(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarr
 
 
 def _path_edges_dfs(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
-    """Any L: enumerate simple h–t paths of length <= L depth-first, pruned by the distance to
-    t (a lower bound on what remains). Exponential in the worst case; used only for L > 4.
+    """Any L: enumerate simple h–t paths of length <= L depth-first.
+
+    The search is pruned by the distance to t (a lower bound on what remains). Exponential in the
+    worst case; used only for L > 4.
     """
     k = a.shape[0]
     d_t = _bfs(a.indptr, a.indices, t, L, k)

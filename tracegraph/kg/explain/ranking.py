@@ -1,5 +1,6 @@
-"""Ranked lists of candidate training triples: the metrics they are graded by, and the structural
-baselines (degree, head–tail walks) that every explanation method is compared with.
+"""Ranked lists of candidate training triples, their metrics and the structural baselines.
+
+The baselines (degree, head–tail walks) are what every explanation method is compared with.
 
 Shared by ground-truth recovery (fidelity.py), the explanation methods (methods.py), the
 necessity test and ``explain``'s path shells; it imports none of them, so each can import it
@@ -104,10 +105,15 @@ def degrees(train_ids: np.ndarray, num_entities: int) -> np.ndarray:
 
 
 class WalkLengths:
-    """Shortest head–tail walk through each candidate edge (u, v) in the undirected candidate graph,
-    min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none. The graph is built once and each
-    (head, tail) costs two breadth-first searches in scipy (C speed: ``explain`` without a filter
-    ranks every training triple for every test triple, and FB15k-237 has 272k edges).
+    """Shortest head–tail walk through each candidate edge (u, v) in the undirected candidate graph.
+
+    The length is min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none. The graph is built
+    once and each (head, tail) costs two breadth-first searches in scipy (C speed: ``explain``
+    without a filter ranks every training triple for every test triple, and FB15k-237 has 272k
+    edges).
+
+    Args:
+        edges: Candidate edges ``[n, 2]`` (head and tail ids).
     """
 
     def __init__(self, edges: np.ndarray):

@@ -1,6 +1,8 @@
-"""The removal test: remove a prediction's top-k proponents, retrain with the run's own
-configuration, and compare the drop with removing k random triples around the same pair
-(part of ``tracegraph fidelity``; see :mod:`tracegraph.kg.explain.fidelity` for the protocol).
+"""The removal test: remove a prediction's top-k proponents and retrain.
+
+The run is retrained with its own configuration, and the drop is compared with removing k random
+triples around the same pair (part of ``tracegraph fidelity``; see
+:mod:`tracegraph.kg.explain.fidelity` for the protocol).
 """
 
 from __future__ import annotations

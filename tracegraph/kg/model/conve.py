@@ -21,9 +21,10 @@ from tracegraph.errors import TracegraphError
 
 
 class _BNReLUFeatureDropout(torch.autograd.Function):
-    """relu(BatchNorm(x)) · mask (train mode) in one output buffer: the same ATen kernels as
-    BatchNorm2d → F.relu → Dropout2d, with the ReLU and the mask applied in place, so forward makes
-    one B×C×H×W tensor instead of three and backward two instead of three.
+    """relu(BatchNorm(x)) · mask (train mode) in one output buffer.
+
+    The same ATen kernels as BatchNorm2d → F.relu → Dropout2d, with the ReLU and the mask applied in
+    place, so forward makes one B×C×H×W tensor instead of three and backward two instead of three.
     """
 
     @staticmethod
@@ -220,9 +221,11 @@ class ConvE(nn.Module):
         return x
 
     def _one_buffer_block(self, z1: torch.Tensor) -> bool:
-        """Whether bn1 → ReLU → Dropout2d runs as :class:`_BNReLUFeatureDropout`: training in fp32 on
-        a CPU, where each B×C×H×W temporary is a fresh allocation and a pass over memory. CUDA
-        (graph capture, autocast), SyncBatchNorm under torchrun and torch.compile keep the modules.
+        """Whether bn1 → ReLU → Dropout2d runs as :class:`_BNReLUFeatureDropout`.
+
+        It does when training in fp32 on a CPU, where each B×C×H×W temporary is a fresh allocation and a
+        pass over memory. CUDA (graph capture, autocast), SyncBatchNorm under torchrun and torch.compile
+        keep the modules.
         """
         bn, drop = self.bn1, self.feature_drop
         return (self.training and torch.is_grad_enabled() and z1.device.type == "cpu"
@@ -231,8 +234,10 @@ class ConvE(nn.Module):
                 and type(drop) is nn.Dropout2d and 0.0 <= drop.p < 1.0)
 
     def _bn1_relu_feature_drop(self, z1: torch.Tensor) -> torch.Tensor:
-        """``feature_drop(relu(bn1(z1)))`` in training, bit for bit: nn.BatchNorm's bookkeeping and
-        Dropout2d's mask (drawn as ATen's feature dropout draws it), then one fused Function.
+        """``feature_drop(relu(bn1(z1)))`` in training, bit for bit.
+
+        nn.BatchNorm's bookkeeping and Dropout2d's mask (drawn as ATen's feature dropout draws it), then
+        one fused Function.
         """
         bn, p = self.bn1, self.feature_drop.p
         bn.num_batches_tracked.add_(1)
@@ -283,9 +288,11 @@ class ConvE(nn.Module):
         return self.encode(e_h, r)
 
     def _encode_once(self, e_h: torch.Tensor, r: torch.Tensor, calls: list) -> torch.Tensor:
-        """``encode`` for checkpointing: the recomputation in backward must not move BatchNorm's
-        running statistics a second time (they would count every batch twice, and the eval-mode
-        model would differ from a run without checkpointing), so they are put back after it.
+        """``encode`` for checkpointing, leaving BatchNorm's running statistics as one pass leaves them.
+
+        The recomputation in backward must not move them a second time (they would count every batch
+        twice, and the eval-mode model would differ from a run without checkpointing), so they are put
+        back after it.
         """
         calls.append(1)
         if len(calls) == 1:

@@ -29,8 +29,10 @@ import torch.nn.functional as F
 
 @dataclass
 class Targets:
-    """Sparse 1-N targets: sample ``batch_index[k]`` has true entity ``entity_index[k]``
-    (counted ``weight[k]`` times, 1 when ``weight`` is None).
+    """Sparse 1-N targets.
+
+    Sample ``batch_index[k]`` has true entity ``entity_index[k]`` (counted ``weight[k]`` times, 1
+    when ``weight`` is None).
     """
 
     batch_index: torch.Tensor
@@ -104,9 +106,10 @@ def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0,
 
 
 class _FusedBCE1N(torch.autograd.Function):
-    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j - p·Σ_true s_t with s = x Eᵀ + b, over entity
-    chunks. The true tails' term lives here too, so backward writes one dense dL/dE buffer
-    (an autograd gather of E[t] would add a second N×d gradient).
+    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j - p·Σ_true s_t with s = x Eᵀ + b, over entity chunks.
+
+    The true tails' term lives here too, so backward writes one dense dL/dE buffer (an autograd
+    gather of E[t] would add a second N×d gradient).
     """
 
     @staticmethod
@@ -164,8 +167,9 @@ _ROW_BLOCK_BYTES = 2**20  # about one core's L2
 
 
 class _StoredBCE1N(torch.autograd.Function):
-    """The fused loss's per-sample sums with the logits computed once and kept (one B×N buffer):
-    backward turns that buffer into σ(s) in place and folds the smoothing constant and the
+    """The fused loss's per-sample sums with the logits computed once and kept (one B×N buffer).
+
+    Backward turns that buffer into σ(s) in place and folds the smoothing constant and the
     per-sample scale into the two products, so no other B×N tensor is made.
 
     On a CPU every B×N temporary is a fresh allocation and a pass over memory; the autograd

@@ -99,8 +99,9 @@ class RunStore:
 
     @cached_property
     def data_files(self) -> dict[str, Path]:
-        """The run's train/valid/test files, found from any working directory and after a move, each
-        checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
+        """The run's train/valid/test files, found from any working directory and after a move.
+
+        Each is checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
 
         Raises:
             DataError: a recorded file is missing or its content changed (the message names the flag
@@ -110,16 +111,19 @@ class RunStore:
 
     @cached_property
     def labels(self) -> RunLabels:
-        """Readable names of entities and relations from the run's recorded label files (a KGX import's
-        ``node_name_dict.txt`` and ``edge_map.json``); empty when the run has none.
+        """Readable names of entities and relations from the run's recorded label files.
+
+        Those are a KGX import's ``node_name_dict.txt`` and ``edge_map.json``; empty when the run has
+        none.
         """
         return run_labels(self.path, self.config, self.entities)
 
     @cached_property
     def checkpoints(self) -> list[RunCheckpoint]:
-        """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them), or the single
-        model when there are none. Learning rates come from ``training_history.json`` when it has
-        them, else from the checkpoint itself (which is then read and cached).
+        """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them).
+
+        Without any, the single model. Learning rates come from ``training_history.json`` when it
+        has them, else from the checkpoint itself (which is then read and cached).
         """
         paths = list_epoch_checkpoints(self.path) or [self.checkpoint]
         return [self.checkpoint_info(p) for p in paths]

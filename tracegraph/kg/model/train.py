@@ -1,7 +1,9 @@
-"""ConvE training: read -> model -> train -> checkpoints -> evaluate. Readable top to bottom:
-``_train`` is the loop; ``_build`` (data, batches, model, optimiser), ``_train_epoch``, ``_validate``,
-``_save`` and ``_finish`` are its stages, sharing one :class:`Session`. The run directory's
-bookkeeping (claim, config.json, resume) is in ``training_files.py``, the settings in ``train_config.py``.
+"""ConvE training: read -> model -> train -> checkpoints -> evaluate.
+
+Readable top to bottom: ``_train`` is the loop; ``_build`` (data, batches, model, optimiser),
+``_train_epoch``, ``_validate``, ``_save`` and ``_finish`` are its stages, sharing one
+:class:`Session`. The run directory's bookkeeping (claim, config.json, resume) is in
+``training_files.py``, the settings in ``train_config.py``.
 
 Everything a run did is explained by ``config.json`` beside its checkpoints. A checkpoint holds
 the weights, the optimizer, every RNG state and the sampler's generator, so ``--resume`` ends
@@ -131,9 +133,10 @@ class TrainingObjective(torch.nn.Module):
         return self.loss(self.model(h, r), targets, self.eps)
 
     def _stored_logits(self, h) -> bool:
-        """The standard BCE on a CPU in fp32 takes stored_bce_1n (fewer B×N temporaries, each a
-        fresh allocation there); elsewhere — CUDA (graph capture, autocast), bf16, torch.compile
-        — the bce_1n composition stays.
+        """Whether the standard BCE on a CPU in fp32 takes stored_bce_1n.
+
+        It makes fewer B×N temporaries, each a fresh allocation there; elsewhere — CUDA (graph capture,
+        autocast), bf16, torch.compile — the bce_1n composition stays.
         """
         return (not self.fused and self.loss_name == "bce" and h.device.type == "cpu"
                 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
@@ -161,7 +164,8 @@ def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None =
 
 
 def _check_counts(cfg: TrainConfig) -> None:
-    """The counts the CLI bounds, checked for Python callers too (a 0 would divide by zero later);
+    """The counts the CLI bounds, checked for Python callers too (a 0 would divide by zero later).
+
     0 epochs is allowed: the initial model is saved as epoch 0.
     """
     for name, least in (("epochs", 0), ("batch_size", 1), ("checkpoint_every", 1), ("eval_every", 1)):
@@ -429,7 +433,9 @@ def _validate(s: Session, epoch: int, record: dict, state: dict, on_evaluation) 
 
 
 def _save(s: Session, epoch: int, record: dict, state: dict, improved: bool) -> None:
-    """best_model.pt on improvement; the weights and lr (what TracIn sums) every ``checkpoint_every``
+    """Save what an epoch leaves.
+
+    best_model.pt on improvement; the weights and lr (what TracIn sums) every ``checkpoint_every``
     epochs; the full state, for an exact resume, in one rolling checkpoint every epoch; the history.
     """
     cfg = s.cfg
@@ -468,9 +474,11 @@ def _finish(s: Session, state: dict, start_epoch: int, stopped_early: bool) -> d
 
 
 def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple[dict, list[Ranks]]:
-    """:func:`evaluate`; under torchrun every rank ranks a contiguous shard of whole batches (the
-    batches one process would rank, so the ranks are bitwise the same) and the per-triple ranks are
-    gathered: every rank gets the metrics of the whole set.
+    """:func:`evaluate`, sharded over ranks under torchrun.
+
+    Every rank ranks a contiguous shard of whole batches (the batches one process would rank, so the
+    ranks are bitwise the same) and the per-triple ranks are gathered: every rank gets the metrics
+    of the whole set.
     """
     if not ctx.active:
         return evaluate(model, triples, known, **kw)
