@@ -1,11 +1,16 @@
 r"""Reading knowledge-graph triples and id maps, reciprocal relations, and the known-tails index.
 
 File formats (the ones researchers already have):
-  triples         ``head<TAB>relation<TAB>tail`` per line, no header
-  node_dict.txt   ``label<TAB>index`` (also rel_dict.txt); indices are 0..n-1
-  node_name_dict  ``name<TAB>index`` (readable names; names may repeat, indices may not)
-  edge_map.json   JSON object: key = JSON string of the edge's qualifier object, value = the
-                  relation label used in the triples (e.g. ``predicate:7``)
+
+triples
+    ``head<TAB>relation<TAB>tail`` per line, no header.
+node_dict.txt
+    ``label<TAB>index`` (also rel_dict.txt); indices are 0..n-1.
+node_name_dict
+    ``name<TAB>index`` (readable names; names may repeat, indices may not).
+edge_map.json
+    JSON object: key = JSON string of the edge's qualifier object, value = the relation label
+    used in the triples (e.g. ``predicate:7``).
 
 Every reader raises :class:`~tracegraph.errors.DataError` naming the file and line.
 Blank lines are ignored; a trailing ``\r`` (Windows line ends) is removed.
