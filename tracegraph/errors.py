@@ -23,7 +23,18 @@ class DataError(TracegraphError):
 
 
 def require_file(path: str | Path, what: str = "file") -> Path:
-    """Return ``path`` as a Path, or raise DataError if it does not exist or is a directory."""
+    """Return ``path`` as a Path after checking that it names an existing file.
+
+    Args:
+        path: The file to check.
+        what: What the file is, for the error message (e.g. ``"training file"``).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        DataError: If ``path`` does not exist or is a directory.
+    """
     p = Path(path)
     if not p.exists():
         raise DataError(f"{what} not found", p)

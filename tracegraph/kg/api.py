@@ -17,12 +17,21 @@ from tracegraph.kg.run import Run
 
 
 def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
-    """Open a run directory written by ``tracegraph train`` or ``tracegraph import`` (or one of its
-    checkpoint files) for scoring on ``device``. Nothing heavy is read until used; see :class:`Run`.
+    """Open a run directory for scoring on ``device``.
+
+    The directory is one written by ``tracegraph train`` or ``tracegraph import`` (or one of its
+    checkpoint files). Nothing heavy is read until used; see :class:`Run`.
 
     >>> run = open_run(RUN_DIR)          # RUN_DIR: a 2-epoch UMLS run in tests/kg/test_run_api.py
     >>> len(run.entities), len(run.relations), run.checkpoint.name
     (135, 46, 'best_model.pt')
+
+    Args:
+        path: A run directory or one of its checkpoint files.
+        device: Where the model is scored.
+
+    Returns:
+        The run.
     """
     return Run(path, device)
 
@@ -101,9 +110,23 @@ train.__signature__ = _train_signature()  # type: ignore[attr-defined]  # help()
 
 
 def import_pykeen(model_file, output_dir, **options) -> Run:
-    """A PyKEEN ConvE -> a run directory (``tracegraph import pykeen``); ``options`` as
-    :func:`tracegraph.kg.model.importers.import_pykeen` (``triples_factory_dir``, ``trust_pickle``, ``lr``, …).
-    What was recorded (source, notes, learning rate) is ``run.config``."""
+    """Import a PyKEEN ConvE into a run directory (``tracegraph import pykeen``).
+
+    What was recorded (source, notes, learning rate) is ``run.config``.
+
+    Args:
+        model_file: A whole pickled PyKEEN model, or its state dict.
+        output_dir: The run directory to write.
+        **options: As :func:`tracegraph.kg.model.importers.import_pykeen` (``triples_factory_dir``,
+            ``trust_pickle``, ``lr``...).
+
+    Returns:
+        The imported run.
+
+    Raises:
+        TracegraphError: If the id maps are not given, or the model and maps disagree.
+        DataError: If a file is missing or not a PyKEEN model.
+    """
     from tracegraph.kg.model.importers import import_pykeen as write
 
     write(model_file, output_dir, **options)
@@ -111,7 +134,23 @@ def import_pykeen(model_file, output_dir, **options) -> Run:
 
 
 def import_checkpoint(file, output_dir, entity_to_id, relation_to_id, **options) -> Run:
-    """An earlier-format ConvE checkpoint -> a run directory (``tracegraph import checkpoint``)."""
+    """Import an original-research-scripts ConvE checkpoint into a run directory (``tracegraph import checkpoint``).
+
+    Args:
+        file: The checkpoint (``model_state_dict`` + ``model_config``).
+        output_dir: The run directory to write.
+        entity_to_id: A ``label<TAB>index`` entity map.
+        relation_to_id: A ``label<TAB>index`` relation map.
+        **options: As :func:`tracegraph.kg.model.importers.import_checkpoint` (``trust_pickle``,
+            ``lr``, ``label_smoothing``).
+
+    Returns:
+        The imported run.
+
+    Raises:
+        TracegraphError: If the weights and maps disagree.
+        DataError: If a file is missing or not such a checkpoint.
+    """
     from tracegraph.kg.model.importers import import_checkpoint as write
 
     write(file, output_dir, entity_to_id, relation_to_id, **options)

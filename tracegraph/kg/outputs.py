@@ -27,7 +27,13 @@ SETTINGS_KEPT = ("method", "engine", "loss", "side", "top_k")
 
 
 def write_csv(path, rows, header) -> None:
-    """One explanation CSV: label columns as text, scores as exact float reprs, the Role as text."""
+    """Write one explanation CSV atomically: labels as text, scores as exact float reprs, the role as text.
+
+    Args:
+        path: The destination file.
+        rows: The rows, label columns first.
+        header: The column names.
+    """
     with atomic_path(Path(path)) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(header)
@@ -63,12 +69,17 @@ def write_explanations(result: ExplainResult, output_dir) -> list[str]:
 def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) -> None:
     """Refuse an explanation folder already in use, so one folder never mixes two runs' files.
 
-    An empty or missing folder is fine. ``overwrite``: the earlier explanation files (triple_*_tracin.*,
-    summary.json) are deleted first. ``cfg.skip_existing``: kept only when the folder's summary.json
-    was written with the same method and settings.
+    An empty or missing folder is fine. ``overwrite`` deletes the earlier explanation files
+    (``triple_*_tracin.*``, ``summary.json``) first. ``cfg.skip_existing`` keeps them only when the
+    folder's summary.json was written with the same method and settings.
+
+    Args:
+        output_dir: The explanation folder.
+        cfg: The explanation settings.
+        overwrite: Delete earlier explanation files.
 
     Raises:
-        TracegraphError: the folder holds files and neither option allows it, or the settings differ.
+        TracegraphError: If the folder holds files and neither option allows it, or the settings differ.
     """
     out = Path(output_dir)
     if not out.is_dir() or not any(out.iterdir()):
@@ -100,7 +111,17 @@ def _settings(cfg: ExplainConfig) -> dict:
 
 
 def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
-    """``run_explain`` then the files (rank 0 writes under torchrun); returns the summary."""
+    """Explain and write the files (rank 0 writes under torchrun).
+
+    Args:
+        cfg: The explanation settings.
+        train_subsets: ``(head_id, tail_id) -> rows`` of candidate training triples; None for the
+            filter that ``cfg`` describes.
+        run: An open run to reuse; None opens ``cfg``'s.
+
+    Returns:
+        The summary (as in ``summary.json``).
+    """
     result = run_explain(cfg, train_subsets, run=run)
     if is_main_process():
         write_explanations(result, cfg.output_dir)

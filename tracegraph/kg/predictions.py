@@ -29,8 +29,11 @@ OUTPUT_SUFFIXES = (".csv", ".tsv", ".json")
 def check_output(path: str | Path | None) -> None:
     """Refuse an ``-o`` whose extension predict cannot write (before any work).
 
+    Args:
+        path: The output path, or None for stdout.
+
     Raises:
-        TracegraphError: the extension is not .csv, .tsv or .json.
+        TracegraphError: If the extension is not .csv, .tsv or .json.
     """
     if path is not None and Path(path).suffix.lower() not in OUTPUT_SUFFIXES:
         suffix = Path(path).suffix or "no extension"
@@ -108,7 +111,24 @@ def _broadcast(entities, relations) -> tuple[list[str], list[str]]:
 
 def predict_command(run, head: str | None, tail: str | None, relation: str | None, query: Sequence[str] | None,
                     query_file, triples, top_k: int, exclude_train: bool, output) -> None:
-    """What ``tracegraph predict`` does once the run is open: one kind of query, then write or print."""
+    """Run ``tracegraph predict`` on an open run: one kind of query, then write or print.
+
+    Args:
+        run: The open run.
+        head: With ``relation``: rank the tails of this head.
+        tail: With ``relation``: rank the heads of this tail.
+        relation: The relation of a single query.
+        query: ``[head, relation]`` of one query.
+        query_file: A ``head<TAB>relation`` file of queries.
+        triples: Triples to score instead of ranking.
+        top_k: Answers per query.
+        exclude_train: Leave out answers that are training triples.
+        output: A .csv, .tsv or .json file; None prints CSV to stdout.
+
+    Raises:
+        TracegraphError: If not exactly one kind of query is given, or a label is unknown.
+        DataError: If a query file is malformed (naming the line).
+    """
     single = head is not None or tail is not None or relation is not None
     if sum(x for x in (single, query is not None, query_file is not None, triples is not None)) != 1:
         raise TracegraphError("give exactly one of --head H --relation R, --tail T --relation R, --query HEAD RELATION, "
@@ -138,7 +158,15 @@ def _on_line(resolve, text, idmap, path, line):
 
 
 def write_predictions(frame: pd.DataFrame, output) -> None:
-    """CSV to stdout (no ``output``), else .csv, .tsv or .json by the extension, written atomically."""
+    """Write predictions as CSV to stdout, or to a .csv, .tsv or .json file (atomically).
+
+    Args:
+        frame: The predictions.
+        output: The file, or None for stdout.
+
+    Raises:
+        TracegraphError: If the extension is not .csv, .tsv or .json.
+    """
     check_output(output)
     rows = frame.to_dict("records")
     if output is not None and Path(output).suffix.lower() == ".json":

@@ -75,8 +75,9 @@ class Run(RunStore):
 
     def predict(self, head: str | Sequence[str] | None = None, relation: str | Sequence[str] | None = None,
                 k: int = 10, exclude_train: bool = False, *, tail: str | Sequence[str] | None = None) -> pd.DataFrame:
-        """The ``k`` best tails of (head, relation, ?) or, with ``tail=`` instead of a head, the ``k`` best
-        heads of (?, relation, tail); lists ask several queries at once.
+        """The ``k`` best tails of (head, relation, ?), or heads of (?, relation, tail).
+
+        Give ``tail=`` instead of a head for heads; lists ask several queries at once.
 
         Args:
             head: a head label (or a list: one query each); leave out to ask for heads with ``tail``.
@@ -96,7 +97,18 @@ class Run(RunStore):
 
     @torch.no_grad()
     def score(self, triples) -> pd.DataFrame:
-        """The model's score (logit) and probability of each triple (labels, a DataFrame or a file)."""
+        """The model's score (logit) and probability of each triple.
+
+        Args:
+            triples: A triples file, a DataFrame or an iterable of ``(head, relation, tail)`` labels.
+
+        Returns:
+            One row per triple: its labels, score and probability.
+
+        Raises:
+            TracegraphError: If a label is unknown.
+            DataError: If a file is malformed.
+        """
         ids = self.encode(triples)
         t = torch.as_tensor(ids, device=self.device)
         scores = self.model.score_triples(t[:, 0], t[:, 1], t[:, 2]).float().cpu().numpy()
@@ -107,13 +119,26 @@ class Run(RunStore):
 
     def evaluate(self, test, filter_triples=None, top_k: int = 10, batch_size: int = 256,
                  entity_chunk: int = 65536, unseen: str = "include") -> Evaluation:
-        """Filtered ranks of ``test`` (a file or label triples) against every entity.
+        """Filtered ranks of ``test`` against every entity.
 
-        ``filter_triples``: the known true triples (files or label triples) removed from each ranking;
-        default the run's train/valid/test files; ``test`` itself is always added. Returns the
-        metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions``: a JSON list of
-        [entity, score] pairs, unambiguous for ids holding ':' or ';'). ``unseen`` (a test file's
-        entities absent from the training file): include | drop | error, see kg/data/unseen.py."""
+        Args:
+            test: A triples file or label triples.
+            filter_triples: Known true triples (files or label triples) removed from each ranking;
+                None for the run's train/valid/test files. ``test`` itself is always added.
+            top_k: Best-scored entities listed per test triple and side.
+            batch_size: Queries per batch.
+            entity_chunk: Entities scored at a time.
+            unseen: What to do with a test file's entities absent from the training file:
+                ``"include"``, ``"drop"`` or ``"error"``.
+
+        Returns:
+            The metrics and a DataFrame with ``ranks.csv``'s columns (``top_predictions``: a JSON list of
+            ``[entity, score]`` pairs, unambiguous for ids holding ``:`` or ``;``).
+
+        Raises:
+            DataError: If a file is malformed or a label is unknown.
+            TracegraphError: If an unseen entity is refused by the policy.
+        """
         return evaluate_store(self, test, filter_triples, top_k=top_k, batch_size=batch_size,
                               entity_chunk=entity_chunk, unseen=unseen)
 
@@ -145,9 +170,15 @@ class Run(RunStore):
             label_smoothing: for loss="train-loss"; default the run's.
             node_name_dict: name<TAB>index file for the _label columns (default the run's recorded one).
             edge_map: edge_map.json for relation labels (default the run's recorded one).
-            n_hops: rank only each test triple's n-hop subgraph; the filter's options follow
-                (min_degree, preserve_test_edges, strict_hop, path_filtering, max_path_length,
-                strict_path, edges_only; docs/filtering.md).
+            n_hops: rank only each test triple's n-hop subgraph (None: every training triple); the
+                filter's options follow (docs/filtering.md).
+            min_degree: keep a triple only if an endpoint has at least this many neighbours.
+            preserve_test_edges: always keep triples touching the test head or tail.
+            strict_hop: measure hop distances with the direct head–tail edges removed.
+            path_filtering: keep only triples on a short simple head–tail path.
+            max_path_length: the path length bound of the path filters.
+            strict_path: path filtering over the whole n-hop subgraph, ignoring ``min_degree``.
+            edges_only: keep one triple per node pair.
             output_dir: also write the files ``explain`` writes there (refused when it holds files,
                 unless ``overwrite``).
             overwrite: replace the explanation files already in ``output_dir``.
@@ -198,15 +229,36 @@ class Run(RunStore):
         return frame
 
     def training_subsets(self, train, filter_options):
-        """``(head_id, tail_id) -> rows`` of ``train`` kept by the filter, on one cached graph index."""
+        """A function giving the rows of ``train`` that the neighbourhood filter keeps for a head and tail.
+
+        The graph index is built once (and cached).
+
+        Args:
+            train: The training triples file.
+            filter_options: The filter settings.
+
+        Returns:
+            ``subsets(head_id, tail_id)``, returning sorted row indices.
+        """
         from tracegraph.kg.explain.neighborhood import GraphIndex
 
         index = GraphIndex.load_or_build(train, self.encode(train), len(self.entities))
         return lambda h, t: index.filter(h, t, filter_options).triple_rows
 
     def report(self, output, explanations=(), necessity=None, test=None, **options) -> Path:
-        """Write this run's self-contained HTML report (what ``tracegraph report`` writes); see
-        :func:`tracegraph.report.report_run` for the arguments. Returns the path written."""
+        """Write this run's self-contained HTML report (what ``tracegraph report`` writes).
+
+        Args:
+            output: The HTML file.
+            explanations: ``tracegraph explain -o`` directories to include.
+            necessity: ``necessity.json`` or its directory, or None.
+            test: Triples to rank for the metrics; None uses ``evaluation/ranks.csv``, else the run's
+                test file.
+            **options: ``n_pro`` and ``n_opp``, the rows in each proponent and opponent table.
+
+        Returns:
+            The path written.
+        """
         from tracegraph.report import report_run  # on first use: the report loads matplotlib
 
         return report_run(self, output, explanations=explanations, necessity=necessity, test=test, **options)

@@ -1,5 +1,8 @@
-"""A run's report from its directory: gather what it holds (settings, history, test ranks, explanations,
-a necessity test) into sections and write the page."""
+"""A run's report from its directory.
+
+Gather what it holds (settings, history, test ranks, explanations, a necessity test) into
+sections and write the page.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +25,21 @@ MAX_FILTER_BYTES = 500 * 2**20
 
 
 def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
-    """The run's filtered test ranks and where they came from (HTML): ``test`` ranked now when given,
-    else the run's ``evaluation/ranks.csv`` (``tracegraph evaluate``), else its recorded test file ranked now."""
+    """The run's filtered test ranks, and where they came from (as HTML).
+
+    The ranks are ``test`` ranked now when given, else the run's ``evaluation/ranks.csv``
+    (``tracegraph evaluate``), else its recorded test file ranked now.
+
+    Args:
+        run: The open run.
+        test: A triples file to rank now, or None.
+
+    Returns:
+        The ranks (None when there is nothing to rank) and an HTML note on their source.
+
+    Raises:
+        DataError: If the saved ranks.csv lacks a column, or a file is malformed.
+    """
     if test is not None:
         return run.evaluate(test).ranks, f"computed now on <code>{e(test)}</code>"
     saved = run.path / "evaluation" / "ranks.csv"
@@ -41,10 +57,17 @@ def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
 
 
 def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) -> None:
-    """Give every explained triple without a recorded rank or score one: from the test ranks when
-    they hold it, else ranked now with the run when its data files exist and are small enough to
-    read for the filter (``MAX_FILTER_BYTES``). A triple the run cannot rank (a label it does not
-    know) keeps "—"."""
+    """Give every explained triple without a recorded rank or score one, in place.
+
+    The rank comes from the test ranks when they hold it, else the triple is ranked now with the run
+    when its data files exist and are small enough to read for the filter (``MAX_FILTER_BYTES``).
+    A triple the run cannot rank (a label it does not know) keeps "—".
+
+    Args:
+        run: The open run.
+        triples: The explained triples; their ``rank``, ``score`` and sources are filled in.
+        ranks: The test ranks, or None.
+    """
     index = {}
     if ranks is not None:
         for row in ranks.itertuples(index=False):
@@ -77,18 +100,25 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
 def report_sections(run, *, explanations=(), necessity=None, test=None, marks: dict | None = None,
                     mark_label: str = "marked", n_pro: int = 10, n_opp: int = 5,
                     explained_title: str = "Explained test triples", explained_intro: str = "") -> list[Section]:
-    """The general sections of a run's report, in page order (keys: cards, training, metrics,
-    explanations, necessity, settings). The demo places its own sections among them.
+    """The general sections of a run's report, in page order.
+
+    Their keys: cards, training, metrics, explanations, necessity, settings. The demo places its own
+    sections among them.
 
     Args:
         run: a :class:`~tracegraph.kg.run.Run`.
         explanations: ``tracegraph explain -o`` directories.
         necessity: ``necessity.json``, its directory, or the dict already read (None: no section).
         test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
-        marks, mark_label: training triples to tag per explained test triple (see :func:`explained_section`).
-        n_pro, n_opp: rows in each proponent and opponent table.
-        explained_title, explained_intro: the explained section's heading (text) and first paragraph
-            (HTML, replacing the general one).
+        marks: training triples to tag per explained test triple (see :func:`explained_section`).
+        mark_label: the tag's words.
+        n_pro: rows in each proponent table.
+        n_opp: rows in each opponent table.
+        explained_title: the explained section's heading (text).
+        explained_intro: the explained section's first paragraph (HTML, replacing the general one).
+
+    Returns:
+        The sections.
 
     Raises:
         DataError: an explanation directory, a necessity file or ``ranks.csv`` cannot be read.
@@ -136,18 +166,20 @@ def report_run(run, output, *, explanations=(), necessity=None, test=None, n_pro
     """Write one self-contained HTML report of a run (what ``tracegraph report`` and ``Run.report`` do).
 
     Args:
-        run: a :class:`~tracegraph.kg.run.Run`.
-        output: the ``.html`` file to write (atomically: a failure leaves no file).
+        run: A :class:`~tracegraph.kg.run.Run`.
+        output: The ``.html`` file to write (atomically: a failure leaves no file).
         explanations: ``tracegraph explain -o`` directories.
         necessity: ``necessity.json`` or its directory.
-        test: triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
-        n_pro, n_opp: rows in each proponent and opponent table.
+        test: Triples to rank for the metrics (default: ``evaluation/ranks.csv``, else the run's test file).
+        n_pro: Rows in each proponent table.
+        n_opp: Rows in each opponent table.
 
     Returns:
         The path written.
 
     Raises:
-        DataError: an input cannot be read; TracegraphError: ``output`` is not an ``.html`` file.
+        DataError: If an input cannot be read.
+        TracegraphError: If ``output`` is not an ``.html`` file.
     """
     output = Path(output)
     if output.suffix.lower() not in (".html", ".htm"):

@@ -40,6 +40,7 @@ class ExplainedTriple:
 
     @property
     def triple(self) -> tuple[str, str, str]:
+        """``(head, relation, tail)`` labels."""
         return self.head, self.relation, self.tail
 
     @property

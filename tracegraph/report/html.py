@@ -36,12 +36,27 @@ border-bottom:1px solid #f1f5f9}.settings span{color:#64748b}
 
 
 def e(text) -> str:
-    """Text from data, escaped for HTML (quotes too: it may sit in an attribute)."""
+    """Escape text from data for HTML (quotes too: it may sit in an attribute).
+
+    Args:
+        text: Any value; it is converted with ``str``.
+
+    Returns:
+        The escaped text.
+    """
     return html.escape(str(text), quote=True)
 
 
 def num(x, nd: int = 3) -> str:
-    """A number for a table cell: ``nd`` decimals, "—" when missing, "∞" when infinite."""
+    """Format a number for a table cell: ``nd`` decimals, "—" when missing, "∞" when infinite.
+
+    Args:
+        x: A number, a string (escaped as is), or None.
+        nd: Decimals.
+
+    Returns:
+        The cell text.
+    """
     if x is None or (isinstance(x, str) and not x):
         return "—"
     if isinstance(x, str):
@@ -55,19 +70,45 @@ def num(x, nd: int = 3) -> str:
 
 
 def sig(x, digits: int = 4) -> str:
-    """A score with ``digits`` significant digits (influence scores span many magnitudes)."""
+    """Format a score with ``digits`` significant digits (influence scores span many magnitudes).
+
+    Args:
+        x: The score, or None.
+        digits: Significant digits.
+
+    Returns:
+        The text; "—" when missing.
+    """
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
     return f"{float(x):.{digits}g}"
 
 
 def img(png: bytes, alt: str) -> str:
+    """An inline ``<img>`` of a PNG (base64 data URL).
+
+    Args:
+        png: The PNG bytes.
+        alt: The alternative text.
+
+    Returns:
+        The HTML.
+    """
     return f'<img alt="{e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
 def table(header: list[str], rows: list[list[str]], classes: list[str] | None = None, num_from: int = 1) -> str:
-    """An HTML table. ``rows`` hold cells that are already HTML (escape data with :func:`e`);
-    columns from ``num_from`` on are right-aligned numbers."""
+    """An HTML table.
+
+    Args:
+        header: Column titles (text; escaped here).
+        rows: Cells that are already HTML (escape data with :func:`e`).
+        classes: A CSS class per row (empty for none), or None.
+        num_from: Columns from this index on are right-aligned numbers.
+
+    Returns:
+        The HTML.
+    """
     th = "".join(f"<th>{e(h)}</th>" for h in header)
     body = []
     for i, row in enumerate(rows):
@@ -78,7 +119,14 @@ def table(header: list[str], rows: list[list[str]], classes: list[str] | None = 
 
 
 def cards(items: list[tuple[str, str]]) -> str:
-    """Headline cards: (title as text, value as HTML)."""
+    """Headline cards.
+
+    Args:
+        items: ``(title as text, value as HTML)`` pairs.
+
+    Returns:
+        The HTML.
+    """
     return "<div class='cards'>" + "".join(f'<div class="card">{e(k)}<b>{v}</b></div>' for k, v in items) + "</div>"
 
 
@@ -91,7 +139,16 @@ class Section:
 
 
 def insert_after(sections: list[Section], key: str, new: list[Section]) -> list[Section]:
-    """``sections`` with ``new`` placed after the one named ``key`` (at the end when there is none)."""
+    """``sections`` with ``new`` placed after the one named ``key`` (at the end when there is none).
+
+    Args:
+        sections: The page's sections.
+        key: The key of the section to insert after.
+        new: The sections to insert.
+
+    Returns:
+        A new list.
+    """
     keys = [s.key for s in sections]
     at = keys.index(key) + 1 if key in keys else len(sections)
     return [*sections[:at], *new, *sections[at:]]

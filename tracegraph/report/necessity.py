@@ -1,5 +1,8 @@
-"""The necessity section: what ``tracegraph fidelity necessity`` wrote (``necessity.json``), as a table
-with each arm's 95 % interval and its paired excess over the far arm, and one headline sentence."""
+"""The necessity section: what ``tracegraph fidelity necessity`` wrote (``necessity.json``).
+
+A table with each arm's 95 % interval and its paired excess over the far arm, and one headline
+sentence.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +28,16 @@ PROTOCOL = ("Per arm, every fact's top-k training triples are removed <em>at onc
 
 
 def read_necessity(source) -> dict:
-    """``necessity.json`` as a dict, from the file, the directory holding it, or a dict already read.
+    """Read ``necessity.json`` from the file, the directory holding it, or a dict already read.
+
+    Args:
+        source: A path, or the dict itself.
+
+    Returns:
+        The document.
 
     Raises:
-        DataError: no such file, not JSON, or not what ``tracegraph fidelity necessity`` writes.
+        DataError: If there is no such file, it is not JSON, or it is not what the necessity test writes.
     """
     if isinstance(source, dict):
         return source
@@ -48,12 +57,27 @@ def read_necessity(source) -> dict:
 
 
 def arm_of(name: str) -> tuple[str, int]:
+    """Split an arm name such as ``"tracin-margin@4"`` into the arm and k.
+
+    Args:
+        name: The arm name.
+
+    Returns:
+        ``(arm, k)``.
+    """
     arm, k = name.rsplit("@", 1)
     return arm, int(k)
 
 
 def headline_arm(nec: dict) -> str | None:
-    """The arm the headline speaks of: the default method at its largest k, else the first method arm."""
+    """The arm the headline speaks of: the default method at its largest k, else the first method arm.
+
+    Args:
+        nec: The necessity document.
+
+    Returns:
+        The arm name (``arm@k``), or None when no method arm was graded.
+    """
     arms = [arm_of(n) for n in nec.get("summary", {})]
     methods = [a for a in arms if a[0] not in RANDOM_ARMS]
     if not methods:
@@ -64,8 +88,15 @@ def headline_arm(nec: dict) -> str | None:
 
 
 def flips(nec: dict, name: str) -> int | None:
-    """How many facts the arm's retrain no longer ranks first that the reference did (first seed);
-    None when the JSON has no per-fact ranks."""
+    """How many facts the arm's retrain no longer ranks first that the reference did (first seed).
+
+    Args:
+        nec: The necessity document.
+        name: The arm name (``arm@k``).
+
+    Returns:
+        The count, or None when the document has no per-fact ranks.
+    """
     seeds = nec.get("seeds") or {}
     if not seeds:
         return None
@@ -77,7 +108,14 @@ def flips(nec: dict, name: str) -> int | None:
 
 
 def headline(nec: dict) -> str | None:
-    """One sentence a reader outside machine learning can follow, in plain HTML; None when nothing was graded."""
+    """One sentence a reader outside machine learning can follow, in plain HTML.
+
+    Args:
+        nec: The necessity document.
+
+    Returns:
+        The sentence, or None when nothing was graded.
+    """
     name = headline_arm(nec)
     if name is None:
         return None

@@ -22,7 +22,15 @@ def _png(fig) -> bytes:
 
 
 def training_curves(history: list[dict], loss_name: str = "training loss") -> bytes:
-    """Training loss (log scale) and valid MRR per epoch, side by side, from ``training_history.json``'s rows."""
+    """Plot training loss (log scale) and valid MRR per epoch side by side.
+
+    Args:
+        history: The rows of ``training_history.json``.
+        loss_name: The loss axis label.
+
+    Returns:
+        The figure as PNG bytes.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,14 +66,16 @@ def subgraph(head: int, tail: int, edges: list[tuple[int, int, int, str]], label
     """The training triples around one explained prediction, drawn as an undirected graph.
 
     Args:
-        head, tail: the prediction's entities (drawn large, head left, tail right).
+        head: the prediction's head entity (drawn large, on the left).
+        tail: the prediction's tail entity (drawn large, on the right).
         edges: (u, v, rank, kind), kind proponent / opponent / marked / marked+proponent; rank 0 is
             the strongest proponent (drawn thickest).
         labels: node -> the name written beside it.
         context: the other ranked edges (thin grey); they also hold the picture together, since
             highlighted edges need not touch the head or the tail.
         mark_label: the legend's words for marked edges (shown only when there are some).
-        n_pro, n_opp: how many proponents and opponents the tables show (for the legend).
+        n_pro: how many proponents the tables show (for the legend).
+        n_opp: how many opponents the tables show (for the legend).
 
     Returns:
         PNG bytes.

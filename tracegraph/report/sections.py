@@ -1,5 +1,8 @@
-"""The report's general sections: settings, training, metrics (overall and per relation) and the
-explained test triples (proponents, opponents, a drawing). Each returns a :class:`Section`."""
+"""The report's general sections.
+
+Settings, training, metrics (overall and per relation) and the explained test triples
+(proponents, opponents, a drawing). Each returns a :class:`Section`.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,15 @@ PER_RELATION_ROWS = 60  # a graph with more relations lists the most frequent; r
 
 
 def settings_section(config: dict, extra: dict | None = None) -> Section:
-    """Every recorded setting of the run (``config.json``, nested keys joined by dots)."""
+    """The section listing every recorded setting of the run (``config.json``, nested keys joined by dots).
+
+    Args:
+        config: The run's config.json content.
+        extra: More settings to list, or None.
+
+    Returns:
+        The section.
+    """
     # train.model repeats model (the built model's full configuration) less the sizes: shown once
     flat = _flatten({k: ({kk: vv for kk, vv in v.items() if kk != "model"} if k == "train" and isinstance(v, dict) else v)
                      for k, v in config.items()})
@@ -50,7 +61,16 @@ def _short(v, n: int = 140) -> str:
 
 
 def training_section(history: list[dict], loss_name: str = "training loss", config: dict | None = None) -> Section:
-    """Training loss and valid MRR per epoch (``training_history.json``), under a line of the main settings."""
+    """The section with training loss and valid MRR per epoch, under a line of the main settings.
+
+    Args:
+        history: The rows of ``training_history.json``.
+        loss_name: The loss axis label.
+        config: The run's config.json content, for the settings line.
+
+    Returns:
+        The section.
+    """
     line = _key_settings(config or {})
     if not history:
         return Section("training", f"<h2>Training</h2>{line}<p class='note'>This run records no training history "
@@ -63,8 +83,11 @@ def training_section(history: list[dict], loss_name: str = "training loss", conf
 
 
 def _key_settings(config: dict) -> str:
-    """One line of the settings a reader asks for first (every setting is in the Settings section);
-    an imported run records few, and only those recorded are named."""
+    """One line of the settings a reader asks for first.
+
+    Every setting is in the Settings section; an imported run records few, and only those recorded
+    are named.
+    """
     t, m = config.get("train") or {}, config.get("model") or {}
 
     def phrase(fmt: str, *keys, src=t) -> str:
@@ -83,7 +106,14 @@ def _key_settings(config: dict) -> str:
 
 
 def side_metrics(ranks: pd.DataFrame) -> dict[str, dict]:
-    """MRR, MR and Hits@1/3/10 per side (tail, head) and over both, from realistic filtered ranks."""
+    """MRR, MR and Hits@1/3/10 per side (tail, head) and over both, from realistic filtered ranks.
+
+    Args:
+        ranks: ``ranks.csv`` rows (``side`` and ``rank`` columns).
+
+    Returns:
+        Side to its metrics; sides without ranks are left out.
+    """
     out = {}
     for side in ("tail", "head", "both"):
         r = ranks["rank"].to_numpy(float) if side == "both" else ranks.loc[ranks["side"] == side, "rank"].to_numpy(float)
@@ -94,8 +124,17 @@ def side_metrics(ranks: pd.DataFrame) -> dict[str, dict]:
 
 
 def metrics_section(ranks: pd.DataFrame | None, source: str, relation_names: dict | None = None) -> Section:
-    """Filtered-rank metrics overall (per side) and per relation; ``source`` says where the ranks came from (HTML);
-    ``relation_names``: a relation label's readable name (a KGX run's ``biolink:treats``), shown beside it."""
+    """The section with filtered-rank metrics overall (per side) and per relation.
+
+    Args:
+        ranks: ``ranks.csv`` rows, or None.
+        source: Where the ranks came from (HTML).
+        relation_names: A relation label's readable name (a KGX run's ``biolink:treats``), shown
+            beside it; None for none.
+
+    Returns:
+        The section.
+    """
     if ranks is None or ranks.empty:
         return Section("metrics", f"<h2>Test metrics</h2><p class='note'>{source}</p>")
     m = side_metrics(ranks)
@@ -125,14 +164,22 @@ def _name(name: str, label: str) -> str:
 
 def explained_section(triples: list[ExplainedTriple], *, marks: dict | None = None, mark_label: str = "marked",
                       n_pro: int = 10, n_opp: int = 5, title: str = "Explained test triples", intro: str = "") -> Section:
-    """Each explained test triple: its rank, score and rival, its proponents and opponents in two
-    tables, and a drawing of its ranked training triples around head and tail.
+    """The section on each explained test triple.
+
+    Its rank, score and rival, its proponents and opponents in two tables, and a drawing of its
+    ranked training triples around head and tail.
 
     Args:
         triples: what :func:`~tracegraph.report.explanations.read_explanations` returned.
         marks: test triple (labels) -> the set of its training triples (labels) to tag with ``mark_label``.
-        n_pro, n_opp: rows shown in the proponent and opponent tables.
-        title, intro: the section's heading (text) and first paragraph (HTML).
+        mark_label: the tag's words.
+        n_pro: rows shown in the proponent table.
+        n_opp: rows shown in the opponent table.
+        title: the section's heading (text).
+        intro: the section's first paragraph (HTML); empty for the general one.
+
+    Returns:
+        The section.
     """
     methods = sorted({t.method for t in triples})
     text = intro or (f"Ranked by {e(', '.join(methods))} (<code>tracegraph explain</code>). <b>Proponents</b> support "

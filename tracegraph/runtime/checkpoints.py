@@ -21,7 +21,17 @@ from tracegraph.errors import DataError
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only on success."""
+    """Yield a temporary path next to ``path`` and rename it onto ``path`` only on success.
+
+    If the block raises, the temporary file is deleted and ``path`` is left as it was.
+
+    Args:
+        path: The final destination; its parent directories are created.
+        suffix: Extension kept on the temporary name (some writers choose the format by it).
+
+    Yields:
+        The temporary path to write to.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
@@ -41,11 +51,23 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write UTF-8 text to ``path`` atomically (all of it or, on failure, nothing).
+
+    Args:
+        path: The destination file.
+        text: The text to write.
+    """
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON (with a final newline) to ``path`` atomically.
+
+    Args:
+        path: The destination file.
+        obj: A JSON-serialisable value; NumPy and torch scalars and paths are converted too.
+    """
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
@@ -58,13 +80,29 @@ def _json_default(o):
 
 
 def save_checkpoint(path: str | Path, payload: dict) -> None:
-    """torch.save to a temp file, then rename. ``payload`` must hold tensors and plain types."""
+    """Save ``payload`` with ``torch.save`` to a temporary file, then rename it onto ``path``.
+
+    Args:
+        path: The checkpoint file to write.
+        payload: Tensors and plain Python types only, so that it loads with ``weights_only=True``.
+    """
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint without unpickling arbitrary objects."""
+    """Load a checkpoint without unpickling arbitrary objects (``weights_only=True``).
+
+    Args:
+        path: The checkpoint file.
+        map_location: Device the tensors are loaded onto.
+
+    Returns:
+        The saved dictionary.
+
+    Raises:
+        DataError: If the file is missing or cannot be loaded safely.
+    """
     p = Path(path)
     if not p.is_file():
         raise DataError("checkpoint not found", p)
@@ -75,6 +113,17 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 
 def read_json(path: str | Path) -> Any:
+    """Read a UTF-8 JSON file (a leading byte-order mark is tolerated).
+
+    Args:
+        path: The JSON file.
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        DataError: If the file is missing, not UTF-8, or not valid JSON (with the line).
+    """
     p = Path(path)
     if not p.is_file():
         raise DataError("file not found", p)

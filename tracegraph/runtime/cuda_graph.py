@@ -21,6 +21,16 @@ from tracegraph.runtime.progress import log
 
 
 class GraphedStep:
+    """A step function replayed as a CUDA graph after a few eager warm-up calls.
+
+    Calling the object runs ``fn(*inputs)``: eagerly on a side stream for the first ``warmup``
+    calls, then from a captured graph whose static inputs are refreshed in place. A new ``key``
+    re-captures the graph; if capture fails, the step keeps running eagerly (logged once).
+
+    Args:
+        fn: The step; it must follow the capture rules in this module's description.
+        warmup: Eager calls before the first capture.
+    """
     def __init__(self, fn: Callable[..., torch.Tensor], warmup: int = 3):
         self.fn, self.warmup = fn, warmup
         self.calls = 0
@@ -31,6 +41,17 @@ class GraphedStep:
         self.failed = False
 
     def __call__(self, *inputs: torch.Tensor, key: Hashable = None) -> torch.Tensor:
+        """Run one step: eagerly while warming up, else by replaying (or first capturing) the graph.
+
+        Args:
+            *inputs: The step's tensor inputs, with the same shapes at every call.
+            key: Values read as Python scalars during capture (e.g. the learning rate); a new key
+                re-captures the graph.
+
+        Returns:
+            The step's output tensor. After capture it is the graph's static output, overwritten by
+            the next replay.
+        """
         if self.failed or self.calls < self.warmup:
             # eager on a side stream first: lazily created state (optimizer moments, cuBLAS
             # workspaces, autograd's stream bookkeeping) must exist before capture

@@ -1,5 +1,7 @@
-"""Running on several processes or devices with PyTorch's own machinery: ``torchrun`` +
-``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel, SyncBatchNorm.
+"""Running on several processes or devices with PyTorch's own machinery.
+
+``torchrun`` + ``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel,
+SyncBatchNorm.
 
 Nothing here knows about graphs. The pieces:
 
@@ -50,6 +52,15 @@ log = logging.getLogger("tracegraph")
 
 @dataclass(frozen=True)
 class DistContext:
+    """Where this process runs: its rank among the processes, its device and backend.
+
+    Attributes:
+        rank: Global rank (0 outside torchrun).
+        world_size: Number of processes (1 outside torchrun).
+        local_rank: Rank on this machine.
+        device: The device this process computes on.
+        backend: ``"nccl"`` or ``"gloo"`` under torchrun; None for a single process.
+    """
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -63,14 +74,17 @@ class DistContext:
 
     @property
     def is_main(self) -> bool:
+        """Whether this is rank 0, the process that writes files and logs."""
         return self.rank == 0
 
 
 def launched_by_torchrun() -> bool:
+    """Whether this process is one of several started by ``torchrun`` (``WORLD_SIZE`` > 1)."""
     return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def env_rank() -> int:
+    """This process's rank from the ``RANK`` environment variable (0 outside torchrun)."""
     return int(os.environ.get("RANK", "0")) if launched_by_torchrun() else 0
 
 
@@ -82,6 +96,11 @@ def is_main_process() -> bool:
 
 
 def timeout_seconds() -> float:
+    """The collective timeout in seconds: ``TRACEGRAPH_DIST_TIMEOUT``, default 300.
+
+    Raises:
+        TracegraphError: If the variable is set to something other than a positive number.
+    """
     raw = os.environ.get(TIMEOUT_ENV)
     if raw is None or raw == "":
         return DEFAULT_TIMEOUT_S
@@ -95,10 +114,23 @@ def timeout_seconds() -> float:
 
 
 def init_distributed(device_spec: str | None = "auto") -> DistContext:
-    """The run's context. Outside torchrun (or with one process) nothing is initialised and the
-    device is ``resolve_device(device_spec)``. Under torchrun: device ``cuda:LOCAL_RANK`` when
-    the spec asks for CUDA (``auto`` on a GPU machine, ``cuda``, ``cuda:N``), else CPU; backend
-    NCCL on CUDA, Gloo on CPU; collectives time out after :func:`timeout_seconds`. Idempotent."""
+    """Set up this process's context, initialising ``torch.distributed`` under torchrun.
+
+    Outside torchrun (or with one process) nothing is initialised and the device is
+    ``resolve_device(device_spec)``. Under torchrun the device is ``cuda:LOCAL_RANK`` when the spec
+    asks for CUDA (``auto`` on a GPU machine, ``cuda``, ``cuda:N``), else CPU; the backend is NCCL on
+    CUDA and Gloo on CPU; collectives time out after :func:`timeout_seconds`. Calling it again is
+    harmless.
+
+    Args:
+        device_spec: A device name, or ``"auto"``/None for CUDA when available.
+
+    Returns:
+        The process's :class:`DistContext`.
+
+    Raises:
+        TracegraphError: If the device is unknown or unavailable, or the timeout setting is invalid.
+    """
     from tracegraph.runtime.precision import resolve_device
 
     if not launched_by_torchrun():
@@ -166,8 +198,17 @@ def _collective_failure(e: BaseException) -> bool:
 
 
 def recorded(fn: Callable) -> Callable:
-    """Under torchrun: record the exception of a failing rank (torchrun prints it as the root
-    cause) and, for a collective that failed because a peer vanished or timed out, say so."""
+    """Wrap an entry point so that a failing rank's exception is reported under torchrun.
+
+    torchrun prints the recorded exception as the root cause; a collective that failed because a
+    peer vanished or timed out is also explained in the log. Outside torchrun ``fn`` runs unchanged.
+
+    Args:
+        fn: The entry point to wrap.
+
+    Returns:
+        The wrapped function.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -193,19 +234,34 @@ def recorded(fn: Callable) -> Callable:
 
 
 def barrier() -> None:
+    """Wait until every rank gets here (nothing to wait for with one process)."""
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
-    """Sum over ranks (in place, also returned)."""
+    """Sum a tensor over all ranks, in place.
+
+    Args:
+        t: This rank's tensor; it is overwritten with the sum.
+
+    Returns:
+        ``t``, now holding the sum over ranks.
+    """
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t
 
 
 def all_gather(obj: Any) -> list:
-    """Every rank's ``obj``, in rank order, on every rank (pickled)."""
+    """Collect every rank's ``obj`` on every rank, in rank order (objects are pickled).
+
+    Args:
+        obj: This rank's picklable object.
+
+    Returns:
+        One object per rank; ``[obj]`` with one process.
+    """
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return [obj]
     out = [None] * dist.get_world_size()
@@ -214,7 +270,14 @@ def all_gather(obj: Any) -> list:
 
 
 def gather_to_main(obj: Any) -> list | None:
-    """Every rank's ``obj`` in rank order on rank 0; None on the others."""
+    """Collect every rank's ``obj`` on rank 0, in rank order (objects are pickled).
+
+    Args:
+        obj: This rank's picklable object.
+
+    Returns:
+        One object per rank on rank 0 (``[obj]`` with one process); None on the other ranks.
+    """
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return [obj]
     out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
@@ -223,7 +286,14 @@ def gather_to_main(obj: Any) -> list | None:
 
 
 def broadcast_object(obj: Any) -> Any:
-    """Rank 0's ``obj`` on every rank."""
+    """Send rank 0's ``obj`` to every rank.
+
+    Args:
+        obj: The object on rank 0; ignored on the other ranks.
+
+    Returns:
+        Rank 0's object.
+    """
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return obj
     box = [obj]
@@ -233,7 +303,11 @@ def broadcast_object(obj: Any) -> Any:
 
 @torch.no_grad()
 def broadcast_module_state(module: nn.Module) -> None:
-    """Copy rank 0's parameters and buffers into every rank's module (in place)."""
+    """Copy rank 0's parameters and buffers into every rank's module, in place.
+
+    Args:
+        module: The module, with the same structure on every rank.
+    """
     if dist.is_initialized() and dist.get_world_size() > 1:
         for t in module.state_dict().values():
             dist.broadcast(t, src=0)
@@ -244,13 +318,36 @@ def broadcast_module_state(module: nn.Module) -> None:
 
 
 def shard_range(n: int, rank: int, world_size: int) -> tuple[int, int]:
-    """Contiguous, balanced [lo, hi) of ``n`` items for ``rank`` (sizes differ by at most one)."""
+    """The contiguous, balanced slice ``[lo, hi)`` of ``n`` items that ``rank`` processes.
+
+    Shard sizes differ by at most one.
+
+    Args:
+        n: Number of items.
+        rank: This shard's index, ``0 <= rank < world_size``.
+        world_size: Number of shards.
+
+    Returns:
+        ``(lo, hi)``.
+    """
     return n * rank // world_size, n * (rank + 1) // world_size
 
 
 def batch_aligned_shard(n: int, batch: int, rank: int, world_size: int) -> tuple[int, int]:
-    """Contiguous [lo, hi) made of whole batches of ``batch`` items, so every rank processes
-    exactly the batches a single process would (bitwise-identical results per item)."""
+    """The contiguous slice ``[lo, hi)`` of ``n`` items that ``rank`` processes, made of whole batches.
+
+    Every rank processes exactly the batches a single process would, so results per item are
+    bitwise identical to a single-process run.
+
+    Args:
+        n: Number of items.
+        batch: Batch size; the batches are ``[0, batch)``, ``[batch, 2 * batch)``, ...
+        rank: This shard's index, ``0 <= rank < world_size``.
+        world_size: Number of shards.
+
+    Returns:
+        ``(lo, hi)``, clipped to ``n``.
+    """
     nb = math.ceil(n / batch) if n else 0
     b0, b1 = shard_range(nb, rank, world_size)
     return min(b0 * batch, n), min(b1 * batch, n)
@@ -281,8 +378,10 @@ class ShardedBatchSampler(torch.utils.data.Sampler):
 
 
 class _AllReduceSum(torch.autograd.Function):
-    """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient (the same rule as
-    ``torch.distributed.nn.functional.all_reduce``, which is deprecated)."""
+    """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient.
+
+    The same rule as ``torch.distributed.nn.functional.all_reduce``, which is deprecated.
+    """
 
     @staticmethod
     def forward(ctx, t):
@@ -298,9 +397,10 @@ class _AllReduceSum(torch.autograd.Function):
 
 
 class CPUSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
-    """What ``torch.nn.SyncBatchNorm`` computes, for CPU (Gloo), where PyTorch has no kernels for
-    it: in training, normalise with the statistics of the *global* batch (all ranks), so N ranks
-    with B/N samples each compute what one process computes on B.
+    """What ``torch.nn.SyncBatchNorm`` computes, for CPU (Gloo), where PyTorch has no kernels for it.
+
+    In training, normalise with the statistics of the *global* batch (all ranks), so N ranks with
+    B/N samples each compute what one process computes on B.
 
     Forward and backward come from two autograd-aware all-reduces per layer (Σx with the count,
     then Σ(x-μ)²). The backward of an all-reduce all-reduces the gradient, which gives each rank
@@ -314,6 +414,17 @@ class CPUSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
             raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """Normalise ``input`` with the statistics of the global batch (in training, across ranks).
+
+        Args:
+            input: A batch shaped ``[B, C, ...]``.
+
+        Returns:
+            The normalised batch, in ``input``'s dtype.
+
+        Raises:
+            ValueError: If all ranks together hold fewer than two values per channel.
+        """
         if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
             return super().forward(input)
         self._check_input_dim(input)
@@ -343,9 +454,18 @@ class CPUSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
 
 
 def convert_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module:
-    """Replace every BatchNorm layer by one with global-batch statistics, sharing its parameters
-    and buffers (an optimiser built on the old parameters stays valid): PyTorch's
-    ``nn.SyncBatchNorm`` on CUDA, :class:`CPUSyncBatchNorm` on CPU. Returns the module."""
+    """Replace every BatchNorm layer by one that normalises with global-batch statistics.
+
+    The new layers share the old ones' parameters and buffers, so an optimiser built on the old
+    parameters stays valid: PyTorch's ``nn.SyncBatchNorm`` on CUDA, :class:`CPUSyncBatchNorm` on CPU.
+
+    Args:
+        module: The model (or a single layer).
+        device: The device the model runs on.
+
+    Returns:
+        The converted module (a new object when ``module`` itself is a BatchNorm layer).
+    """
     if device.type != "cpu":
         return nn.SyncBatchNorm.convert_sync_batchnorm(module)
     out = module
@@ -367,8 +487,19 @@ def convert_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module
 
 
 def parse_devices(spec: str | Sequence[str] | None) -> list[torch.device]:
-    """``"cuda:0,cuda:1"`` (or a list) -> devices, each checked to exist. ``cpu`` may repeat
-    (``cpu,cpu``: the same code path on a machine without GPUs)."""
+    """Parse a device list such as ``"cuda:0,cuda:1"``, checking that each device exists.
+
+    ``cpu`` may repeat (``cpu,cpu`` runs the multi-device code path on a machine without GPUs).
+
+    Args:
+        spec: Comma-separated names or a list of names; None for no list.
+
+    Returns:
+        The devices in the order given (empty for None).
+
+    Raises:
+        TracegraphError: If the list is empty, a device is unknown or missing, or a CUDA device repeats.
+    """
     from tracegraph.runtime.precision import resolve_device
 
     if spec is None:
@@ -387,9 +518,21 @@ def parse_devices(spec: str | Sequence[str] | None) -> list[torch.device]:
 
 
 def run_on_devices(devices: Sequence[torch.device], n: int, fn: Callable[[torch.device, int, int], Any]) -> list:
-    """Split ``range(n)`` into contiguous balanced shards, one per device, and run
-    ``fn(device, lo, hi)`` for each in its own thread (CUDA kernels release the GIL).
-    Returns the results in device order; the first exception is re-raised."""
+    """Run ``fn(device, lo, hi)`` on each device, in its own thread, over balanced shards of ``range(n)``.
+
+    CUDA kernels release the GIL, so the devices work concurrently.
+
+    Args:
+        devices: The devices, one shard each.
+        n: Number of items to split.
+        fn: Called as ``fn(device, lo, hi)`` for the shard ``[lo, hi)``.
+
+    Returns:
+        The results in device order.
+
+    Raises:
+        BaseException: The first exception raised by any shard, re-raised in the calling thread.
+    """
     results: list = [None] * len(devices)
     errors: list = [None] * len(devices)
 
@@ -417,8 +560,11 @@ def run_on_devices(devices: Sequence[torch.device], n: int, fn: Callable[[torch.
 
 
 def rank_seed(*keys: int) -> int:
-    """A seed derived from integers (e.g. seed, epoch, rank): independent streams per rank that do
-    not depend on what ran before, so a resumed run draws the same numbers."""
+    """A seed derived from integers (e.g. seed, epoch, rank).
+
+    Independent streams per rank that do not depend on what ran before, so a resumed run draws the
+    same numbers.
+    """
     import numpy as np
 
     return int(np.random.SeedSequence([int(k) % 2**32 for k in keys]).generate_state(1)[0])

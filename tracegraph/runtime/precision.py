@@ -18,18 +18,27 @@ CHOICES = ("fp32", "bf16", "fp16")
 
 @dataclass(frozen=True)
 class Precision:
+    """A mixed-precision policy: the arithmetic precision and the device type it runs on.
+
+    Attributes:
+        name: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+        device_type: ``"cpu"`` or ``"cuda"``.
+    """
     name: str  # fp32 | bf16 | fp16
     device_type: str  # cpu | cuda
 
     @property
     def dtype(self) -> torch.dtype | None:
+        """The autocast dtype, or None for full fp32."""
         return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[self.name]
 
     @property
     def needs_scaler(self) -> bool:
+        """Whether gradients need loss scaling (fp16 on CUDA)."""
         return self.name == "fp16" and self.device_type == "cuda"
 
     def autocast(self):
+        """A context manager that runs its block under autocast (a no-op for fp32)."""
         if self.dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device_type, dtype=self.dtype)
@@ -40,13 +49,33 @@ class Precision:
 
 
 def best_half_precision(device: torch.device) -> str:
+    """The half precision to use on ``device``: bf16 where supported, else fp16 (CUDA only).
+
+    Args:
+        device: The training device.
+
+    Returns:
+        ``"bf16"`` or ``"fp16"``.
+    """
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     return "bf16"
 
 
 def resolve_precision(name: str, device: torch.device, mixed_alias: bool = False) -> Precision:
-    """Turn the user's --precision (and the --use-mixed-precision alias) into a policy."""
+    """Turn the user's ``--precision`` (and the ``--use-mixed-precision`` alias) into a policy.
+
+    Args:
+        name: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+        device: The training device.
+        mixed_alias: If true, ``name`` is replaced by :func:`best_half_precision` for ``device``.
+
+    Returns:
+        The policy.
+
+    Raises:
+        TracegraphError: If the name is unknown, or fp16 is asked for off CUDA.
+    """
     if mixed_alias:
         name = best_half_precision(device)
     if name not in CHOICES:
@@ -57,9 +86,20 @@ def resolve_precision(name: str, device: torch.device, mixed_alias: bool = False
 
 
 def resolve_device(name: str | None) -> torch.device:
-    """'auto' (or None) picks CUDA when available — or what ``TRACEGRAPH_DEVICE`` names (the test
-    suite sets it to ``cpu`` so that only tests marked ``gpu`` touch a GPU); an unavailable CUDA
-    device is a clear error."""
+    """Turn a device name into a device, checking that it is available.
+
+    ``"auto"`` (or None) picks what ``TRACEGRAPH_DEVICE`` names, else CUDA when available, else CPU
+    (the test suite sets the variable to ``cpu`` so that only tests marked ``gpu`` touch a GPU).
+
+    Args:
+        name: A torch device name such as ``"cpu"``, ``"cuda:1"``, or ``"auto"``/None.
+
+    Returns:
+        The device.
+
+    Raises:
+        TracegraphError: If the name is not a device or asks for CUDA on a machine without it.
+    """
     if name in (None, "auto"):
         import os
 
@@ -81,6 +121,11 @@ def resolve_device(name: str | None) -> torch.device:
 
 
 def set_tf32(enabled: bool) -> None:
+    """Allow or forbid TF32 matrix multiplications and convolutions on CUDA.
+
+    Args:
+        enabled: Whether TF32 is allowed.
+    """
     torch.backends.cuda.matmul.allow_tf32 = enabled
     torch.backends.cudnn.allow_tf32 = enabled
 
@@ -98,8 +143,18 @@ def exact_fp32():
 
 @contextlib.contextmanager
 def math_mode(tf32: bool, deterministic: bool):
-    """A training run's math policy, restored afterwards (tests and notebooks run several things
-    in one process; what one run chose must not leak into the next)."""
+    """Apply a training run's math policy for the duration of the block, then restore the old one.
+
+    Tests and notebooks run several things in one process; what one run chose must not leak into
+    the next. Without ``deterministic``, cuDNN benchmarks its convolution algorithms.
+
+    Args:
+        tf32: Whether TF32 is allowed.
+        deterministic: Whether to use deterministic kernels (see :func:`set_deterministic`).
+
+    Yields:
+        Nothing; the policy holds inside the block.
+    """
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
              torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
              torch.backends.cudnn.benchmark)
@@ -117,8 +172,14 @@ def math_mode(tf32: bool, deterministic: bool):
 
 
 def set_deterministic(enabled: bool) -> None:
-    """Deterministic kernels everywhere (CUDA scatter/index_add, cuDNN, cuBLAS). cuBLAS reads its
-    workspace setting when its handle is created, so call this before the first CUDA matmul."""
+    """Use deterministic kernels everywhere (CUDA scatter/index_add, cuDNN, cuBLAS), or stop.
+
+    cuBLAS reads its workspace setting when its handle is created, so call this before the first
+    CUDA matrix multiplication.
+
+    Args:
+        enabled: Whether deterministic algorithms are required.
+    """
     import os
 
     if enabled:

@@ -31,6 +31,13 @@ log = logging.getLogger("tracegraph")
 
 
 def setup_logging(verbose: bool = False) -> None:
+    """Send the ``tracegraph`` logger to stderr: rich output on a terminal, timestamped lines otherwise.
+
+    Calling it again only changes the level.
+
+    Args:
+        verbose: Log DEBUG messages too (INFO and above otherwise).
+    """
     if log.handlers:
         log.setLevel(logging.DEBUG if verbose else logging.INFO)
         return
@@ -47,8 +54,14 @@ def setup_logging(verbose: bool = False) -> None:
 
 @contextlib.contextmanager
 def quiet():
-    """Silence inner progress bars and INFO logging (warnings still show): for work nested in an
-    outer progress bar — rich live displays clash — such as the retrains of a necessity test."""
+    """Silence inner progress bars and INFO logging for the block (warnings still show).
+
+    For work nested in an outer progress bar (rich live displays clash), such as the retrains of a
+    necessity test.
+
+    Yields:
+        Nothing; the previous settings are restored on exit.
+    """
     old_env, old_level = os.environ.get("TRACEGRAPH_PROGRESS"), log.level
     os.environ["TRACEGRAPH_PROGRESS"] = "0"
     log.setLevel(max(old_level, logging.WARNING))
@@ -63,6 +76,7 @@ def quiet():
 
 
 def progress_enabled() -> bool:
+    """Whether to draw progress bars: on a terminal, or when ``TRACEGRAPH_PROGRESS=1`` (``0`` turns them off)."""
     if os.environ.get("TRACEGRAPH_PROGRESS") == "0":
         return False
     return console.is_terminal or os.environ.get("TRACEGRAPH_PROGRESS") == "1"
@@ -81,6 +95,7 @@ class _CurrentStderrHandler(logging.StreamHandler):
 
 
 def heartbeat_seconds() -> float:
+    """Seconds between progress log lines when no bar is drawn (``TRACEGRAPH_LOG_EVERY``, default 30)."""
     try:
         return float(os.environ.get("TRACEGRAPH_LOG_EVERY", "30"))
     except ValueError:
@@ -88,8 +103,11 @@ def heartbeat_seconds() -> float:
 
 
 class _Progress(Progress):
-    """A rich Progress that, when it cannot draw (not a terminal), logs each running task every
-    :func:`heartbeat_seconds` instead: a batch job sees an epoch advance, not minutes of silence."""
+    """A rich Progress that logs its tasks when it cannot draw.
+
+    When output is not a terminal, each running task is logged every :func:`heartbeat_seconds`: a
+    batch job sees an epoch advance, not minutes of silence.
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -108,7 +126,14 @@ class _Progress(Progress):
 
 
 def describe_task(task) -> str:
-    """'epoch 3: 120/1165 (10%), loss 0.0123, 45 s, eta 390 s' for a log line."""
+    """Describe a progress task for a log line, e.g. ``"epoch 3: 120/1165 (10%), loss 0.0123, 45 s, eta 390 s"``.
+
+    Args:
+        task: A rich progress task.
+
+    Returns:
+        The description.
+    """
     done = f"{task.completed:g}" + (f"/{task.total:g} ({100 * task.completed / task.total:.0f}%)" if task.total else "")
     info = task.fields.get("info")
     parts = [f"{task.description}: {done}"] + ([str(info)] if info else [])
@@ -120,7 +145,14 @@ def describe_task(task) -> str:
 
 
 def make_progress(transient: bool = False) -> Progress:
-    """A progress display with ETA; when output is not a terminal, periodic log lines instead."""
+    """Create a progress display with an ETA; when output is not a terminal, periodic log lines instead.
+
+    Args:
+        transient: Remove the bars from the terminal when the display stops.
+
+    Returns:
+        The progress display (use it as a context manager).
+    """
     return _Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -137,8 +169,16 @@ def make_progress(transient: bool = False) -> Progress:
 
 
 def step_callback(progress: Progress | None, description: str, total: int):
-    """A new bar on ``progress`` and a callback ``step(info)`` that advances it by one and shows
-    ``info``; without a progress display, a callback that does nothing."""
+    """Add a bar to ``progress`` and return a callback that advances it by one.
+
+    Args:
+        progress: The display, or None for no display.
+        description: The bar's label.
+        total: Number of steps.
+
+    Returns:
+        ``step(info)``, which advances the bar and shows ``info``; it does nothing without a display.
+    """
     if progress is None:
         return lambda info: None
     task = progress.add_task(description, total=total, info="")
@@ -146,17 +186,30 @@ def step_callback(progress: Progress | None, description: str, total: int):
 
 
 def eprint(*args, **kwargs) -> None:
+    """Print to stderr through the shared rich console (same arguments as ``Console.print``).
+
+    Args:
+        *args: Objects to print.
+        **kwargs: Options passed to ``Console.print``.
+    """
     console.print(*args, **kwargs)
 
 
 def is_interactive() -> bool:
+    """Whether stderr is a terminal."""
     return sys.stderr.isatty()
 
 
 class DeviceMeter:
-    """The epoch's running loss, kept on the device: adding is a few tiny kernels (graph-capturable),
-    reading is the one host sync, done once per epoch or every few hundred batches for display.
-    Non-finite losses are counted, not summed; the first one's step and value are remembered."""
+    """The epoch's running loss, kept on the device.
+
+    Adding is a few tiny kernels (graph-capturable); reading is the one host sync, done once per
+    epoch or every few hundred batches for display. Non-finite losses are counted, not summed; the
+    first one's step and value are remembered.
+
+    Args:
+        device: The device the losses live on.
+    """
 
     def __init__(self, device):
         import torch
@@ -167,11 +220,17 @@ class DeviceMeter:
         self.reset()
 
     def reset(self) -> None:  # in place: a captured graph holds these addresses
+        """Zero the meter in place (a captured CUDA graph holds these tensors' addresses)."""
         for t in (self.sum, self.count, self.bad, self.first_bad_value):
             t.zero_()
         self.first_bad_step.fill_(-1)
 
     def add(self, loss) -> None:
+        """Add one batch's loss (a scalar tensor) without a host sync.
+
+        Args:
+            loss: The batch loss; non-finite values are counted as bad, not summed.
+        """
         import torch
 
         loss = loss.detach().double()
@@ -184,6 +243,12 @@ class DeviceMeter:
         self.bad.add_((~finite).long())
 
     def read(self) -> dict:
+        """Read the meter (one host sync).
+
+        Returns:
+            ``mean`` (over finite losses), ``count`` (finite losses), ``bad`` (non-finite losses),
+            ``first_bad_step`` (-1 if none) and ``first_bad_value``.
+        """
         import torch
 
         parts = [self.sum, self.count.double(), self.bad.double(), self.first_bad_step.double(), self.first_bad_value]

@@ -22,11 +22,19 @@ _RUN_MARKERS = ("config.json", "checkpoints", "final_model.pt", "best_model.pt",
 
 
 def new_run_id() -> str:
+    """A fresh random run id (32 hexadecimal digits)."""
     return uuid.uuid4().hex
 
 
 def recorded_run_id(out: Path) -> str | None:
-    """The run id in ``out/config.json`` (None: no config, or a run from before run ids)."""
+    """The run id recorded in ``out/config.json``.
+
+    Args:
+        out: The run directory.
+
+    Returns:
+        The id, or None if there is no config or it records no id (a run from before run ids).
+    """
     from tracegraph.runtime.checkpoints import read_json
 
     cfg = out / "config.json"
@@ -37,11 +45,23 @@ def recorded_run_id(out: Path) -> str | None:
 
 
 def claim(out: Path, *, resume: bool, overwrite: bool) -> str:
-    """Make ``out`` this run's directory and return the run id; call it once the inputs are read,
-    so a bad input stops the run before the directory is touched.
+    """Make ``out`` this run's directory and return the run id.
 
-    Fresh run: ``out`` must be absent or empty, or ``overwrite`` clears it. Resume: the id recorded
-    in config.json (a new one for a run from before run ids, whose checkpoints carry none).
+    Call it once the inputs are read, so a bad input stops the run before the directory is touched.
+    A fresh run needs ``out`` absent or empty, or ``overwrite`` clears it (only if it looks like a run
+    directory). A resumed run keeps the id in config.json (a new one for a run from before run ids).
+
+    Args:
+        out: The run directory.
+        resume: Continue the run already in ``out``.
+        overwrite: Delete the run in ``out`` and start afresh.
+
+    Returns:
+        The run id.
+
+    Raises:
+        TracegraphError: If both flags are given, ``out`` is not usable as asked, or is not empty
+            and neither flag is given.
     """
     if resume and overwrite:
         raise TracegraphError("--resume and --overwrite contradict each other: continue the run, or replace it")
@@ -67,7 +87,14 @@ def claim(out: Path, *, resume: bool, overwrite: bool) -> str:
 
 
 def checkpoint_run_id(path: Path) -> str | None:
-    """A checkpoint's run id, read without loading its tensors (memory-mapped)."""
+    """A checkpoint's run id, read without loading its tensors (memory-mapped).
+
+    Args:
+        path: The checkpoint file.
+
+    Returns:
+        The id, or None if the checkpoint records none.
+    """
     import torch
 
     try:
@@ -81,7 +108,16 @@ def checkpoint_run_id(path: Path) -> str | None:
 
 
 def check_one_run(model_dir: Path, checkpoints: list[Path]) -> None:
-    """Refuse checkpoints that do not all belong to the run recorded in ``model_dir``."""
+    """Refuse checkpoints that do not all belong to the run recorded in ``model_dir``.
+
+    Args:
+        model_dir: The run directory holding config.json.
+        checkpoints: The checkpoint files about to be used together.
+
+    Raises:
+        TracegraphError: If any checkpoint's run id differs from the recorded one (or, with none
+            recorded, from the others').
+    """
     expected = recorded_run_id(model_dir)
     ids = {p: checkpoint_run_id(p) for p in checkpoints}
     found = set(ids.values())

@@ -9,6 +9,11 @@ import torch
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's random number generators.
+
+    Args:
+        seed: The seed (NumPy receives it modulo 2**32).
+    """
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
@@ -29,6 +34,11 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore the random number generator states saved by :func:`rng_state`.
+
+    Args:
+        state: The saved states; CUDA states are restored only when CUDA is available.
+    """
     random.setstate(_tensor_to_python_state(state["python"]))
     keys = state["numpy_keys"].numpy().astype(np.uint32)
     np.random.set_state(("MT19937", keys, int(state["numpy_pos"]), 0, 0.0))

@@ -1,5 +1,8 @@
-"""One policy for text inputs: a UTF-8 byte-order mark (what some Windows editors put first) is
-removed, with a note naming the file, so it never becomes part of the first label or field."""
+"""One policy for text inputs: a UTF-8 byte-order mark is removed, with a note.
+
+What some Windows editors put first is removed with a note naming the file, so it never becomes
+part of the first label or field.
+"""
 
 from __future__ import annotations
 

@@ -24,6 +24,15 @@ from tracegraph.runtime.textfiles import strip_bom
 
 @dataclass
 class Tree:
+    """A rooted tree with node positions; node 0 is the root and parents come before children.
+
+    Attributes:
+        pos: Node positions ``[N, D]`` (float64, D is 2 or 3).
+        parent: ``[N]`` int64 parent indices, ``parent[0] == 0`` and ``parent[i] < i`` for ``i > 0``.
+        label: Class index, -1 when unlabelled.
+        name: The tree's name (usually its file's stem).
+        meta: Notes on how it was read (dropped fragments, spacing, truncation...).
+    """
     pos: np.ndarray  # (N, D) float64, D in {2, 3}
     parent: np.ndarray  # (N,) int64, parent[0] == 0, parent[i] < i for i > 0
     label: int = -1
@@ -32,21 +41,26 @@ class Tree:
 
     @property
     def num_nodes(self) -> int:
+        """Number of nodes."""
         return int(self.pos.shape[0])
 
     def children_count(self) -> np.ndarray:
+        """The number of children of every node, ``[N]``."""
         return np.bincount(self.parent[1:], minlength=self.num_nodes)
 
     def depth(self) -> np.ndarray:
+        """The depth of every node (root 0), ``[N]``."""
         d = np.zeros(self.num_nodes, dtype=np.int64)
         for i in range(1, self.num_nodes):  # parents come first, so one sweep suffices
             d[i] = d[self.parent[i]] + 1
         return d
 
     def edge_lengths(self) -> np.ndarray:
+        """The length of every edge from node ``i`` to its parent, ``[N - 1]`` for ``i = 1..N-1``."""
         return np.linalg.norm(self.pos[1:] - self.pos[self.parent[1:]], axis=1)
 
     def total_length(self) -> float:
+        """The total length of all edges."""
         return float(self.edge_lengths().sum())
 
 
@@ -76,11 +90,20 @@ def _topological(parent_of: np.ndarray, root: int, pos: np.ndarray, **kw) -> Tre
 
 
 def read_swc(path: str | Path, multiple_roots: str = "largest") -> Tree:
-    """Read an SWC file (id type x y z radius parent). Every bad line is a DataError with its line.
+    """Read an SWC file (``id type x y z radius parent`` per line).
 
-    Real reconstructions sometimes hold several disconnected fragments (several parent -1
-    lines). ``multiple_roots="largest"`` keeps the biggest fragment and records how many nodes
-    were dropped in ``tree.meta``; ``"error"`` refuses the file.
+    Real reconstructions sometimes hold several disconnected fragments (several parent -1 lines).
+
+    Args:
+        path: The SWC file.
+        multiple_roots: ``"largest"`` keeps the biggest fragment and records how many nodes were
+            dropped in ``tree.meta``; ``"error"`` refuses the file.
+
+    Returns:
+        The tree, named by the file's stem.
+
+    Raises:
+        DataError: For any bad line (with its line number), or several roots under ``"error"``.
     """
     p = require_file(path, "SWC file")
     ids, pars, xyz, lines = [], [], [], []
@@ -147,10 +170,21 @@ def read_swc(path: str | Path, multiple_roots: str = "largest") -> Tree:
 
 
 def tree_from_graph(edges, pos, root: int = 0, method: str = "bfs") -> Tree:
-    """Rooted spanning tree of an undirected graph with node positions.
+    """A rooted spanning tree of an undirected graph with node positions.
 
-    ``edges``: (E, 2) or (2, E) array-like of node pairs. ``method``: "bfs" (fewest hops from the
-    root) or "mst" (Euclidean minimum spanning tree, then oriented away from the root).
+    Args:
+        edges: ``[E, 2]`` or ``[2, E]`` array-like of node pairs.
+        pos: Node positions ``[N, D]``.
+        root: The root node.
+        method: ``"bfs"`` (fewest hops from the root) or ``"mst"`` (Euclidean minimum spanning tree,
+            then oriented away from the root).
+
+    Returns:
+        The spanning tree, rooted at ``root``.
+
+    Raises:
+        DataError: If the edges or root are malformed, the method is unknown, or the graph is not
+            connected.
     """
     import scipy.sparse as sp
     from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
@@ -191,8 +225,15 @@ def tree_from_graph(edges, pos, root: int = 0, method: str = "bfs") -> Tree:
 def simplify(tree: Tree, keep_every: int = 4) -> Tree:
     """Keep the root, branch points, leaves and every k-th point along unbranched segments.
 
-    Real neurons have thousands of closely spaced points; the geometry that matters (branch
-    lengths, angles, tortuosity) survives this thinning while the node count drops ~k-fold.
+    Real neurons have thousands of closely spaced points; the geometry that matters (branch lengths,
+    angles, tortuosity) survives this thinning while the node count drops about k-fold.
+
+    Args:
+        tree: The tree.
+        keep_every: k.
+
+    Returns:
+        The thinned tree.
     """
     return thin_chains(tree, np.ones(max(tree.num_nodes - 1, 0)), keep_every)
 
@@ -200,8 +241,15 @@ def simplify(tree: Tree, keep_every: int = 4) -> Tree:
 def thin_chains(tree: Tree, edge_weight: np.ndarray, threshold: float) -> Tree:
     """Keep the root, branch points, leaves, and a chain point once ``threshold`` of weight has passed.
 
-    ``edge_weight[i - 1]`` weighs the edge from node i to its parent: 1 per edge thins by point
-    count (:func:`simplify`), the edge length by arc length (``resample.resample_by_arc_length``).
+    Args:
+        tree: The tree.
+        edge_weight: ``edge_weight[i - 1]`` weighs the edge from node ``i`` to its parent: 1 per edge
+            thins by point count (:func:`simplify`), the edge length by arc length
+            (:func:`~tracegraph.trees.resample.resample_by_arc_length`).
+        threshold: Weight between kept chain points.
+
+    Returns:
+        The thinned tree.
     """
     n = tree.num_nodes
     keep = tree.children_count() != 1
@@ -224,7 +272,16 @@ def thin_chains(tree: Tree, edge_weight: np.ndarray, threshold: float) -> Tree:
 
 
 def subtree(tree: Tree, node: int, max_nodes: int) -> Tree:
-    """The first ``max_nodes`` nodes (BFS order) of the subtree rooted at ``node``."""
+    """The first ``max_nodes`` nodes (breadth-first order) of the subtree rooted at ``node``.
+
+    Args:
+        tree: The tree.
+        node: The subtree's root.
+        max_nodes: Most nodes to keep.
+
+    Returns:
+        The subtree, re-indexed from 0.
+    """
     children: list[list[int]] = [[] for _ in range(tree.num_nodes)]
     for c in range(1, tree.num_nodes):
         children[tree.parent[c]].append(c)
@@ -243,7 +300,18 @@ def subtree(tree: Tree, node: int, max_nodes: int) -> Tree:
 
 
 def sample_subtrees(tree: Tree, count: int, max_nodes: int, min_nodes: int, rng: np.random.Generator) -> list[Tree]:
-    """Random subtrees with at least ``min_nodes`` nodes (root chosen among nodes that large)."""
+    """Random subtrees with at least ``min_nodes`` nodes (roots drawn among nodes with subtrees that large).
+
+    Args:
+        tree: The tree.
+        count: Number of subtrees.
+        max_nodes: Most nodes per subtree.
+        min_nodes: Least nodes below a subtree's root.
+        rng: The random generator.
+
+    Returns:
+        ``count`` subtrees, or ``[tree]`` when no node has a subtree that large.
+    """
     size = np.ones(tree.num_nodes, dtype=np.int64)
     for i in range(tree.num_nodes - 1, 0, -1):  # children after parents: sweep backwards
         size[tree.parent[i]] += size[i]
@@ -274,9 +342,20 @@ def synthetic_tree(label: int, rng: np.random.Generator, max_nodes: int = 300, s
                    max_depth: int = 9, params: list[dict] | None = None) -> Tree:
     """Grow a 3-D tree branch by branch (breadth first) until ``max_nodes`` points.
 
-    Each branch is a chain of points ``step`` apart whose heading wanders by ``tortuosity``
-    radians per step; at its end it splits in two with a branching angle drawn per class,
-    rotated about the parent heading by a random twist (so no handedness is built in).
+    Each branch is a chain of points ``step`` apart whose heading wanders by ``tortuosity`` radians
+    per step; at its end it splits in two with a branching angle drawn per class, rotated about the
+    parent heading by a random twist (so no handedness is built in).
+
+    Args:
+        label: The class, an index into ``params``.
+        rng: The random generator.
+        max_nodes: Points to grow.
+        step: Distance between consecutive points.
+        max_depth: Most branching generations.
+        params: Per class, its growth parameters; None for the built-in two classes.
+
+    Returns:
+        The tree, labelled ``label``.
     """
     prm = (params or CLASS_PARAMS)[label]
     pos = [np.zeros(3)]
@@ -310,6 +389,18 @@ def synthetic_tree(label: int, rng: np.random.Generator, max_nodes: int = 300, s
 
 
 def synthetic_trees(n_per_class: int, seed: int, max_nodes: int = 300, num_classes: int = 2, **kw) -> list[Tree]:
+    """``n_per_class`` synthetic trees of each class, classes interleaved.
+
+    Args:
+        n_per_class: Trees per class.
+        seed: The random seed.
+        max_nodes: Points per tree.
+        num_classes: Number of classes.
+        **kw: Further arguments of :func:`synthetic_tree`.
+
+    Returns:
+        The trees.
+    """
     rng = np.random.default_rng(seed)
     out = [synthetic_tree(c, rng, max_nodes=max_nodes, **kw) for _ in range(n_per_class) for c in range(num_classes)]
     return out
@@ -317,7 +408,21 @@ def synthetic_trees(n_per_class: int, seed: int, max_nodes: int = 300, num_class
 
 def neuron_subtrees(swc_dir: str | Path, count: int, max_nodes: int = 300, keep_every: int = 4,
                     seed: int = 0) -> list[Tree]:
-    """Subtrees sampled from every *.swc in a folder (thinned first), ``count`` in total."""
+    """Subtrees sampled from every ``*.swc`` in a folder (thinned first), ``count`` in total.
+
+    Args:
+        swc_dir: The folder.
+        count: Subtrees in total, spread evenly over the files.
+        max_nodes: Most nodes per subtree.
+        keep_every: Thinning factor (see :func:`simplify`).
+        seed: The random seed.
+
+    Returns:
+        The subtrees.
+
+    Raises:
+        DataError: If the folder has no SWC file, or one is malformed.
+    """
     files = sorted(Path(swc_dir).glob("*.swc"))
     if not files:
         raise DataError("no *.swc files", swc_dir)
@@ -336,7 +441,16 @@ NODE_FEATURES = 4  # is_root, is_leaf, is_branch_point, is_chain
 
 
 def node_features(tree: Tree) -> np.ndarray:
-    """Topological role only; all geometry reaches the encoder through invariant path features."""
+    """One-hot topological role of every node (root, leaf, branch point, chain point), ``[N, 4]``.
+
+    All geometry reaches the encoder through invariant path features.
+
+    Args:
+        tree: The tree.
+
+    Returns:
+        float32 features.
+    """
     nch = tree.children_count()
     x = np.zeros((tree.num_nodes, NODE_FEATURES), dtype=np.float32)
     x[0, 0] = 1
@@ -347,7 +461,15 @@ def node_features(tree: Tree) -> np.ndarray:
 
 
 def to_data(tree: Tree, paths: np.ndarray | None = None):
-    """A :class:`TreeData` with x, pos, parent, depth, undirected edge_index, paths, y."""
+    """Convert a tree to a :class:`TreeData` with x, pos, parent, depth, undirected edge_index, paths, y.
+
+    Args:
+        tree: The tree (2-D positions are padded to 3-D).
+        paths: Its ``[4, P]`` chains, or None to enumerate them.
+
+    Returns:
+        The TreeData.
+    """
     import torch
 
     from tracegraph.trees.paths import enumerate_paths

@@ -27,7 +27,17 @@ TREE_SUFFIXES = SWC_SUFFIXES + IMAGE_SUFFIXES + GRAPH_SUFFIXES
 
 
 def list_tree_files(directory: str | Path) -> dict[str, Path]:
-    """Stem → file for every tree file in ``directory`` (not recursive), sorted by stem."""
+    """Every tree file in ``directory`` (not recursive), by stem, sorted.
+
+    Args:
+        directory: The folder.
+
+    Returns:
+        Stem to file.
+
+    Raises:
+        DataError: If the folder is missing, holds no tree file, or two files share a stem.
+    """
     d = Path(directory)
     if not d.is_dir():
         raise DataError("trees directory not found (or not a directory)", d)
@@ -43,7 +53,18 @@ def list_tree_files(directory: str | Path) -> dict[str, Path]:
 
 
 def read_graph_file(path: str | Path) -> Tree:
-    """``.json`` {"pos": [[x, y(, z)], …], "edges": [[i, j], …], "root": i} or ``.npz`` with the same arrays."""
+    """Read a tree from a graph file.
+
+    Args:
+        path: A ``.json`` file ``{"pos": [[x, y(, z)], ...], "edges": [[i, j], ...], "root": i}``
+            (``root`` optional) or an ``.npz`` with the same arrays.
+
+    Returns:
+        The graph's Euclidean minimum spanning tree, rooted at ``root`` (default 0).
+
+    Raises:
+        DataError: If the file is unreadable or the arrays are malformed.
+    """
     p = Path(path)
     try:
         if p.suffix.lower() == ".json":
@@ -76,7 +97,21 @@ def read_graph_file(path: str | Path) -> Tree:
 
 def read_tree_file(path: str | Path, max_nodes: int = 300, node_spacing: float = 0.0, trees_per_image: int = 1,
                    image_root: str = "widest") -> list[Tree]:
-    """The tree(s) in one file, resampled at ``node_spacing`` and fitted to ``max_nodes``, named by stem."""
+    """Read the tree(s) in one file, resampled at ``node_spacing`` and fitted to ``max_nodes``, named by stem.
+
+    Args:
+        path: An SWC, graph (.json/.npz) or vessel image file.
+        max_nodes: Most nodes per tree.
+        node_spacing: Arc-length spacing to resample at; 0 only applies the ``max_nodes`` cap.
+        trees_per_image: Images: the largest vessel components, one tree each.
+        image_root: Images: ``"widest"`` point of a component or ``"disc"`` (optic disc).
+
+    Returns:
+        The trees.
+
+    Raises:
+        DataError: If the file is unreadable or malformed.
+    """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in SWC_SUFFIXES:
@@ -109,8 +144,19 @@ TREE_CACHE_FORMAT = b"tracegraph-tree-file-v1"
 def cached_tree_file(path: str | Path, cache_dir: str | Path | None, **options) -> list[Tree]:
     """:func:`read_tree_file`, remembered in ``cache_dir`` by the file's bytes and the options.
 
-    Skeletonising a 3504×2336 mask takes seconds; pretraining, fine-tuning, probing and every
-    fold read the same files again. The cache is an .npz (no pickle) per file and option set.
+    Skeletonising a 3504x2336 mask takes seconds; pretraining, fine-tuning, probing and every fold
+    read the same files again. The cache is an ``.npz`` (no pickle) per file and option set.
+
+    Args:
+        path: The tree file.
+        cache_dir: The cache directory, or None for no cache.
+        **options: Options of :func:`read_tree_file`.
+
+    Returns:
+        The trees.
+
+    Raises:
+        DataError: If the file is unreadable or malformed.
     """
     if cache_dir is None:
         return read_tree_file(path, **options)
@@ -140,7 +186,12 @@ def cached_tree_file(path: str | Path, cache_dir: str | Path | None, **options) 
 
 
 def write_swc(tree: Tree, path: str | Path) -> None:
-    """Write a tree as SWC (ids from 1, type 0, radius 1), atomically."""
+    """Write a tree as SWC (ids from 1, type 0, radius 1), atomically.
+
+    Args:
+        tree: The tree.
+        path: The destination file.
+    """
     pos = tree.pos if tree.pos.shape[1] == 3 else np.pad(tree.pos, ((0, 0), (0, 3 - tree.pos.shape[1])))
     lines = ["# id type x y z radius parent"]
     for i in range(tree.num_nodes):

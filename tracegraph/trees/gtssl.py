@@ -24,12 +24,29 @@ from torch import nn
 
 
 def emd_1d(p: torch.Tensor, q: torch.Tensor, bin_width: float = 1.0) -> torch.Tensor:
-    """EMD between histograms (…, B) on the same uniform grid: Σ|CDF_p − CDF_q|·width."""
+    """Earth mover's distance between histograms on the same uniform grid: ``sum |CDF_p - CDF_q| * width``.
+
+    Args:
+        p: Histograms ``[..., B]``.
+        q: Histograms ``[..., B]``.
+        bin_width: Width of one bin.
+
+    Returns:
+        ``[...]`` distances.
+    """
     return (torch.cumsum(p, -1) - torch.cumsum(q, -1))[..., :-1].abs().sum(-1) * bin_width
 
 
 def soft_histogram(values: torch.Tensor, num_bins: int) -> torch.Tensor:
-    """Each value in [0, 1] spread over bin centres by a Gaussian one bin wide; rows sum to 1."""
+    """Spread each value in ``[0, 1]`` over bin centres by a Gaussian one bin wide.
+
+    Args:
+        values: Values ``[...]`` (clamped to ``[0, 1]``).
+        num_bins: Number of bins.
+
+    Returns:
+        ``[..., num_bins]`` rows summing to 1.
+    """
     centres = (torch.arange(num_bins, device=values.device, dtype=torch.float32) + 0.5) / num_bins
     w = torch.exp(-0.5 * ((values.float().clamp(0, 1).unsqueeze(-1) - centres) * num_bins) ** 2)
     return w / w.sum(-1, keepdim=True)
@@ -39,7 +56,15 @@ def soft_histogram(values: torch.Tensor, num_bins: int) -> torch.Tensor:
 
 
 def ancestor_table(parent: torch.Tensor, max_depth: int) -> list[torch.Tensor]:
-    """Binary lifting: table[l][v] is v's 2^l-th ancestor (roots point to themselves)."""
+    """Binary lifting table: ``table[l][v]`` is v's ``2**l``-th ancestor (roots point to themselves).
+
+    Args:
+        parent: Parent index of every node ``[N]`` (roots their own parent).
+        max_depth: The deepest node's depth.
+
+    Returns:
+        The levels, each ``[N]``.
+    """
     table = [parent]
     while (1 << len(table)) <= max_depth:
         table.append(table[-1][table[-1]])
@@ -47,6 +72,16 @@ def ancestor_table(parent: torch.Tensor, max_depth: int) -> list[torch.Tensor]:
 
 
 def lift(table: list[torch.Tensor], nodes: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Move each node ``steps`` levels up, using the binary lifting table.
+
+    Args:
+        table: From :func:`ancestor_table`.
+        nodes: Node indices.
+        steps: Levels to climb per node (at most the node's depth).
+
+    Returns:
+        The ancestors.
+    """
     for level, up in enumerate(table):
         go = ((steps >> level) & 1).bool()
         nodes = torch.where(go, up[nodes], nodes)
@@ -54,11 +89,21 @@ def lift(table: list[torch.Tensor], nodes: torch.Tensor, steps: torch.Tensor) ->
 
 
 def sample_order_pairs(parent, depth, batch, num_samples: int = 2, generator=None):
-    """Vectorised pair sampling. Returns (anc, desc) ancestor pairs and (u, v) non-ancestor pairs.
+    """Sample ancestor pairs and non-ancestor pairs for the order loss (vectorised).
 
-    Ancestors: for every non-root v and each sample, k ~ U{1..depth(v)} steps up.
-    Negatives: u uniform in v's own tree; kept only if u ≠ v and u is not an ancestor of v
-    (u is v's ancestor iff lifting v by depth(v) − depth(u) lands on u).
+    Ancestors: for every non-root v and each sample, ``k ~ U{1..depth(v)}`` steps up. Negatives: u
+    uniform in v's own tree; kept only if u is neither v nor an ancestor of v (u is v's ancestor iff
+    lifting v by ``depth(v) - depth(u)`` lands on u).
+
+    Args:
+        parent: Parent index of every node ``[N]`` (batched trees, roots their own parent).
+        depth: Depth of every node ``[N]``.
+        batch: Tree index of every node ``[N]``.
+        num_samples: Samples per node.
+        generator: Torch random generator, or None.
+
+    Returns:
+        ``(anc, desc, u, v)``: ancestor/descendant pairs and non-ancestor pairs.
     """
     dev = parent.device
     n = parent.shape[0]
@@ -83,6 +128,15 @@ def sample_order_pairs(parent, depth, batch, num_samples: int = 2, generator=Non
 
 
 def order_violation(z_upper: torch.Tensor, z_lower: torch.Tensor) -> torch.Tensor:
+    """How much ``z_lower`` exceeds ``z_upper`` anywhere: ``sum(relu(z_lower - z_upper) ** 2)`` per row.
+
+    Args:
+        z_upper: Order embeddings of the would-be ancestors ``[M, K]``.
+        z_lower: Order embeddings of the would-be descendants ``[M, K]``.
+
+    Returns:
+        ``[M]`` violations.
+    """
     return torch.relu(z_lower - z_upper).pow(2).sum(-1)
 
 
@@ -90,7 +144,18 @@ def order_violation(z_upper: torch.Tensor, z_lower: torch.Tensor) -> torch.Tenso
 
 
 def growth_targets(pos, parent, cutoff: float, num_bins: int):
-    """Per node: histogram of children's lengths and branching angles, and which nodes have them."""
+    """Per node: soft histograms of its children's lengths and branching angles, and which nodes have them.
+
+    Args:
+        pos: Node positions ``[N, 3]``.
+        parent: Parent index of every node ``[N]``.
+        cutoff: Length mapped to the last bin.
+        num_bins: Bins per histogram.
+
+    Returns:
+        Length histograms ``[N, num_bins]``, a mask of nodes with children, angle histograms, and a
+        mask of nodes with branching angles.
+    """
     n = pos.shape[0]
     child = torch.nonzero(parent != torch.arange(n, device=pos.device)).squeeze(-1)
     node = parent[child]
@@ -116,6 +181,18 @@ def growth_targets(pos, parent, cutoff: float, num_bins: int):
 
 
 class GTSSL(nn.Module):
+    """GT-SSL pretraining objective around an encoder: an order loss and a growth loss.
+
+    The order loss embeds nodes so that ancestors dominate descendants; the growth loss predicts
+    each node's children's length and angle histograms.
+
+    Args:
+        encoder: An :class:`~tracegraph.trees.sgmp.SGMPEncoder`.
+        order_dim: Size of the order embedding; None for the encoder's hidden size.
+        num_bins: Bins of the growth histograms.
+        margin: Margin of the order loss's negative pairs.
+        num_samples: Pairs sampled per node.
+    """
     def __init__(self, encoder: nn.Module, order_dim: int | None = None, num_bins: int = 16,
                  margin: float = 1.0, num_samples: int = 2):
         super().__init__()
@@ -126,6 +203,16 @@ class GTSSL(nn.Module):
         self.growth_head = nn.Sequential(nn.Linear(hid, hid), nn.SiLU(), nn.Linear(hid, 2 * num_bins))
 
     def losses(self, data, generator=None) -> dict[str, torch.Tensor]:
+        """The pretraining losses of one (batched) TreeData.
+
+        Args:
+            data: The batch.
+            generator: Torch random generator for the pair sampling, or None.
+
+        Returns:
+            ``order`` and ``growth`` (the terms to weight and sum), plus the detached diagnostics
+            ``order_pos``, ``order_neg`` and ``order_z_max``.
+        """
         batch = getattr(data, "batch", None)
         if batch is None:
             batch = torch.zeros(data.num_nodes, dtype=torch.long, device=data.x.device)

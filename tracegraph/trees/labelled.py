@@ -23,6 +23,14 @@ SPLITS = ("train", "test")
 
 @dataclass
 class LabelRow:
+    """One row of a labels CSV.
+
+    Attributes:
+        name: The tree file's stem.
+        label: The class name.
+        split: ``"train"``, ``"test"`` or None when the CSV has no split column.
+        line: The row's line in the CSV.
+    """
     name: str
     label: str
     split: str | None
@@ -30,7 +38,18 @@ class LabelRow:
 
 
 def read_labels(path: str | Path) -> list[LabelRow]:
-    """Rows of a labels CSV. An optional header (``name,label[,split]``), ``#`` comments and blank lines are skipped."""
+    """Read the rows of a labels CSV; an optional header (``name,label[,split]``), ``#`` comments and blank lines are skipped.
+
+    Args:
+        path: The CSV file.
+
+    Returns:
+        The rows.
+
+    Raises:
+        DataError: If the file is missing or not UTF-8, or a row is malformed or repeats a name
+            (with the line).
+    """
     p = require_file(path, "labels file")
     rows: list[LabelRow] = []
     seen: dict[str, int] = {}
@@ -115,7 +134,15 @@ class TreeDataset(list):
         return TreeDataset([d for d, _ in pairs], [n for _, n in pairs], self.classes, self.rows, self.labels_path)
 
     def require_per_class(self, need: int, why: str) -> None:
-        """A DataError naming the CSV line of the first member of a class with fewer than ``need`` files."""
+        """Check that every class has at least ``need`` files.
+
+        Args:
+            need: The least number of files per class.
+            why: What needs them, for the message.
+
+        Raises:
+            DataError: Naming the CSV line of the first member of a class with fewer files.
+        """
         counts: dict[int, list[str]] = {}
         for n, y in self.file_labels().items():
             counts.setdefault(y, []).append(n)

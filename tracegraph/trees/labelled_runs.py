@@ -25,13 +25,31 @@ FOLD_KEYS = ("accuracy", "balanced_accuracy", "macro_f1")
 
 
 def load_labelled(dc) -> TreeDataset:
+    """The labelled dataset a data config names.
+
+    Args:
+        dc: The data config (``trees_dir``, ``labels`` and the reading options).
+
+    Returns:
+        The dataset.
+
+    Raises:
+        TracegraphError: If ``trees_dir`` or ``labels`` is missing.
+        DataError: If a file is missing or malformed.
+    """
     if not dc.trees_dir or not dc.labels:
         raise TracegraphError("give both --trees DIR and --labels FILE")
     return load_dataset(dc.trees_dir, dc.labels, **tree_dir_options(dc))
 
 
 def write_split(out: Path, ds: TreeDataset, splits) -> None:
-    """split.csv: name,label,split (one split) or name,label,fold (k folds), one row per file."""
+    """Write ``split.csv``: ``name,label,split`` (one split) or ``name,label,fold`` (k folds), one row per file.
+
+    Args:
+        out: The output directory.
+        ds: The dataset.
+        splits: ``(train_files, test_files)`` per fold.
+    """
     labels = ds.file_labels()
     rows = ["name,label,fold" if len(splits) > 1 else "name,label,split"]
     for k, (_, test) in enumerate(splits):
@@ -75,7 +93,22 @@ def _finish(out: Path | None, ds: TreeDataset, splits, arms: dict[str, dict], ta
 
 def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fraction: float = 0.3,
                        compare_random: bool = False, resume: bool = False, data: TreeDataset | None = None) -> dict:
-    """Fine-tune per fold (and a randomly initialised twin); metrics on each fold's held-out files."""
+    """Fine-tune per fold (and, optionally, a randomly initialised twin); metrics on each fold's held-out files.
+
+    Args:
+        cfg: The training config.
+        encoder_path: The pretrained encoder, or None to start from a fresh one.
+        output_dir: Where the runs and reports go.
+        folds: Number of cross-validation folds; 0 for one split.
+        test_fraction: Share of files held out when ``folds`` is 0.
+        compare_random: Also fine-tune a randomly initialised encoder.
+        resume: Continue interrupted folds.
+        data: The dataset, or None to read ``cfg.data``.
+
+    Returns:
+        ``metrics.json``'s content: the classification report per arm and, with both arms, the
+        gain in points.
+    """
     from tracegraph.runtime.precision import resolve_device
     from tracegraph.trees.train import finetune, load_classifier, load_encoder, predict
 
@@ -109,7 +142,22 @@ def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fract
 
 def probe_on_labels(encoder_path, ds: TreeDataset, output_dir=None, folds: int = 0, test_fraction: float = 0.3,
                     seed: int = 0, compare_random: bool = True, device="cpu") -> dict:
-    """Linear probe of frozen embeddings per fold, for the pretrained and (optionally) a random encoder."""
+    """Linear probe of frozen embeddings per fold, for the pretrained and (optionally) a random encoder.
+
+    Args:
+        encoder_path: The pretrained encoder.
+        ds: The labelled dataset.
+        output_dir: Where the reports go, or None to write nothing.
+        folds: Number of cross-validation folds; 0 for one split.
+        test_fraction: Share of files held out when ``folds`` is 0.
+        seed: Seed of the split and the random encoder.
+        compare_random: Also probe a randomly initialised encoder.
+        device: Where to embed.
+
+    Returns:
+        The classification report per encoder and, with both, the gain in points (also written as
+        ``metrics.json`` when ``output_dir`` is given).
+    """
     from tracegraph.trees.probe import embed, linear_probe_predict
     from tracegraph.trees.train import load_encoder, make_encoder
 

@@ -14,14 +14,32 @@ from tracegraph.runtime.checkpoints import atomic_path
 
 
 def confusion_matrix(y_true, y_pred, num_classes: int) -> np.ndarray:
-    """cm[t, p] = how many items of true class t were predicted as p."""
+    """The confusion matrix: ``cm[t, p]`` counts items of true class t predicted as p.
+
+    Args:
+        y_true: True classes.
+        y_pred: Predicted classes.
+        num_classes: Number of classes.
+
+    Returns:
+        ``[num_classes, num_classes]`` int64 counts.
+    """
     cm = np.zeros((num_classes, num_classes), dtype=np.int64)
     np.add.at(cm, (np.asarray(y_true, dtype=np.int64), np.asarray(y_pred, dtype=np.int64)), 1)
     return cm
 
 
 def classification_report(y_true, y_pred, classes: list[str]) -> dict:
-    """accuracy, balanced accuracy (mean recall over classes present), macro-F1, per-class P/R/F1, confusion."""
+    """Accuracy, balanced accuracy (mean recall over classes present), macro-F1, per-class P/R/F1 and the confusion matrix.
+
+    Args:
+        y_true: True classes.
+        y_pred: Predicted classes.
+        classes: Class names, by index.
+
+    Returns:
+        The report as JSON-ready values.
+    """
     cm = confusion_matrix(y_true, y_pred, len(classes))
     support = cm.sum(1)
     predicted = cm.sum(0)
@@ -46,7 +64,13 @@ def classification_report(y_true, y_pred, classes: list[str]) -> dict:
 
 
 def save_confusion_png(report: dict, path: str | Path, title: str = "") -> None:
-    """Counts per cell, rows = true class, columns = predicted; written atomically."""
+    """Plot a confusion matrix (counts per cell, rows true, columns predicted) as PNG, atomically.
+
+    Args:
+        report: A :func:`classification_report`.
+        path: The PNG file.
+        title: The plot's title.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -44,7 +44,18 @@ def _extend(walk_last: torch.Tensor, walk_prev: torch.Tensor, dst: torch.Tensor,
 
 
 def enumerate_paths(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """All non-backtracking chains i→j→k→p as a (4, P) long tensor (rows: i, j, k, p)."""
+    """All non-backtracking chains ``i -> j -> k -> p`` of an undirected graph.
+
+    Args:
+        edge_index: ``[2, E]`` node pairs (each edge in one or both directions).
+        num_nodes: Number of nodes.
+
+    Returns:
+        ``[4, P]`` long tensor (rows i, j, k, p), grouped by ``i``.
+
+    Raises:
+        DataError: If ``edge_index`` has the wrong shape or names nodes outside ``0..num_nodes-1``.
+    """
     edge_index = torch.as_tensor(edge_index, dtype=torch.long).cpu()
     if edge_index.numel() == 0:
         return torch.empty(4, 0, dtype=torch.long)
@@ -60,7 +71,15 @@ def enumerate_paths(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
 
 
 def enumerate_paths_naive(edge_index, num_nodes: int) -> set[tuple[int, int, int, int]]:
-    """Reference: four nested Python loops over adjacency sets. For tests only."""
+    """Reference enumeration with four nested Python loops over adjacency sets (for tests only).
+
+    Args:
+        edge_index: ``[2, E]`` node pairs.
+        num_nodes: Number of nodes.
+
+    Returns:
+        The set of chains ``(i, j, k, p)``.
+    """
     adj: list[set[int]] = [set() for _ in range(num_nodes)]
     for a, b in torch.as_tensor(edge_index).t().tolist():
         if a != b:

@@ -21,6 +21,17 @@ from tracegraph.trees.train import TrainConfig, load_encoder, make_encoder, pret
 
 @torch.no_grad()
 def embed(encoder: SGMPEncoder, data, batch_size: int = 64, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Graph embeddings of every item from a frozen encoder, with their labels.
+
+    Args:
+        encoder: The encoder (put in eval mode and moved to ``device``).
+        data: The TreeData items.
+        batch_size: Trees per batch.
+        device: Where to compute.
+
+    Returns:
+        Embeddings ``[n, H]`` (float32, CPU) and labels ``[n]``.
+    """
     encoder.eval().to(device)
     xs, ys = [], []
     for b in make_loader(data, batch_size, False):
@@ -31,13 +42,39 @@ def embed(encoder: SGMPEncoder, data, batch_size: int = 64, device="cpu") -> tup
 
 
 def linear_probe(xtr, ytr, xte, yte, l2: float = 1e-3, iters: int = 300) -> float:
-    """Multinomial logistic regression (L-BFGS, L2) on standardised frozen embeddings; test accuracy."""
+    """Fit a linear probe on frozen training embeddings and return its test accuracy.
+
+    Args:
+        xtr: Training embeddings ``[n, H]``.
+        ytr: Training labels ``[n]``.
+        xte: Test embeddings ``[m, H]``.
+        yte: Test labels ``[m]``.
+        l2: L2 penalty.
+        iters: L-BFGS iterations.
+
+    Returns:
+        Accuracy on the test embeddings.
+    """
     c = int(max(ytr.max(), yte.max())) + 1
     return float((linear_probe_predict(xtr, ytr, xte, c, l2, iters) == yte).float().mean())
 
 
 def linear_probe_predict(xtr, ytr, xte, num_classes: int, l2: float = 1e-3, iters: int = 300) -> torch.Tensor:
-    """Fit the probe on (xtr, ytr); predicted classes of xte."""
+    """Fit multinomial logistic regression (L-BFGS, L2) on standardised embeddings; predict the test classes.
+
+    Features constant in training are zeroed everywhere.
+
+    Args:
+        xtr: Training embeddings ``[n, H]``.
+        ytr: Training labels ``[n]``.
+        xte: Test embeddings ``[m, H]``.
+        num_classes: Number of classes.
+        l2: L2 penalty.
+        iters: L-BFGS iterations.
+
+    Returns:
+        ``[m]`` predicted classes.
+    """
     mu, sd = xtr.mean(0), xtr.std(0)
     # a feature constant in training says nothing the probe could fit: zero it everywhere, or its
     # untrained weight times (test value - mu) / tiny spread would decide the test predictions
@@ -60,6 +97,17 @@ def linear_probe_predict(xtr, ytr, xte, num_classes: int, l2: float = 1e-3, iter
 
 
 def probe(encoder: SGMPEncoder, train, test, device="cpu") -> float:
+    """Linear-probe accuracy of an encoder's embeddings: fit on ``train``, score on ``test``.
+
+    Args:
+        encoder: The frozen encoder.
+        train: Training TreeData items.
+        test: Test TreeData items.
+        device: Where to embed.
+
+    Returns:
+        Test accuracy.
+    """
     xtr, ytr = embed(encoder, train, device=device)
     xte, yte = embed(encoder, test, device=device)
     return linear_probe(xtr, ytr, xte, yte)
@@ -69,10 +117,24 @@ def probe(encoder: SGMPEncoder, train, test, device="cpu") -> float:
 
 def probe_study(seeds, output_dir, pretrain_trees: int = 100, labelled_trees: int = 150, max_nodes: int = 150,
                 epochs: int = 6, batch_size: int = 16, encoder: dict | None = None, **train_kw) -> dict:
-    """Per seed: pretrain on unlabelled synthetic trees, then probe pretrained vs random init.
+    """Per seed: pretrain on unlabelled synthetic trees, then probe pretrained against random initialisation.
 
-    Seeds change the pretraining pool, the labelled trees, the split and both initialisations;
-    the random encoder shares the pretrained one's configuration (cutoff included).
+    Seeds change the pretraining pool, the labelled trees, the split and both initialisations; the
+    random encoder shares the pretrained one's configuration (cutoff included).
+
+    Args:
+        seeds: The seeds.
+        output_dir: Where the pretraining runs go.
+        pretrain_trees: Synthetic trees per class for pretraining.
+        labelled_trees: Labelled synthetic trees per class.
+        max_nodes: Nodes per tree.
+        epochs: Pretraining epochs.
+        batch_size: Trees per batch.
+        encoder: Encoder settings; None for the defaults.
+        **train_kw: Further :class:`~tracegraph.trees.train.TrainConfig` fields.
+
+    Returns:
+        Per-seed accuracies and their means and standard deviations, and the gain in points.
     """
     rows = []
     for seed in seeds:

@@ -13,7 +13,15 @@ from tracegraph.trees.data import Tree, subtree, thin_chains
 
 
 def resample_by_arc_length(tree: Tree, spacing: float) -> Tree:
-    """Keep the root, branch points, leaves, and a point whenever ``spacing`` of arc length has passed."""
+    """Keep the root, branch points, leaves, and a point whenever ``spacing`` of arc length has passed.
+
+    Args:
+        tree: The tree.
+        spacing: Arc length between kept chain points; 0 or less returns ``tree`` unchanged.
+
+    Returns:
+        The resampled tree (``meta["node_spacing"]`` records the spacing).
+    """
     if spacing <= 0 or tree.num_nodes <= 2:
         return tree
     out = thin_chains(tree, tree.edge_lengths(), spacing)
@@ -24,9 +32,17 @@ def resample_by_arc_length(tree: Tree, spacing: float) -> Tree:
 def fit_to_budget(tree: Tree, max_nodes: int, spacing: float = 0.0) -> Tree:
     """Resample at ``spacing`` and, while the tree has more than ``max_nodes`` nodes, at a wider one.
 
-    The spacing actually used is in ``meta["node_spacing"]``. When the branch points and leaves
-    alone exceed the budget (no spacing can help), the first ``max_nodes`` nodes in breadth-first
-    order from the root are kept and ``meta["truncated"]`` says so.
+    The spacing used is in ``meta["node_spacing"]``. When the branch points and leaves alone exceed
+    the budget (no spacing can help), the first ``max_nodes`` nodes in breadth-first order from the
+    root are kept and ``meta["truncated"]`` says so.
+
+    Args:
+        tree: The tree.
+        max_nodes: Most nodes; 0 or less for no cap.
+        spacing: The first spacing to try; 0 for none.
+
+    Returns:
+        The fitted tree.
     """
     out = resample_by_arc_length(tree, spacing) if spacing > 0 else tree
     if max_nodes <= 0 or out.num_nodes <= max_nodes:

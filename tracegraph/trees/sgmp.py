@@ -21,6 +21,17 @@ from torch.utils.checkpoint import checkpoint
 
 @dataclass
 class EncoderConfig:
+    """Settings of the SGMP tree encoder.
+
+    Attributes:
+        in_channels: Node feature size.
+        hidden_channels: Hidden size ``H``.
+        num_interactions: Interaction blocks.
+        num_rbf: Gaussian basis functions per distance and angle.
+        cutoff: Longest edge length the distance basis resolves (data units).
+        readout: ``"mean"`` or ``"sum"`` over a tree's nodes.
+        second_node_messages: Also deliver each chain's message to its second node ``j``.
+    """
     in_channels: int = 4
     hidden_channels: int = 64
     num_interactions: int = 3
@@ -31,21 +42,45 @@ class EncoderConfig:
     second_node_messages: bool = True
 
     def to_dict(self) -> dict:
+        """The settings as a plain dictionary (for checkpoints)."""
         return asdict(self)
 
 
 class GaussianBasis(nn.Module):
+    """Gaussian radial basis on evenly spaced centres from ``start`` to ``stop``.
+
+    Args:
+        start: The first centre.
+        stop: The last centre.
+        num: Number of centres; their spacing sets the width.
+    """
     def __init__(self, start: float, stop: float, num: int):
         super().__init__()
         self.register_buffer("centres", torch.linspace(start, stop, num))
         self.gamma = 1.0 / (((stop - start) / max(num - 1, 1)) ** 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Expand values on the basis.
+
+        Args:
+            x: Values ``[...]``.
+
+        Returns:
+            ``[..., num]``.
+        """
         return torch.exp(-self.gamma * (x.unsqueeze(-1) - self.centres) ** 2)
 
 
 def chain_geometry(pos: torch.Tensor, paths: torch.Tensor):
-    """Distances (3), bond angles (2) and signed torsion of each chain; float32, no grad needed."""
+    """Distances, bond angles and signed torsion of each chain ``i -> j -> k -> p``.
+
+    Args:
+        pos: Node positions ``[N, 3]``.
+        paths: Chains ``[4, P]``.
+
+    Returns:
+        Distances ``[P, 3]``, angles ``[P, 2]`` and torsions ``[P]`` (radians).
+    """
     i, j, k, p = paths
     b1, b2, b3 = pos[j] - pos[i], pos[k] - pos[j], pos[p] - pos[k]
     d1, d2, d3 = b1.norm(dim=-1), b2.norm(dim=-1), b3.norm(dim=-1)
@@ -59,8 +94,11 @@ def chain_geometry(pos: torch.Tensor, paths: torch.Tensor):
 
 
 class InteractionBlock(nn.Module):
-    """h_n += MLP([h_n, mean over chains from n, mean over chains through n as j]) where each chain
-    i→j→k→p carries σ(A h_j + B h_k + C h_p) ⊙ W g_chain."""
+    """One interaction: each node's state is updated from the chains around it.
+
+    h_n += MLP([h_n, mean over chains from n, mean over chains through n as j]) where each chain
+    i→j→k→p carries σ(A h_j + B h_k + C h_p) ⊙ W g_chain.
+    """
 
     def __init__(self, hidden: int, second_node: bool = True):
         super().__init__()
@@ -73,6 +111,19 @@ class InteractionBlock(nn.Module):
 
     def forward(self, h: torch.Tensor, geom: torch.Tensor, paths: torch.Tensor, count: torch.Tensor,
                 count_j: torch.Tensor, sorted_by_source: bool):
+        """One message-passing update of the node states over the chains.
+
+        Args:
+            h: Node states ``[N, H]``.
+            geom: Chain geometry features ``[P, H]``.
+            paths: Chains ``[4, P]``.
+            count: Chains starting at each node ``[N]``.
+            count_j: Chains with each node second ``[N]``.
+            sorted_by_source: Whether the chains are grouped by their first node (faster sums).
+
+        Returns:
+            The new node states ``[N, H]``.
+        """
         u = self.norm(h)
         a, b, c = self.node_proj(u).chunk(3, dim=-1)
         i, j, k, p = paths
@@ -93,6 +144,13 @@ class InteractionBlock(nn.Module):
 
 
 class SGMPEncoder(nn.Module):
+    """Geometric tree encoder: message passing over non-backtracking 4-node chains (SGMP).
+
+    Its features are invariant to rotation and translation but see reflections (signed torsion).
+
+    Args:
+        cfg: The encoder's settings.
+    """
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
@@ -108,6 +166,15 @@ class SGMPEncoder(nn.Module):
         self.gradient_checkpointing = False
 
     def chain_features(self, pos: torch.Tensor, paths: torch.Tensor) -> torch.Tensor:
+        """Geometry features of each chain, computed in fp32.
+
+        Args:
+            pos: Node positions ``[N, 3]``.
+            paths: Chains ``[4, P]``.
+
+        Returns:
+            ``[P, H]``.
+        """
         with torch.autocast(pos.device.type, enabled=False):  # geometry in fp32 always
             dist, ang, tors = chain_geometry(pos.float(), paths)
             dist = dist.clamp(max=self.cfg.cutoff)
@@ -117,7 +184,18 @@ class SGMPEncoder(nn.Module):
         return self.geom_mlp(feats)
 
     def forward(self, x, pos, paths, batch=None, num_graphs: int | None = None):
-        """Returns (node embeddings (N, H), graph embeddings (G, H))."""
+        """Encode a (batched) set of trees.
+
+        Args:
+            x: Node features ``[N, in_channels]``.
+            pos: Node positions ``[N, 3]``.
+            paths: Chains ``[4, P]``.
+            batch: Tree index of every node ``[N]``; None for one tree.
+            num_graphs: Number of trees; None to infer it from ``batch``.
+
+        Returns:
+            Node embeddings ``[N, H]`` and graph embeddings ``[G, H]``.
+        """
         n = x.shape[0]
         h = self.embed(x)
         geom = self.chain_features(pos, paths)
@@ -135,6 +213,16 @@ class SGMPEncoder(nn.Module):
         return h, self.readout(h, batch, num_graphs)
 
     def readout(self, h, batch=None, num_graphs=None):
+        """Pool node states per tree (mean or sum, as configured).
+
+        Args:
+            h: Node states ``[N, H]``.
+            batch: Tree index of every node; None for one tree.
+            num_graphs: Number of trees; None to infer it from ``batch``.
+
+        Returns:
+            ``[G, H]``.
+        """
         if batch is None:
             batch = torch.zeros(h.shape[0], dtype=torch.long, device=h.device)
             num_graphs = 1
@@ -147,11 +235,26 @@ class SGMPEncoder(nn.Module):
         return out
 
     def encode(self, data):
-        """Convenience for a (batched) TreeData."""
+        """:meth:`forward` on a (batched) TreeData.
+
+        Args:
+            data: The TreeData or batch.
+
+        Returns:
+            Node embeddings ``[N, H]`` and graph embeddings ``[G, H]``.
+        """
         return self.forward(data.x, data.pos, data.paths, getattr(data, "batch", None), getattr(data, "num_graphs", None))
 
 
 def suggest_cutoff(datasets, quantile: float = 0.99) -> float:
-    """Cutoff from the data's scale: a bit above the longest typical edge (units of the data)."""
+    """A distance cutoff from the data's scale: 1.25 times a high quantile of the edge lengths.
+
+    Args:
+        datasets: TreeData items.
+        quantile: The edge-length quantile (over at most a million edges).
+
+    Returns:
+        The cutoff, in the data's units.
+    """
     lengths = torch.cat([(d.pos[1:] - d.pos[d.parent[1:]]).norm(dim=-1) for d in datasets if d.num_nodes > 1])
     return float(torch.quantile(lengths[:1_000_000], quantile)) * 1.25

@@ -17,7 +17,17 @@ from tracegraph.trees.data import Tree, simplify, tree_from_graph
 
 
 def skeleton_graph(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Skeleton pixel coordinates (N, D) and undirected neighbour pairs (E, 2)."""
+    """Skeletonise a binary mask into a pixel graph.
+
+    Args:
+        mask: A 2-D or 3-D binary image.
+
+    Returns:
+        Skeleton pixel coordinates ``[N, D]`` and undirected neighbour pairs ``[E, 2]``.
+
+    Raises:
+        DataError: If the image is not 2-D or 3-D.
+    """
     from skimage.morphology import skeletonize
 
     mask = np.asarray(mask).astype(bool)
@@ -70,7 +80,16 @@ def _component_tree(coords: np.ndarray, edges: np.ndarray, members: np.ndarray, 
 
 
 def tree_from_image(mask: np.ndarray, root=None, keep_every: int = 3) -> Tree:
-    """Rooted tree of the largest connected skeleton component; ``root`` is a pixel position."""
+    """The rooted tree of the largest connected skeleton component, thinned.
+
+    Args:
+        mask: A binary image.
+        root: The root's pixel position; None for the component's first pixel.
+        keep_every: Thinning factor (see :func:`~tracegraph.trees.data.simplify`).
+
+    Returns:
+        The tree, in pixel units.
+    """
     coords, edges = skeleton_graph(mask)
     big = _components(coords, edges)[0]
     root_pos = coords[big[0]] if root is None else root
@@ -83,6 +102,13 @@ def optic_disc_position(mask: np.ndarray, width: np.ndarray | None = None) -> np
     Retinal vessels are widest where they leave the optic disc, so the window (1/8 of the image's
     shorter side, about a disc diameter) with the most vessel width is the disc. A heuristic for
     binary masks, which carry no brightness to find the disc by.
+
+    Args:
+        mask: A binary vessel mask.
+        width: Its distance transform (vessel half-width per pixel), or None to compute it.
+
+    Returns:
+        The disc's ``(row, col)`` position.
     """
     from scipy.ndimage import distance_transform_edt, uniform_filter
 
@@ -100,6 +126,18 @@ def trees_from_mask(mask: np.ndarray, max_trees: int = 1, root: str = "widest", 
     background); "disc" roots it at its pixel nearest the optic disc (:func:`optic_disc_position`).
     Components with fewer than ``min_nodes`` skeleton pixels (specks, noise) are skipped. Each
     tree's ``meta`` records its component rank, pixel count and root rule.
+
+    Args:
+        mask: A binary vessel mask.
+        max_trees: Most trees, from the largest component down.
+        root: ``"widest"`` or ``"disc"``.
+        min_nodes: The least skeleton pixels a component needs.
+
+    Returns:
+        The trees, largest component first.
+
+    Raises:
+        DataError: If ``root`` is unknown, or no component is large enough.
     """
     from scipy.ndimage import distance_transform_edt
 
@@ -127,7 +165,17 @@ def trees_from_mask(mask: np.ndarray, max_trees: int = 1, root: str = "widest", 
 
 
 def read_mask(path) -> np.ndarray:
-    """A binary vessel mask from an image file: foreground is brighter than half the maximum."""
+    """Read a binary vessel mask from an image file: foreground is brighter than half the maximum.
+
+    Args:
+        path: The image file.
+
+    Returns:
+        The 2-D boolean mask.
+
+    Raises:
+        DataError: If the file cannot be decoded, is not a 2-D image, or is blank.
+    """
     from skimage.io import imread
 
     try:
@@ -146,7 +194,16 @@ def read_mask(path) -> np.ndarray:
 
 
 def draw_tree(tree: Tree, shape: tuple[int, int], radius: int = 1) -> np.ndarray:
-    """Rasterise a 2-D tree (positions in pixels) as a binary image with lines ``radius`` thick."""
+    """Rasterise a 2-D tree (positions in pixels) as a binary image with lines ``radius`` thick.
+
+    Args:
+        tree: The tree.
+        shape: The image's ``(rows, cols)``.
+        radius: Line half-thickness in pixels.
+
+    Returns:
+        The boolean image.
+    """
     from scipy.ndimage import binary_dilation
     from skimage.draw import line
     from skimage.morphology import disk
@@ -162,7 +219,21 @@ def draw_tree(tree: Tree, shape: tuple[int, int], radius: int = 1) -> np.ndarray
 
 def planar_tree(rng: np.random.Generator, size: int = 128, depth: int = 4, length: float = 30.0,
                 angle_deg: float = 60.0) -> Tree:
-    """A 2-D binary tree in pixel units (for drawing): straight branches that halve in length."""
+    """A random 2-D binary tree in pixel units (for drawing), growing upwards from the bottom centre.
+
+    Branches are straight; each generation is 60 to 80 % as long as its parent and splits by about
+    ``angle_deg``.
+
+    Args:
+        rng: The random generator.
+        size: The image size the tree is placed in.
+        depth: Branching generations.
+        length: The trunk's length in pixels.
+        angle_deg: The angle between sibling branches, in degrees.
+
+    Returns:
+        The tree, positions as ``(row, col)``.
+    """
     pos, parent = [np.array([size - 4.0, size / 2])], [-1]  # (row, col): grows upwards
     stack = [(0, np.array([-1.0, 0.0]), length, 0)]
     while stack:
@@ -187,6 +258,16 @@ def retina_like_mask(shape: tuple[int, int] = (2336, 3504), rng: np.random.Gener
     Vessel trees leave an "optic disc" a third of the way across, wiggle, branch in two and thin
     by 0.75 per generation, like retinal arcades. Segments are drawn as filled quadrilaterals
     plus round joints, so no whole-image morphology is needed at 8 megapixels.
+
+    Args:
+        shape: The image's ``(rows, cols)``.
+        rng: The random generator; None for a fixed seed 0.
+        arcades: Vessel trees leaving the disc.
+        depth: Branching generations per tree.
+        width: The trunks' width in pixels.
+
+    Returns:
+        The boolean mask.
     """
     from skimage.draw import disk as draw_disk
     from skimage.draw import polygon

@@ -20,7 +20,19 @@ def _shuffled_classes(labels: dict[str, int], seed: int) -> list[list[str]]:
 
 
 def stratified_split(labels: dict[str, int], test_fraction: float, seed: int) -> dict[str, str]:
-    """name → "train" | "test"; every class with ≥ 2 files has ≥ 1 on each side."""
+    """Split files into train and test so that every class with two or more files has one on each side.
+
+    Args:
+        labels: File name to class.
+        test_fraction: Share of each class for testing, in (0, 1).
+        seed: Shuffling seed.
+
+    Returns:
+        File name to ``"train"`` or ``"test"``.
+
+    Raises:
+        ValueError: If ``test_fraction`` is not in (0, 1).
+    """
     if not 0 < test_fraction < 1:
         raise ValueError(f"test fraction must be in (0, 1), got {test_fraction}")
     side = {}
@@ -34,8 +46,21 @@ def stratified_split(labels: dict[str, int], test_fraction: float, seed: int) ->
 
 
 def stratified_folds(labels: dict[str, int], folds: int, seed: int) -> dict[str, int]:
-    """name → fold in 0..folds-1; each class is dealt round-robin, continuing where the last one stopped,
-    so fold sizes differ by at most one and each class's count per fold by at most one."""
+    """Assign files to folds, dealing each class round-robin where the last one stopped.
+
+    Fold sizes differ by at most one, and so does each class's count per fold.
+
+    Args:
+        labels: File name to class.
+        folds: Number of folds, at least 2.
+        seed: Shuffling seed.
+
+    Returns:
+        File name to fold in ``0..folds-1``.
+
+    Raises:
+        ValueError: If ``folds`` is below 2.
+    """
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
     fold, start = {}, 0

@@ -29,6 +29,12 @@ from tracegraph.trees.sgmp import EncoderConfig, SGMPEncoder, suggest_cutoff
 
 @dataclass
 class TrainConfig:
+    """Settings of GT-SSL pretraining and fine-tuning; each field is the CLI option of the same name.
+
+    ``encoder`` holds :class:`~tracegraph.trees.sgmp.EncoderConfig` fields (a None cutoff is
+    derived from the data). The pretraining loss is ``order_weight * order + growth_weight *
+    growth``.
+    """
     data: DataConfig = field(default_factory=DataConfig)
     encoder: dict = field(default_factory=dict)  # EncoderConfig fields; cutoff None = from data
     epochs: int = 10
@@ -49,16 +55,37 @@ class TrainConfig:
     growth_weight: float = 1.0
 
     def to_dict(self) -> dict:
+        """The settings as a plain dictionary (for config.json and checkpoints)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """Build a config from :meth:`to_dict`'s output.
+
+        Args:
+            d: The dictionary.
+
+        Returns:
+            The config.
+        """
         d = dict(d)
         d["data"] = DataConfig(**d.get("data", {}))
         return cls(**d)
 
 
 def make_encoder(enc: dict, datasets=None) -> SGMPEncoder:
+    """Build an encoder, deriving a missing cutoff from the data.
+
+    Args:
+        enc: :class:`~tracegraph.trees.sgmp.EncoderConfig` fields.
+        datasets: TreeData items to derive the cutoff from, or None.
+
+    Returns:
+        The encoder.
+
+    Raises:
+        TracegraphError: If the cutoff is missing and no data is given.
+    """
     enc = dict(enc)
     if enc.get("cutoff") is None:
         if datasets is None:
@@ -160,7 +187,17 @@ def _prepare_out(out: Path, cfg: TrainConfig, resume: bool):
 
 
 def pretrain(cfg: TrainConfig, output_dir: str | Path, resume: bool = False, data=None) -> list[dict]:
-    """GT-SSL pretraining; writes config.json, history.json, last.pt and encoder.pt."""
+    """GT-SSL pretraining; writes config.json, history.json, last.pt and encoder.pt.
+
+    Args:
+        cfg: The settings (the derived cutoff is recorded in ``cfg.encoder``).
+        output_dir: The run directory.
+        resume: Continue from ``last.pt``.
+        data: The TreeData items, or None to read ``cfg.data``.
+
+    Returns:
+        The per-epoch history.
+    """
     out = Path(output_dir)
     seed_everything(cfg.seed)
     data = data if data is not None else load_trees(cfg.data)
@@ -183,6 +220,18 @@ def pretrain(cfg: TrainConfig, output_dir: str | Path, resume: bool = False, dat
 
 
 def load_encoder(path: str | Path, device="cpu") -> SGMPEncoder:
+    """Load the encoder of a pretraining run's ``encoder.pt`` (or ``last.pt``).
+
+    Args:
+        path: The checkpoint.
+        device: Where to load it.
+
+    Returns:
+        The encoder.
+
+    Raises:
+        DataError: If the file is missing or not an encoder checkpoint.
+    """
     ck = load_checkpoint(path, map_location=device)
     if "encoder_config" not in ck or "encoder" not in ck:
         raise DataError("not an encoder checkpoint (expected encoder_config and encoder)", path)
@@ -195,6 +244,12 @@ def load_encoder(path: str | Path, device="cpu") -> SGMPEncoder:
 
 
 class Classifier(nn.Module):
+    """An encoder with a classification head on its graph embedding.
+
+    Args:
+        encoder: The encoder.
+        num_classes: Number of classes.
+    """
     def __init__(self, encoder: SGMPEncoder, num_classes: int):
         super().__init__()
         self.encoder = encoder
@@ -202,14 +257,32 @@ class Classifier(nn.Module):
         self.head = nn.Sequential(nn.Linear(hid, hid), nn.SiLU(), nn.Linear(hid, num_classes))
 
     def forward(self, batch):
+        """Class logits of a batch of trees.
+
+        Args:
+            batch: A batched TreeData.
+
+        Returns:
+            ``[G, num_classes]``.
+        """
         return self.head(self.encoder.encode(batch)[1].float())
 
 
 def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str | Path, resume: bool = False,
              data=None, num_classes: int | None = None) -> list[dict]:
-    """New classification head on a pretrained (or, without a path, fresh) encoder.
+    """Train a new classification head on a pretrained (or, without a path, fresh) encoder.
 
-    ``num_classes`` defaults to the largest label seen + 1; pass it when a fold may miss a class.
+    Args:
+        cfg: The settings (``freeze_encoder`` keeps the encoder fixed).
+        encoder_path: The pretrained encoder, or None for a fresh one.
+        output_dir: The run directory.
+        resume: Continue from ``last.pt``.
+        data: ``(train, test)`` TreeData lists, or None for :func:`~tracegraph.trees.inputs.labelled_split`.
+        num_classes: Number of classes; None for the largest label seen + 1 (pass it when a fold
+            may miss a class).
+
+    Returns:
+        The per-epoch history.
     """
     out = Path(output_dir)
     seed_everything(cfg.seed)
@@ -247,7 +320,18 @@ def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str 
 
 
 def load_classifier(path: str | Path, device="cpu") -> Classifier:
-    """The fine-tuned model in a finetune run's last.pt (encoder + head)."""
+    """Load the fine-tuned model (encoder and head) in a fine-tuning run's ``last.pt``.
+
+    Args:
+        path: The checkpoint.
+        device: Where to load it.
+
+    Returns:
+        The classifier.
+
+    Raises:
+        DataError: If the file is missing or not a fine-tuning checkpoint.
+    """
     ck = load_checkpoint(path, map_location=device)
     if ck.get("kind") != "finetune":
         raise DataError(f"not a fine-tuning checkpoint (kind {ck.get('kind')!r})", path)
@@ -258,7 +342,17 @@ def load_classifier(path: str | Path, device="cpu") -> Classifier:
 
 @torch.no_grad()
 def predict(model: Classifier, data, batch_size: int = 64, device="cpu") -> np.ndarray:
-    """Predicted class of every item, in order."""
+    """The predicted class of every item, in order.
+
+    Args:
+        model: The classifier (put in eval mode and moved to ``device``).
+        data: TreeData items.
+        batch_size: Trees per batch.
+        device: Where to compute.
+
+    Returns:
+        ``[n]`` classes.
+    """
     model.eval().to(device)
     out = [model(b.to(device)).argmax(-1).cpu() for b in make_loader(data, batch_size, False)]
     return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.int64)

@@ -26,7 +26,14 @@ OVERRIDE = {"train": "--train (explain, predict) or --filter (evaluate)", "valid
 
 
 def sha256_of(path: str | Path) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    """The SHA-256 of a file's bytes, read in 1 MiB blocks.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The digest as 64 hexadecimal digits.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -35,8 +42,9 @@ def sha256_of(path: str | Path) -> str:
 
 
 def record_data_files(files: dict[str, str | Path | None], run_dir: str | Path) -> dict:
-    """What ``config.json`` records of each given file: absolute path, path relative to the run
-    directory, sha256.
+    """What ``config.json`` records of each given file.
+
+    That is its absolute path, its path relative to the run directory, and its sha256.
 
     Args:
         files: split name -> file (None: not given, left out).

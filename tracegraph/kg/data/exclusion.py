@@ -24,23 +24,57 @@ from tracegraph.kg.data.triples import KnownTails, TripleSet, encode_triples, re
 
 
 def triple_keys(ids: np.ndarray, num_entities: int, num_relations: int) -> np.ndarray:
-    """One integer per (h, r, t), for set membership tests."""
+    """One integer per ``(h, r, t)`` row, for set-membership tests.
+
+    Args:
+        ids: Integer triples, shape ``[N, 3]`` (anything reshapeable to it).
+        num_entities: Number of entities (ids are below it).
+        num_relations: Number of relation ids, inverses included when present.
+
+    Returns:
+        ``[N]`` int64 keys, equal exactly when the triples are equal.
+    """
     ids = np.asarray(ids, np.int64).reshape(-1, 3)
     return (ids[:, 0] * num_relations + ids[:, 1]) * num_entities + ids[:, 2]
 
 
 def excluded_mask(train_ids: np.ndarray, excluded_ids: np.ndarray, num_entities: int, num_relations: int) -> np.ndarray:
-    """True for every row of ``train_ids`` equal to one of ``excluded_ids`` (all copies of a duplicate)."""
+    """Mark every row of ``train_ids`` that equals one of ``excluded_ids`` (all copies of a duplicate).
+
+    Args:
+        train_ids: Integer triples, shape ``[N, 3]``.
+        excluded_ids: Integer triples to look for, shape ``[M, 3]``.
+        num_entities: Number of entities.
+        num_relations: Number of relation ids, inverses included when present.
+
+    Returns:
+        ``[N]`` boolean mask.
+    """
     return np.isin(triple_keys(train_ids, num_entities, num_relations),
                    triple_keys(excluded_ids, num_entities, num_relations))
 
 
 def exclude_from_samples(exclude_path: str, train: TripleSet, samples: np.ndarray, known: KnownTails | None,
                          mcfg) -> tuple[KnownTails | None, np.ndarray]:
-    """(the KvsAll targets without the excluded triples, which samples stay in their batches).
+    """Remove the triples listed in a file from the training samples and targets.
 
     ``samples`` and ``known`` are what the full training set gives; every excluded triple must be
-    one of its training triples (a typo would otherwise silently exclude nothing)."""
+    one of its training triples (a typo would otherwise silently exclude nothing).
+
+    Args:
+        exclude_path: The triples file of the triples to leave out.
+        train: The full training set.
+        samples: The training samples: ``(h, r)`` pairs for KvsAll, triples for 1vsAll.
+        known: The KvsAll targets of the full set; None for 1vsAll training.
+        mcfg: The model configuration (its ``reciprocal`` and ``num_relation_rows``).
+
+    Returns:
+        The KvsAll targets without the excluded triples (None for 1vsAll), and a boolean mask over
+        ``samples`` of those that stay in the batches.
+
+    Raises:
+        DataError: If an excluded triple is not a training triple (naming its line).
+    """
     lt = read_labeled_triples(exclude_path)
     excluded = encode_triples(lt, train.entities, train.relations)
     R = train.num_relations

@@ -1,5 +1,7 @@
-"""KGX JSON Lines import (the format ROBOKOP ships): nodes.jsonl + edges.jsonl ->
-triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json, node_category.txt.
+"""KGX JSON Lines import (the format ROBOKOP ships).
+
+nodes.jsonl + edges.jsonl -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt,
+edge_map.json, node_category.txt.
 
 A relation is a predicate together with its qualifiers: edges with the same predicate but other
 qualifier values become different relations. The relation label is ``predicate:N`` and
@@ -52,6 +54,15 @@ def _str_field(obj: dict, key: str, path, no) -> str:
 
 @dataclass
 class KGXImport:
+    """Counts from a KGX import.
+
+    Attributes:
+        triples: Edges written as triples.
+        entities: Distinct nodes.
+        relations: Distinct relations (predicate with its qualifiers).
+        nodes_only_in_edges: Nodes named by an edge but missing from the nodes file (their id is
+            used as their name).
+    """
     triples: int
     entities: int
     relations: int
@@ -59,6 +70,24 @@ class KGXImport:
 
 
 def import_kgx(nodes_path: str | Path, edges_path: str | Path, out_dir: str | Path) -> KGXImport:
+    """Convert KGX JSON-lines node and edge files into a triples file and its label files.
+
+    Each distinct predicate with its qualifiers becomes one relation ``predicate:N``. Written into
+    ``out_dir``: ``triples.txt``, ``node_dict.txt``, ``rel_dict.txt``, ``node_name_dict.txt``,
+    ``node_category.txt`` and ``edge_map.json``.
+
+    Args:
+        nodes_path: The KGX nodes file (``.jsonl``; objects with ``id``, optional ``name``, ``category``).
+        edges_path: The KGX edges file (objects with ``subject``, ``predicate``, ``object``).
+        out_dir: The directory to write into.
+
+    Returns:
+        The import's counts.
+
+    Raises:
+        DataError: If a line is not a JSON object, a required field is missing or holds a tab or
+            newline, or a node id repeats.
+    """
     names: dict[str, str] = {}
     categories: dict[str, str] = {}
     for no, obj in _jsonl(nodes_path):

@@ -45,11 +45,18 @@ class RunLabels:
     relation_names: dict[str, str] = field(default_factory=dict)
 
     def relation(self, text: str, relations: IdMap) -> str:
-        """The relation label ``text`` means: a label itself (``predicate:4``), or a readable relation
-        (``biolink:treats``, or ``biolink:affects (object_direction_qualifier=increased)``).
+        """The relation label that ``text`` means.
+
+        Args:
+            text: A relation label itself (``predicate:4``), or a readable relation
+                (``biolink:treats``, or ``biolink:affects (object_direction_qualifier=increased)``).
+            relations: The run's relation id map.
+
+        Returns:
+            The relation label.
 
         Raises:
-            TracegraphError: no relation, or several, go by that name.
+            TracegraphError: If no relation, or several, go by that name.
         """
         if text in relations:
             return text
@@ -66,7 +73,18 @@ class RunLabels:
         raise relations.unknown(text, "relation")
 
     def entity(self, text: str, entities: IdMap) -> str:
-        """The entity label ``text`` means: a label itself, or a name only one entity has."""
+        """The entity label that ``text`` means: a label itself, or a name only one entity has.
+
+        Args:
+            text: An entity label or name.
+            entities: The run's entity id map.
+
+        Returns:
+            The entity label.
+
+        Raises:
+            TracegraphError: If no entity, or several, go by that name.
+        """
         if text in entities:
             return text
         hits = [lab for lab, name in self.entity_names.items() if name == text]

@@ -15,6 +15,15 @@ from tracegraph.runtime.checkpoints import atomic_path, atomic_write_text
 
 @dataclass
 class SplitResult:
+    """A split of a triples file.
+
+    Attributes:
+        train: Training triples ``(head, relation, tail)``.
+        valid: Validation triples.
+        test: Test triples.
+        dropped: Triples removed from ``"valid"`` and ``"test"`` because an entity or the relation
+            does not occur in train.
+    """
     train: list[tuple[str, str, str]]
     valid: list[tuple[str, str, str]]
     test: list[tuple[str, str, str]]
@@ -22,8 +31,23 @@ class SplitResult:
 
 
 def split_triples(lt: LabeledTriples, valid_fraction: float, test_fraction: float, seed: int) -> SplitResult:
-    """Shuffle with ``seed``, cut by fractions; valid/test triples whose entities or relation do
-    not occur in train are dropped (and reported), since a model cannot rank what it never saw."""
+    """Shuffle distinct triples with ``seed`` and cut them into train, valid and test by fractions.
+
+    Valid and test triples whose entities or relation do not occur in train are dropped (and
+    reported), since a model cannot rank what it never saw. Exact duplicates are dropped first.
+
+    Args:
+        lt: The triples.
+        valid_fraction: Share of triples for validation, in ``[0, 1)``.
+        test_fraction: Share of triples for testing, in ``[0, 1)``.
+        seed: Shuffling seed.
+
+    Returns:
+        The split.
+
+    Raises:
+        TracegraphError: If the fractions are out of range or sum to 1 or more.
+    """
     if not (0 <= valid_fraction < 1 and 0 <= test_fraction < 1 and valid_fraction + test_fraction < 1):
         raise TracegraphError("fractions must be in [0, 1) and sum to less than 1")
     triples = list(dict.fromkeys(zip(lt.heads, lt.relations, lt.tails)))  # drop exact duplicates
@@ -46,15 +70,35 @@ def split_triples(lt: LabeledTriples, valid_fraction: float, test_fraction: floa
 
 
 def write_triples(path: str | Path, rows) -> None:
+    """Write ``(head, relation, tail)`` rows as a tab-separated triples file, atomically.
+
+    Args:
+        path: The destination file.
+        rows: Iterable of ``(head, relation, tail)`` label tuples.
+    """
     atomic_write_text(path, "".join(f"{h}\t{r}\t{t}\n" for h, r, t in rows))
 
 
 def split_file(path, out_dir, valid_fraction=0.1, test_fraction=0.1, seed=0) -> SplitResult:
-    """Split one triples file into ``out_dir``/train.txt, valid.txt, test.txt.
+    """Split one triples file into ``out_dir``/train.txt, valid.txt and test.txt.
 
     The import's name files beside ``path`` (``node_name_dict.txt``, ``node_dict.txt``,
     ``edge_map.json``) are copied along when ``out_dir`` has none of its own: ``train`` records the
     ones next to the training file, which is how a run knows ``biolink:treats`` and readable names.
+
+    Args:
+        path: The triples file.
+        out_dir: The directory to write into (it must exist).
+        valid_fraction: Share of triples for validation.
+        test_fraction: Share of triples for testing.
+        seed: Shuffling seed.
+
+    Returns:
+        The split.
+
+    Raises:
+        DataError: If the triples file cannot be read.
+        TracegraphError: If the fractions are out of range.
     """
     res = split_triples(read_labeled_triples(path), valid_fraction, test_fraction, seed)
     out = Path(out_dir)
@@ -69,7 +113,17 @@ def split_file(path, out_dir, valid_fraction=0.1, test_fraction=0.1, seed=0) -> 
 
 
 def triple_stats(paths: list[str | Path]) -> dict:
-    """Per-file and combined counts: triples, entities, relations, duplicates, self-loops, degree."""
+    """Count triples, entities, relations, duplicates, self-loops and degrees per file and combined.
+
+    Args:
+        paths: Triples files.
+
+    Returns:
+        ``{"files": {path: stats}}``, plus ``"combined"`` when there are several files.
+
+    Raises:
+        DataError: If a file cannot be read.
+    """
     per_file = {}
     all_h, all_r, all_t = [], [], []
     for p in paths:

@@ -1,14 +1,19 @@
-"""Reading knowledge-graph triples and id maps, reciprocal relations, and the known-tails index.
+r"""Reading knowledge-graph triples and id maps, reciprocal relations, and the known-tails index.
 
 File formats (the ones researchers already have):
-  triples         ``head<TAB>relation<TAB>tail`` per line, no header
-  node_dict.txt   ``label<TAB>index`` (also rel_dict.txt); indices are 0..n-1
-  node_name_dict  ``name<TAB>index`` (readable names; names may repeat, indices may not)
-  edge_map.json   JSON object: key = JSON string of the edge's qualifier object, value = the
-                  relation label used in the triples (e.g. ``predicate:7``)
+
+triples
+    ``head<TAB>relation<TAB>tail`` per line, no header.
+node_dict.txt
+    ``label<TAB>index`` (also rel_dict.txt); indices are 0..n-1.
+node_name_dict
+    ``name<TAB>index`` (readable names; names may repeat, indices may not).
+edge_map.json
+    JSON object: key = JSON string of the edge's qualifier object, value = the relation label
+    used in the triples (e.g. ``predicate:7``).
 
 Every reader raises :class:`~tracegraph.errors.DataError` naming the file and line.
-Blank lines are ignored; a trailing ``\\r`` (Windows line ends) is removed.
+Blank lines are ignored; a trailing ``\r`` (Windows line ends) is removed.
 """
 
 from __future__ import annotations
@@ -32,7 +37,18 @@ from tracegraph.runtime.textfiles import strip_bom
 
 
 def read_text(path: str | Path, what: str = "file") -> str:
-    """The file's UTF-8 text; a ``.gz`` file is decompressed first, a byte-order mark removed with a note."""
+    """A file's UTF-8 text; a ``.gz`` file is decompressed first, a byte-order mark removed with a note.
+
+    Args:
+        path: The file.
+        what: What the file is, for error messages.
+
+    Returns:
+        The text.
+
+    Raises:
+        DataError: If the file is missing, not valid gzip, or not UTF-8 (naming the line).
+    """
     p = require_file(path, what)
     data = p.read_bytes()
     if p.name.endswith(".gz"):
@@ -51,9 +67,19 @@ def read_text(path: str | Path, what: str = "file") -> str:
 
 
 def read_tsv(path: str | Path, ncols: int, what: str, header_hint: str) -> tuple[list[list[str]], np.ndarray]:
-    """Split a tab-separated file into ``ncols`` non-empty fields per line.
+    """Split a tab-separated file into ``ncols`` non-empty fields per line; blank lines are skipped.
 
-    Returns the columns and the 1-based line number of every row (for later error messages).
+    Args:
+        path: The file.
+        ncols: Fields per line.
+        what: What the file is, for error messages.
+        header_hint: The expected layout, for error messages (e.g. ``"label<TAB>index"``).
+
+    Returns:
+        The ``ncols`` columns as lists of strings, and the 1-based line number of every row.
+
+    Raises:
+        DataError: If a line has another number of fields or an empty field, or the file is empty.
     """
     text = read_text(path, what)
     cols: list[list[str]] = [[] for _ in range(ncols)]
@@ -84,7 +110,8 @@ def read_tsv(path: str | Path, ncols: int, what: str, header_hint: str) -> tuple
 class UnknownLabelError(DataError, KeyError):
     """A label that is not in an id map; the message names it and the closest known labels.
 
-    Also a ``KeyError``, so ``except KeyError`` around :meth:`IdMap.id` keeps working."""
+    Also a ``KeyError``, so ``except KeyError`` around :meth:`IdMap.id` keeps working.
+    """
 
     def __str__(self) -> str:  # KeyError would print the message quoted
         return DataError.__str__(self)
@@ -113,11 +140,30 @@ class IdMap:
 
     @classmethod
     def from_labels(cls, labels: Iterable[str]) -> "IdMap":
-        """Ids in sorted label order, so the same data always gives the same ids."""
+        """Build a map with ids in sorted label order, so the same data always gives the same ids.
+
+        Args:
+            labels: Labels; duplicates are merged.
+
+        Returns:
+            The map.
+        """
         return cls(sorted(set(labels)))
 
     @classmethod
     def read(cls, path: str | Path, what: str = "id map") -> "IdMap":
+        """Read a ``label<TAB>index`` file whose indices are exactly ``0..n-1``.
+
+        Args:
+            path: The file.
+            what: What the file is, for error messages.
+
+        Returns:
+            The map.
+
+        Raises:
+            DataError: If a line is malformed, a label repeats, or the indices are not contiguous.
+        """
         (labels, idx), lines = read_tsv(path, 2, what, "label<TAB>index")
         ids = _parse_indices(idx, path, lines)
         seen_label: dict[str, int] = {}
@@ -129,6 +175,11 @@ class IdMap:
         return cls([labels[i] for i in ordered])
 
     def write(self, path: str | Path) -> None:
+        """Write the map as ``label<TAB>index`` lines, atomically.
+
+        Args:
+            path: The destination file.
+        """
         atomic_write_text(path, "".join(f"{lab}\t{i}\n" for i, lab in enumerate(self.labels)))
 
     def __len__(self) -> int:
@@ -145,7 +196,14 @@ class IdMap:
         return f"IdMap([{shown}{', …' if len(self) > 3 else ''}], {len(self)} labels)"
 
     def contains_all(self, labels: Sequence[str]) -> np.ndarray:
-        """Boolean mask: which of ``labels`` are in the map."""
+        """Which of ``labels`` are in the map.
+
+        Args:
+            labels: Labels to look up.
+
+        Returns:
+            Boolean mask, one entry per label.
+        """
         if not len(labels):
             return np.zeros(0, bool)
         return self._index.get_indexer(pd.Index(labels, dtype=object)) >= 0
@@ -154,13 +212,36 @@ class IdMap:
         return isinstance(other, IdMap) and self.labels == other.labels
 
     def id(self, label: str, what: str = "label") -> int:
+        """The id of one label.
+
+        Args:
+            label: The label.
+            what: What the label is (``"entity"``, ``"relation"``), for the error message.
+
+        Returns:
+            The id.
+
+        Raises:
+            UnknownLabelError: If the label is not in the map (naming the closest known labels).
+        """
         pos = self._index.get_indexer([label])[0]
         if pos < 0:
             raise self.unknown(label, what)
         return int(pos)
 
     def ids(self, labels: Iterable[str], what: str = "label") -> np.ndarray:
-        """Labels typed by hand (no file to point at) -> ids; an unknown one names its closest matches."""
+        """The ids of labels typed by hand (there is no file to point at).
+
+        Args:
+            labels: The labels.
+            what: What the labels are, for the error message.
+
+        Returns:
+            int64 ids, one per label.
+
+        Raises:
+            UnknownLabelError: For the first label not in the map (naming its closest matches).
+        """
         labels = list(labels)
         ids = self._index.get_indexer(pd.Index(labels, dtype=object)) if labels else np.zeros(0, np.int64)
         missing = np.flatnonzero(ids < 0)
@@ -169,13 +250,34 @@ class IdMap:
         return ids.astype(np.int64)
 
     def unknown(self, label, what: str = "label") -> UnknownLabelError:
-        """The error for a label that is not here, with up to three similar known labels."""
+        """The error for a label that is not here, with up to three similar known labels.
+
+        Args:
+            label: The missing label.
+            what: What the label is, for the message.
+
+        Returns:
+            The error (for the caller to raise).
+        """
         close = difflib.get_close_matches(str(label), self.labels, n=3, cutoff=0.6)
         hint = f"; closest: {', '.join(repr(c) for c in close)}" if close else ""
         return UnknownLabelError(f"{what} {label!r} is not in the id map{hint}")
 
     def encode(self, labels: Sequence[str], path=None, lines=None, what: str = "label") -> np.ndarray:
-        """Map labels to ids; an unknown label is a DataError naming the file and line."""
+        """Map labels read from a file to ids.
+
+        Args:
+            labels: The labels.
+            path: The file they came from, for the error message.
+            lines: The 1-based line of every label, for the error message.
+            what: What the labels are, for the error message.
+
+        Returns:
+            int64 ids, one per label.
+
+        Raises:
+            DataError: For the first label not in the map, naming the file and line.
+        """
         ids = self._index.get_indexer(pd.Index(labels, dtype=object)) if len(labels) else np.zeros(0, np.int64)
         missing = np.flatnonzero(ids < 0)
         if missing.size:
@@ -186,6 +288,14 @@ class IdMap:
         return ids.astype(np.int64)
 
     def decode(self, ids: Iterable[int]) -> list[str]:
+        """The labels of ``ids``.
+
+        Args:
+            ids: Ids in ``0..n-1``.
+
+        Returns:
+            One label per id.
+        """
         return [self.labels[int(i)] for i in ids]
 
 
@@ -213,7 +323,17 @@ def _check_contiguous(ids: np.ndarray, path, lines) -> np.ndarray:
 
 
 def read_name_dict(path: str | Path) -> dict[int, str]:
-    """``name<TAB>index`` lines -> {index: name}. Names may repeat; indices may not."""
+    """Read a ``name<TAB>index`` file into ``{index: name}``; names may repeat, indices may not.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The names by index.
+
+    Raises:
+        DataError: If a line is malformed or an index repeats.
+    """
     (names, idx), lines = read_tsv(path, 2, "name dict", "name<TAB>index")
     ids = _parse_indices(idx, path, lines)
     out: dict[int, str] = {}
@@ -225,11 +345,27 @@ def read_name_dict(path: str | Path) -> dict[int, str]:
 
 
 def write_name_dict(path: str | Path, names: dict[int, str]) -> None:
+    """Write ``{index: name}`` as ``name<TAB>index`` lines in index order, atomically.
+
+    Args:
+        path: The destination file.
+        names: The names by index.
+    """
     atomic_write_text(path, "".join(f"{names[i]}\t{i}\n" for i in sorted(names)))
 
 
 def read_edge_map(path: str | Path) -> dict[str, str]:
-    """edge_map.json -> {relation label (e.g. 'predicate:7'): readable description}."""
+    """Read ``edge_map.json`` into ``{relation label (e.g. "predicate:7"): readable description}``.
+
+    Args:
+        path: The file, a JSON object mapping a qualifier JSON key to a relation label.
+
+    Returns:
+        The descriptions by relation label (see :func:`describe_edge_key`).
+
+    Raises:
+        DataError: If the file is not such an object.
+    """
     from tracegraph.runtime.checkpoints import read_json
 
     raw = read_json(path)
@@ -244,8 +380,17 @@ def read_edge_map(path: str | Path) -> dict[str, str]:
 
 
 def describe_edge_key(key: str) -> str:
-    """'{"predicate": "biolink:affects", "object_direction_qualifier": "increased"}' ->
-    'biolink:affects (object_direction_qualifier=increased)'."""
+    """Turn an edge-map key into a readable relation.
+
+    For example ``{"predicate": "biolink:affects", "object_direction_qualifier": "increased"}``
+    becomes ``biolink:affects (object_direction_qualifier=increased)``.
+
+    Args:
+        key: The JSON key; a key that is not a JSON object is returned unchanged.
+
+    Returns:
+        The readable relation.
+    """
     try:
         obj = json.loads(key)
     except json.JSONDecodeError:
@@ -258,6 +403,12 @@ def describe_edge_key(key: str) -> str:
 
 
 def write_edge_map(path: str | Path, edge_map: dict[str, str]) -> None:
+    """Write an edge map (qualifier JSON key to relation label) as JSON, atomically.
+
+    Args:
+        path: The destination file.
+        edge_map: The map.
+    """
     atomic_write_json(path, edge_map)
 
 
@@ -265,8 +416,19 @@ def write_edge_map(path: str | Path, edge_map: dict[str, str]) -> None:
 
 
 def triple_file_stem(index: int, head: str, tail: str, width: int = 3) -> str:
-    """``triple_NNN_<head>_<tail>``, the stem of every per-test-triple output file (filter,
-    explain); ':', '/', '\\' and whitespace become '_'."""
+    r"""The stem ``triple_NNN_<head>_<tail>`` of every per-test-triple output file.
+
+    ``:``, ``/``, ``\`` and whitespace in the labels become ``_``.
+
+    Args:
+        index: The test triple's index.
+        head: The head label.
+        tail: The tail label.
+        width: Digits of the zero-padded index.
+
+    Returns:
+        The stem.
+    """
     safe = lambda s: re.sub(r"[:/\\\s]", "_", s)  # noqa: E731
     return f"triple_{index:0{width}d}_{safe(head)}_{safe(tail)}"
 
@@ -292,11 +454,29 @@ HEADER_WORDS = {"head", "relation", "tail", "subject", "predicate", "object", "s
 
 
 def is_header(fields: Sequence[str]) -> bool:
+    """Whether every field is a column name such as ``head``, ``relation``, ``tail`` (ignoring ``#:``).
+
+    Args:
+        fields: The fields of a file's first line.
+
+    Returns:
+        True for a header line.
+    """
     return all(f.strip("#: ").lower() in HEADER_WORDS for f in fields)
 
 
 def read_labeled_triples(path: str | Path) -> LabeledTriples:
-    """A triples file; a first line made of column names (``head relation tail``…) is skipped with a note."""
+    """Read a ``head<TAB>relation<TAB>tail`` file; a first line of column names is skipped with a note.
+
+    Args:
+        path: The triples file (``.gz`` allowed).
+
+    Returns:
+        The triples as labels, with their lines.
+
+    Raises:
+        DataError: If the file is missing, malformed, or holds only a header line.
+    """
     (h, r, t), lines = read_tsv(path, 3, "triples file", "head<TAB>relation<TAB>tail")
     if is_header((h[0], r[0], t[0])):
         from tracegraph.runtime.progress import log
@@ -309,7 +489,14 @@ def read_labeled_triples(path: str | Path) -> LabeledTriples:
 
 
 def count_duplicates(lt: LabeledTriples) -> int:
-    """Lines repeating a (head, relation, tail) of an earlier line."""
+    """The number of lines repeating the ``(head, relation, tail)`` of an earlier line.
+
+    Args:
+        lt: The triples.
+
+    Returns:
+        The count.
+    """
     return len(lt) - len(set(zip(lt.heads, lt.relations, lt.tails)))
 
 
@@ -327,18 +514,41 @@ class TripleSet:
 
     @property
     def num_entities(self) -> int:
+        """Number of entities in the map."""
         return len(self.entities)
 
     @property
     def num_relations(self) -> int:
+        """Number of relations in the map (without inverses)."""
         return len(self.relations)
 
     def labels(self, k: int) -> tuple[str, str, str]:
+        """The labels of triple ``k``.
+
+        Args:
+            k: Row index.
+
+        Returns:
+            ``(head, relation, tail)`` labels.
+        """
         h, r, t = self.ids[k]
         return self.entities.labels[h], self.relations.labels[r], self.entities.labels[t]
 
 
 def encode_triples(lt: LabeledTriples, entities: IdMap, relations: IdMap) -> np.ndarray:
+    """Map labelled triples to ids.
+
+    Args:
+        lt: The triples.
+        entities: The entity map.
+        relations: The relation map.
+
+    Returns:
+        int64 array ``[N, 3]`` of head, relation, tail ids.
+
+    Raises:
+        DataError: For the first unknown label, naming the file and line.
+    """
     h = entities.encode(lt.heads, lt.path, lt.lines, "entity")
     r = relations.encode(lt.relations, lt.path, lt.lines, "relation")
     t = entities.encode(lt.tails, lt.path, lt.lines, "entity")
@@ -348,7 +558,19 @@ def encode_triples(lt: LabeledTriples, entities: IdMap, relations: IdMap) -> np.
 def read_triples(
     path: str | Path, entities: IdMap | None = None, relations: IdMap | None = None
 ) -> TripleSet:
-    """Read a triples file into ids; maps are built from the file when not given."""
+    """Read a triples file into ids; the maps are built from the file when not given.
+
+    Args:
+        path: The triples file.
+        entities: The entity map, or None to build it from the file's labels.
+        relations: The relation map, or None to build it from the file's labels.
+
+    Returns:
+        The triples with their maps.
+
+    Raises:
+        DataError: If the file is malformed or a label is not in a given map.
+    """
     lt = read_labeled_triples(path)
     entities = entities or IdMap.from_labels(lt.heads + lt.tails)
     relations = relations or IdMap.from_labels(lt.relations)
@@ -356,7 +578,15 @@ def read_triples(
 
 
 def with_reciprocals(ids: np.ndarray, num_relations: int) -> np.ndarray:
-    """Append (t, r + R, h) for every (h, r, t): relation r's inverse has id r + R."""
+    """Append ``(t, r + R, h)`` for every ``(h, r, t)``: relation ``r``'s inverse has id ``r + R``.
+
+    Args:
+        ids: Triples, shape ``[N, 3]``.
+        num_relations: ``R``, the number of relations without inverses.
+
+    Returns:
+        ``[2N, 3]``: the triples, then their inverses.
+    """
     inv = ids[:, [2, 1, 0]].copy()
     inv[:, 1] += num_relations
     return np.concatenate([ids, inv], axis=0)
@@ -386,7 +616,15 @@ class KnownTails:
         return len(self.keys)
 
     def key_rows(self, heads: np.ndarray, relations: np.ndarray) -> np.ndarray:
-        """Row of each (h, r) in the index, -1 when the pair has no known tail."""
+        """The row of each ``(h, r)`` in the index.
+
+        Args:
+            heads: Head ids, shape ``[B]``.
+            relations: Relation ids, shape ``[B]``.
+
+        Returns:
+            ``[B]`` row numbers, -1 where the pair has no known tail.
+        """
         key = np.asarray(heads, np.int64) * self.num_relations + np.asarray(relations, np.int64)
         pos = np.searchsorted(self.keys, key)
         pos_c = np.minimum(pos, max(len(self.keys) - 1, 0))
@@ -394,7 +632,15 @@ class KnownTails:
         return np.where(hit, pos_c, -1)
 
     def batch(self, heads: np.ndarray, relations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For a batch of (h, r): (row_index, tail) pairs of every known tail, as two arrays."""
+        """Every known tail of a batch of ``(h, r)`` pairs, as ``(row_index, tail)`` pairs.
+
+        Args:
+            heads: Head ids, shape ``[B]``.
+            relations: Relation ids, shape ``[B]``.
+
+        Returns:
+            Two equal-length arrays: the batch position (``0..B-1``) and the tail id of every known tail.
+        """
         rows = self.key_rows(heads, relations)
         valid = rows >= 0
         starts = np.where(valid, self.indptr[np.maximum(rows, 0)], 0)
@@ -404,6 +650,15 @@ class KnownTails:
         return batch_idx, self.tails[np.repeat(starts, counts) + offsets]
 
     def tails_of(self, head: int, relation: int) -> np.ndarray:
+        """The sorted known tails of one ``(head, relation)``.
+
+        Args:
+            head: Head id.
+            relation: Relation id.
+
+        Returns:
+            The tail ids (empty if none).
+        """
         row = self.key_rows(np.array([head]), np.array([relation]))[0]
         return self.tails[self.indptr[row] : self.indptr[row + 1]] if row >= 0 else np.zeros(0, np.int64)
 

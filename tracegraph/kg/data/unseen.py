@@ -26,6 +26,17 @@ POLICIES = ("include", "drop", "error")
 
 
 def check_policy(policy: str) -> str:
+    """Check an ``--unseen`` policy name.
+
+    Args:
+        policy: ``"error"``, ``"include"`` or ``"drop"``.
+
+    Returns:
+        ``policy``.
+
+    Raises:
+        TracegraphError: If it is not one of them.
+    """
     if policy not in POLICIES:
         raise TracegraphError(f"--unseen must be one of {', '.join(POLICIES)}, not {policy!r}")
     return policy
@@ -41,10 +52,12 @@ class UnseenReport:
     per_split: dict[str, int] = field(default_factory=dict)  # split -> distinct unseen entities in it
 
     def to_json(self) -> dict:
+        """The report as written to config.json / evaluation.json (at most 100 entity labels)."""
         return {"policy": self.policy, "entities": len(self.entities), "entity_labels": self.entities[:100],
                 "entities_per_split": self.per_split, "triples": self.triples, "dropped": self.policy == "drop"}
 
     def describe(self) -> str | None:
+        """One log line saying what was found and done, or None when there is nothing to say."""
         if not self.entities or self.policy == "error":  # error: the id map's own message says it
             return None
         where = ", ".join(f"{self.per_split[s]} in {s} ({n} triple{'s' * (n != 1)})"
@@ -55,7 +68,15 @@ class UnseenReport:
 
 
 def unseen_mask(lt: LabeledTriples, known: IdMap | set) -> np.ndarray:
-    """Rows whose head or tail is not in ``known``."""
+    """Mark the rows whose head or tail is not in ``known``.
+
+    Args:
+        lt: The triples.
+        known: The known entities, as an id map or a set of labels.
+
+    Returns:
+        Boolean mask, one entry per triple.
+    """
     if isinstance(known, IdMap):
         h, t = known.contains_all(lt.heads), known.contains_all(lt.tails)
     else:
@@ -65,6 +86,15 @@ def unseen_mask(lt: LabeledTriples, known: IdMap | set) -> np.ndarray:
 
 
 def subset(lt: LabeledTriples, keep: np.ndarray) -> LabeledTriples:
+    """The triples where ``keep`` is true, with their lines.
+
+    Args:
+        lt: The triples.
+        keep: Boolean mask, one entry per triple.
+
+    Returns:
+        The selected triples.
+    """
     idx = np.flatnonzero(keep)
     pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
     return LabeledTriples(pick(lt.heads), pick(lt.relations), pick(lt.tails), lt.lines[idx], lt.path)
@@ -74,10 +104,21 @@ def apply_policy(entities: IdMap, splits: dict[str, LabeledTriples], policy: str
                  trained: IdMap | set | None = None) -> tuple[IdMap, dict[str, LabeledTriples], UnseenReport]:
     """Apply ``policy`` to the evaluation ``splits`` given the id map built from train.
 
-    ``trained``: the entities training actually saw when that differs from ``entities`` (a model
-    trained with ``include`` has unseen entities in its map). Returns the (possibly extended) map,
-    the (possibly reduced) splits and the report. ``error`` changes nothing: encoding then raises
-    the id map's usual message.
+    ``error`` changes nothing: encoding then raises the id map's usual message.
+
+    Args:
+        entities: The entity map built from train.
+        splits: Evaluation splits by name (``"valid"``, ``"test"``).
+        policy: ``"error"``, ``"include"`` (unseen entities join the map) or ``"drop"`` (their
+            triples leave the splits).
+        trained: The entities training actually saw, when that differs from ``entities`` (a model
+            trained with ``include`` has unseen entities in its map); None means ``entities``.
+
+    Returns:
+        The (possibly extended) map, the (possibly reduced) splits, and the report.
+
+    Raises:
+        TracegraphError: If the policy name is unknown.
     """
     check_policy(policy)
     reference = trained if trained is not None else entities
@@ -100,18 +141,41 @@ def apply_policy(entities: IdMap, splits: dict[str, LabeledTriples], policy: str
 
 
 def encode_known(lt: LabeledTriples, entities: IdMap, relations: IdMap) -> np.ndarray:
-    """Encode only the triples every label of which is in the maps (for filter sets, where a
-    triple the model cannot score filters nothing)."""
+    """Encode only the triples all of whose labels are in the maps.
+
+    For filter sets, where a triple the model cannot score filters nothing.
+
+    Args:
+        lt: The triples.
+        entities: The entity map.
+        relations: The relation map.
+
+    Returns:
+        int64 array ``[N, 3]`` of the kept triples.
+    """
     keep = ~unseen_mask(lt, entities) & relations.contains_all(lt.relations)
     return encode_triples(subset(lt, keep), entities, relations)
 
 
 def evaluation_triples(lm, test, policy: str, train_files: list) -> tuple[np.ndarray, dict]:
-    """The test triples of ``evaluate`` as ids under ``policy``, and the report.
+    """The test triples of an evaluation as ids under ``policy``, and the report.
 
-    "Unseen" means absent from the run's training file (``train_files``; the model's id map when
-    the run recorded none). An entity the model has no id for at all cannot be ranked: ``include``
-    refuses it with a pointer to ``drop`` or to retraining with ``--unseen include``.
+    "Unseen" means absent from the run's training file (the model's id map when the run recorded
+    none). An entity the model has no id for at all cannot be ranked: ``include`` refuses it with a
+    pointer to ``drop`` or to retraining with ``--unseen include``.
+
+    Args:
+        lm: The loaded model's store (its ``entities`` and ``relations`` maps).
+        test: The test triples file.
+        policy: ``"error"``, ``"include"`` or ``"drop"``.
+        train_files: The run's training file, if recorded (a list of at most one path).
+
+    Returns:
+        int64 array ``[N, 3]`` of test triples, and the report as JSON.
+
+    Raises:
+        TracegraphError: If an entity is unseen under ``error``, or has no id under ``include``.
+        DataError: If the test file is malformed or names an unknown relation.
     """
     from tracegraph.kg.data.triples import read_labeled_triples
     from tracegraph.runtime.progress import log

@@ -24,6 +24,16 @@ from tracegraph.runtime.progress import console, quiet
 
 @dataclass
 class DemoConfig:
+    """Settings of ``tracegraph demo``.
+
+    Attributes:
+        output_dir: Where the graph, run, explanations and report go.
+        quick: Use a smaller graph and model (see :func:`preset`).
+        seed: Seed of the graph and the training.
+        n_explain: Best-predicted test triples shown in the report.
+        device: Where to train and explain.
+        threads: Torch intra-op threads during the demo (1 is robust on shared CPUs).
+    """
     output_dir: str = "demo-output"
     quick: bool = False
     seed: int = 0
@@ -58,6 +68,14 @@ class Preset:
 
 
 def preset(quick: bool) -> Preset:
+    """The demo's sizes: the default, or a smaller graph and model for ``--quick``.
+
+    Args:
+        quick: Whether to use the quick sizes.
+
+    Returns:
+        The sizes.
+    """
     if not quick:
         return Preset()
     return Preset(model=dict(embedding_dim=32, embedding_height=4, embedding_width=8, output_channels=8),
@@ -86,6 +104,16 @@ STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "necess
 
 
 def run_demo(cfg: DemoConfig) -> dict:
+    """Run the whole demo: generate the graph, train, explain, check fidelity and write the report.
+
+    Torch's thread count is set to ``cfg.threads`` for the duration and restored afterwards.
+
+    Args:
+        cfg: The settings.
+
+    Returns:
+        The demo's summary (output directory, seconds per stage, file paths, headline figures).
+    """
     import torch
 
     threads = torch.get_num_threads()

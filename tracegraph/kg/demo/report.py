@@ -1,5 +1,7 @@
-"""The demo's ``report.html``: the report every run gets (tracegraph/report), plus what only the demo
-has — headline cards, the recovery of the planted mechanisms, and the demo's own settings and timing.
+"""The demo's ``report.html``.
+
+The report every run gets (tracegraph/report), plus what only the demo has — headline cards, the
+recovery of the planted mechanisms, and the demo's own settings and timing.
 
 The explained edges are those ``explain`` wrote with its default method, each row tagged when it is
 a planted mechanism edge; the necessity section is the general one, headline sentence included.
@@ -29,7 +31,14 @@ def _mrr_map(rec: dict, m: str) -> tuple[float, float]:
 
 
 def recovery_section(fid: dict) -> Section:
-    """How well each method ranks the planted mechanism edges among each test edge's candidates."""
+    """The report section on how well each method ranks the planted mechanism edges among each test edge's candidates.
+
+    Args:
+        fid: The fidelity report (``recovery``, optionally ``recovery_other_loss``).
+
+    Returns:
+        The section.
+    """
     rec, other = fid["recovery"], fid.get("recovery_other_loss")
     s = rec["summary"]
     cols = list(next(iter(s.values())).keys())
@@ -58,7 +67,16 @@ def recovery_section(fid: dict) -> Section:
 
 
 def headline_cards(metrics: dict, counts: dict, fidelity: dict) -> Section:
-    """explain's default against the baselines on the same figures, and the necessity headline."""
+    """The report's headline: explain's default method against the baselines, and the necessity result.
+
+    Args:
+        metrics: The test metrics per side.
+        counts: The synthetic graph's counts.
+        fidelity: The fidelity report (``recovery``, optionally ``necessity``).
+
+    Returns:
+        The section.
+    """
     rec, nec = fidelity["recovery"]["summary"], fidelity.get("necessity") or {}
     baselines = [m for m in BASELINES[:2] if m in rec]
     items = []
@@ -91,6 +109,15 @@ def headline_cards(metrics: dict, counts: dict, fidelity: dict) -> Section:
 
 
 def demo_section(settings: dict, stage_seconds: dict) -> Section:
+    """The report section listing the demo's settings and the seconds per stage.
+
+    Args:
+        settings: Setting name to value.
+        stage_seconds: Stage name to seconds (None for a stage not run).
+
+    Returns:
+        The section.
+    """
     total = sum(v for v in stage_seconds.values() if v)
     timing = table(["stage", "seconds"], [[e(k), num(v, 1)] for k, v in stage_seconds.items()]
                    + [["total (before report)", num(total, 1)]])
@@ -111,8 +138,13 @@ def write_report(path, *, run, explanations, metrics, counts, fidelity, marks, s
         counts: the synthetic graph's sizes.
         fidelity: ``fidelity.json``'s content (recovery, necessity).
         marks: test edge (labels) -> its planted mechanism edges (labels).
-        settings, stage_seconds: the demo's own settings and each stage's wall time.
+        settings: the demo's own settings.
+        stage_seconds: each stage's wall time.
         n_checkpoints: checkpoints TracIn summed over (said in the explained section).
+        device: where to open ``run`` when it is a path.
+
+    Returns:
+        The path written.
     """
     if isinstance(run, (str, Path)):
         run = Run(run, device)

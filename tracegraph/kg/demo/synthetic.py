@@ -151,9 +151,22 @@ class SyntheticConfig:
         return cls(**{**small, **overrides})
 
     def size(self, kind: str) -> int:
+        """The number of entities of one kind.
+
+        Args:
+            kind: An entity kind (``drug``, ``gene``...).
+
+        Returns:
+            The ``n_<kind>s`` setting.
+        """
         return getattr(self, f"n_{kind}s")
 
     def validate(self) -> None:
+        """Check the settings.
+
+        Raises:
+            TracegraphError: If a count, weight, fraction or exponent is out of range.
+        """
         if any(self.size(k) < 2 for k in KINDS):
             raise TracegraphError("every entity type needs at least 2 entities")
         unknown = set(self.template_weights) - set(TEMPLATES)
@@ -169,12 +182,30 @@ class SyntheticConfig:
 
 @dataclass(frozen=True)
 class MechanismPath:
+    """One planted mechanism: the walk from a drug to the disease it treats.
+
+    Attributes:
+        template: The template it follows.
+        edges: Its edges as stored in train, in walk order from drug to disease.
+    """
     template: str
     edges: tuple[Triple, ...]  # as stored in train, in walk order from drug to disease
 
 
 @dataclass
 class SyntheticKG:
+    """A generated knowledge graph with its planted mechanisms.
+
+    Attributes:
+        config: The generator's settings.
+        seed: The generator's seed.
+        train: Training triples (labels).
+        valid: Validation triples.
+        test: Test triples.
+        mechanisms: Every planted treats edge (all splits) to its mechanism paths.
+        names: Label to readable name.
+        categories: Label to Biolink category.
+    """
     config: SyntheticConfig
     seed: int
     train: list[Triple]
@@ -185,6 +216,7 @@ class SyntheticKG:
     categories: dict[str, str]  # label -> Biolink category
 
     def counts(self) -> dict:
+        """Counts of entities (by category), relations, triples per split and planted mechanism paths."""
         cats = list(self.categories.values())
         test_paths = [self.mechanisms[t] for t in self.test]
         return {
@@ -212,7 +244,18 @@ def _count(items) -> dict[str, int]:
 
 
 def generate(config: SyntheticConfig | None = None, seed: int = 0) -> SyntheticKG:
-    """The whole generative story; the same (config, seed) gives the same graph."""
+    """Generate a synthetic drug-gene-disease graph; the same config and seed give the same graph.
+
+    Args:
+        config: The generator's settings; None for the defaults.
+        seed: The random seed.
+
+    Returns:
+        The graph.
+
+    Raises:
+        TracegraphError: If the settings are invalid.
+    """
     config = config or SyntheticConfig()
     config.validate()
     rng = np.random.default_rng(seed)
@@ -351,9 +394,11 @@ def _plant_treatments(config, labels, background, salience, rng) -> dict[Triple,
 
 
 def _walk(start: str, steps, nb: _Neighbours, salience, reuse: float, rng) -> tuple[Triple, ...] | None:
-    """One random simple walk following the template's steps, or None at a dead end. Past the
-    first step it takes, with probability ``reuse``, the most salient matching neighbour (the
-    node's dominant continuation, the same for every walk through it), else a uniform one."""
+    """One random simple walk following the template's steps, or None at a dead end.
+
+    Past the first step it takes, with probability ``reuse``, the most salient matching neighbour
+    (the node's dominant continuation, the same for every walk through it), else a uniform one.
+    """
     node, visited, edges = start, {start}, []
     for i, (pred, direction, kind) in enumerate(steps):
         options = [(n, e) for n, e in nb.of(node, pred, direction) if n not in visited and _kind(n) == kind]
@@ -419,10 +464,18 @@ MECHANISM_HEADER = ("test_head", "test_relation", "test_tail", "path_id", "templ
 
 
 def write(kg: SyntheticKG, out_dir: str | Path) -> dict:
-    """Write the splits, id maps, names, categories, test mechanisms and config; returns the counts.
+    """Write the splits, id maps, names, categories, test mechanisms and config into ``out_dir``.
 
-    mechanisms.tsv has one row per ground-truth edge; ``path_id`` numbers planted paths across
-    the file, so a test triple planted by several walks has several path ids, all listed."""
+    ``mechanisms.tsv`` has one row per ground-truth edge; ``path_id`` numbers planted paths across
+    the file, so a test triple planted by several walks has several path ids, all listed.
+
+    Args:
+        kg: The graph.
+        out_dir: The directory to write into.
+
+    Returns:
+        The graph's counts (see :meth:`SyntheticKG.counts`).
+    """
     from tracegraph.kg.data.split import write_triples
     from tracegraph.kg.data.triples import IdMap, write_name_dict
     from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text

@@ -29,7 +29,15 @@ _MEASURES = ("serum creatinine", "blood glucose", "heart rate", "bone density", 
 
 
 def readable_names(labels: dict[str, list[str]], rng) -> dict[str, str]:
-    """Pronounceable drug names, gene symbols and descriptive names; unique within a kind."""
+    """Pronounceable drug names, gene symbols and descriptive names; unique within a kind.
+
+    Args:
+        labels: Entity kind to its labels.
+        rng: A NumPy random generator.
+
+    Returns:
+        Label to readable name.
+    """
     def pick(seq):
         return seq[rng.integers(len(seq))]
 

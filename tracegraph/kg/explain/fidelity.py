@@ -61,7 +61,18 @@ Triple = tuple[str, str, str]
 
 
 def read_mechanisms(path: str | Path) -> dict[Triple, set[Triple]]:
-    """mechanisms.tsv (header with at least MECHANISM_COLUMNS) -> test triple -> its edges."""
+    """Read a mechanisms file: for each test triple, the training edges that explain it.
+
+    Args:
+        path: A tab-separated file with a header holding at least ``test_head``, ``test_relation``,
+            ``test_tail``, ``edge_head``, ``edge_relation`` and ``edge_tail``.
+
+    Returns:
+        Test triple (labels) to its set of mechanism edges (labels).
+
+    Raises:
+        DataError: If the file is missing, lacks a column, or has an empty field (with the line).
+    """
     p = require_file(path, "mechanisms file")
     out: dict[Triple, set[Triple]] = defaultdict(set)
     with open(p, newline="", encoding="utf-8") as f:
@@ -85,9 +96,24 @@ def read_mechanisms(path: str | Path) -> dict[Triple, set[Triple]]:
 
 def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.ndarray,
                             subsets: list[np.ndarray], opts, device, progress=None, read=None):
-    """TracIn of each test triple's candidate rows only; one engine pass over their union.
+    """TracIn of each test triple's candidate training rows only, in one engine pass over their union.
 
-    Returns (scores per test triple aligned with its subset, the InfluenceResult)."""
+    Args:
+        checkpoints: The checkpoints to sum over.
+        train_ids: All training triples ``[N, 3]``.
+        test_ids: The test triples ``[M, 3]``.
+        subsets: Per test triple, its candidate rows into ``train_ids``.
+        opts: The influence options.
+        device: Where to compute.
+        progress: A rich progress display, or None.
+        read: Checkpoint reader (e.g. a run store's cached one); None reads from disk.
+
+    Returns:
+        Per test triple, the scores aligned with its subset; and the engine's result.
+
+    Raises:
+        TracegraphError: If no test triple has any candidate.
+    """
     from tracegraph.kg.explain.tracin.engine import compute_influence
 
     union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
@@ -116,11 +142,27 @@ def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], score
                           train_ids: np.ndarray, relevant: list[set[tuple[int, int, int]]], num_entities: int,
                           *, n_random: int = 20, seed: int = 0, labels: Callable | None = None,
                           extra: dict | None = None) -> dict:
-    """Rank each test triple's candidates by TracIn, by the ``extra`` methods (name -> per test
-    triple, its list of sort keys; kg/explain/methods.py) and by the baselines; grade against ``relevant``.
+    """Grade how well each ranking of the candidates recovers the known mechanism edges.
 
-    ``relevant[j]`` holds the id triples of test triple j's mechanism edges; triples without any
-    among their candidates are listed under ``not_graded`` and left out of the means."""
+    Each test triple's candidates are ranked by TracIn, by the ``extra`` methods and by the
+    baselines (degree, random), and graded against ``relevant``. Test triples without a mechanism
+    edge among their candidates are listed under ``not_graded`` and left out of the means.
+
+    Args:
+        test_ids: Test triples ``[M, 3]``.
+        subsets: Per test triple, its candidate rows into ``train_ids``.
+        scores: Per test triple, the TracIn score of each candidate.
+        train_ids: All training triples ``[N, 3]``.
+        relevant: Per test triple, its mechanism edges as id triples.
+        num_entities: Number of entities (for degrees).
+        n_random: Random orderings averaged for the random baseline.
+        seed: Seed of the random baseline.
+        labels: ``labels(h, r, t)`` gives a triple's labels for the report; None reports ids.
+        extra: Method name to, per test triple, its list of sort keys (see the explanation methods).
+
+    Returns:
+        The grades per method (``summary``), per test triple (``per_triple``), and coverage counts.
+    """
     degree = degrees(train_ids, num_entities)
     rng = np.random.default_rng(seed)
     per, skipped = [], []
@@ -169,6 +211,28 @@ def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], score
 
 @dataclass
 class FidelityConfig:
+    """Settings of ``tracegraph fidelity``; each field is the option of the same name.
+
+    Attributes:
+        model_dir: The trained run.
+        train: Its training triples file.
+        test: Test triples to explain.
+        mechanisms: The mechanisms file (see :func:`read_mechanisms`).
+        output_dir: Where ``fidelity.json`` and the removal retrains go.
+        filter_files: Known true triples for filtered ranks; None for the run's files.
+        checkpoints: Checkpoints to sum TracIn over; None for all.
+        loss: The loss TracIn differentiates.
+        layers: The layers whose gradients count.
+        label_smoothing: None for the run's.
+        n_hops: Neighbourhood radius for the candidates.
+        min_degree: Degree below which non-touching candidates are dropped.
+        n_random: Random orderings for the random baseline.
+        seed: Seed of the random baseline.
+        removal: Also run the removal test (retrains).
+        removal_options: The removal test's settings.
+        device: Where to compute.
+        methods: Explanation methods graded beside the baselines.
+    """
     model_dir: str
     train: str
     test: str
@@ -207,12 +271,32 @@ class FidelityContext:
     model_scores: np.ndarray | None = None
 
     def labels(self, h, r, t) -> list[str]:
+        """The labels of an id triple.
+
+        Args:
+            h: Head id.
+            r: Relation id.
+            t: Tail id.
+
+        Returns:
+            ``[head, relation, tail]`` labels.
+        """
         e, rl = self.lm.entities.labels, self.lm.relations.labels
         return [e[int(h)], rl[int(r)], e[int(t)]]
 
 
 def prepare(cfg: FidelityConfig) -> FidelityContext:
-    """Load the run, encode train/test/mechanisms, filter the training graph around each test triple."""
+    """Load the run, encode train, test and mechanisms, and filter the graph around each test triple.
+
+    Args:
+        cfg: The settings.
+
+    Returns:
+        The context the checks share.
+
+    Raises:
+        DataError: If a file is malformed, or no test triple has mechanism edges.
+    """
     from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
     from tracegraph.kg.model.store import RunStore as Run, run_files
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
@@ -241,7 +325,12 @@ def prepare(cfg: FidelityConfig) -> FidelityContext:
 
 
 def compute_tracin(ctx: FidelityContext, progress=None) -> None:
-    """Exact TracIn of every test triple's candidates, over the run's checkpoints."""
+    """Compute exact TracIn of every test triple's candidates over the run's checkpoints, into ``ctx``.
+
+    Args:
+        ctx: The shared context; ``scores``, ``influence`` and ``influence_options`` are set.
+        progress: A rich progress display, or None.
+    """
     from tracegraph.kg.explain.tracin.engine import InfluenceOptions
     from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
     from tracegraph.kg.model.model_io import run_label_smoothing
@@ -258,12 +347,24 @@ def compute_tracin(ctx: FidelityContext, progress=None) -> None:
 
 
 def rank_test(ctx: FidelityContext) -> None:
+    """Compute the filtered tail ranks and scores of the test triples under the final model, into ``ctx``.
+
+    Args:
+        ctx: The shared context; ``ranks`` and ``model_scores`` are set.
+    """
     ctx.ranks, ctx.model_scores = tail_ranks(ctx.lm.model, ctx.test_ids, ctx.known)
 
 
 def compute_methods(ctx: FidelityContext, methods, progress=None) -> None:
-    """Sort keys of the other explanation methods (kg/explain/methods.py) on the same candidates;
-    ``recovery`` grades them beside TracIn and the baselines."""
+    """Compute the other explanation methods' sort keys on the same candidates, into ``ctx``.
+
+    :func:`recovery` then grades them beside TracIn and the baselines.
+
+    Args:
+        ctx: The shared context; ``extra_keys`` and ``extra_seconds`` are set.
+        methods: Method names; ``tracin`` and the baselines are skipped here.
+        progress: A rich progress display, or None.
+    """
     from tracegraph.kg.explain.methods import BASELINE_METHODS, MethodOptions, method_keys_all
     from tracegraph.kg.model.model_io import run_label_smoothing
     from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
@@ -285,6 +386,14 @@ def compute_methods(ctx: FidelityContext, methods, progress=None) -> None:
 
 
 def recovery(ctx: FidelityContext) -> dict:
+    """The ground-truth recovery check (see :func:`ground_truth_recovery`) with its settings.
+
+    Args:
+        ctx: The shared context, after :func:`compute_tracin`.
+
+    Returns:
+        The grades, plus the influence and filter settings.
+    """
     out = ground_truth_recovery(ctx.test_ids, ctx.subsets, ctx.scores, ctx.train_ids, ctx.relevant,
                                 len(ctx.lm.entities), n_random=ctx.cfg.n_random, seed=ctx.cfg.seed,
                                 labels=ctx.labels, extra=getattr(ctx, "extra_keys", None))
@@ -294,8 +403,15 @@ def recovery(ctx: FidelityContext) -> dict:
 
 
 def removal(ctx: FidelityContext, progress=None) -> dict:
-    """The removal test on the test triples the model ranks best; ``progress`` (a rich Progress)
-    gets one bar over the retrains."""
+    """The removal test on the test triples the model ranks best.
+
+    Args:
+        ctx: The shared context, after :func:`compute_tracin`.
+        progress: A rich progress display that gets one bar over the retrains, or None.
+
+    Returns:
+        The removal test's report (see :func:`~tracegraph.kg.explain.removal.removal_test`).
+    """
     o = ctx.cfg.removal_options
     if ctx.ranks is None:
         rank_test(ctx)
@@ -313,7 +429,18 @@ def removal(ctx: FidelityContext, progress=None) -> dict:
 
 
 def run_fidelity(cfg: FidelityConfig) -> dict:
-    """Both checks; writes ``<output_dir>/fidelity.json`` and returns its content."""
+    """Run both checks; write ``<output_dir>/fidelity.json`` and return its content.
+
+    Args:
+        cfg: The settings.
+
+    Returns:
+        The report: ``recovery``, ``removal`` (when asked for) and ``seconds``.
+
+    Raises:
+        DataError: If an input file is malformed.
+        TracegraphError: If a setting is invalid.
+    """
     from tracegraph.runtime.checkpoints import atomic_write_json
     from tracegraph.runtime.progress import make_progress
 

@@ -32,6 +32,16 @@ import torch.nn.functional as F
 
 @dataclass
 class LocalRetrainOptions:
+    """Settings of the local-retrain explanation method.
+
+    Attributes:
+        candidates: How many of the pre-ranking's top candidates the search looks at.
+        k: The greedy search grows removal sets up to this size.
+        steps: Adam steps per mimic fit.
+        learning_rate: Adam's learning rate for the mimic.
+        search: ``"greedy"``, or ``"single"`` for one-at-a-time removals only.
+        seed: Seed of the search's tie-breaks.
+    """
     candidates: int = 8  # top of the pre-ranking that the search looks at
     k: int = 4  # the greedy search grows subsets up to this size
     steps: int = 60  # Adam steps per mimic
@@ -60,7 +70,17 @@ class LocalRefit:
     # ---- the data of one side: the entity's training triples, written with it as the head
 
     def side(self, entity: int, exclude_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(oriented triples [n, 3] with ``entity`` first, their rows in train_ids)."""
+        """The training triples of one entity, oriented with the entity first.
+
+        For a reciprocal model, ``(a, r, entity)`` is included as ``(entity, r + R, a)``.
+
+        Args:
+            entity: The entity id.
+            exclude_rows: Training rows to leave out (the fact itself).
+
+        Returns:
+            The oriented triples ``[n, 3]`` and their rows in ``train_ids``.
+        """
         ids = self.train_ids
         rows_h = np.flatnonzero(ids[:, 0] == entity)
         out, rows = [ids[rows_h]], [rows_h]
@@ -78,7 +98,17 @@ class LocalRefit:
 
     def margins(self, query: tuple[int, int, int], oriented: np.ndarray, rows: np.ndarray,
                 removals: list[np.ndarray]) -> np.ndarray:
-        """Margin of ``query`` (e, r, answer) for a mimic of e fitted without each removal set."""
+        """The margin of ``query`` for a mimic of its entity fitted without each removal set.
+
+        Args:
+            query: ``(e, r, answer)``, with ``e`` the entity being refitted.
+            oriented: ``e``'s oriented training triples ``[n, 3]`` (see :meth:`side`).
+            rows: Their rows in ``train_ids``.
+            removals: Row sets to leave out, one mimic each.
+
+        Returns:
+            ``[len(removals)]`` margins: the answer's score minus its best filtered rival's.
+        """
         e, q_rel, answer = query
         pairs, pair_of = np.unique(oriented[:, 1], return_inverse=True)  # one sample per relation of e
         S, P = len(removals), len(pairs)
@@ -115,10 +145,17 @@ class LocalRefit:
 
     def explain(self, fact: tuple[int, int, int], candidates: np.ndarray, pre_rank: np.ndarray,
                 fact_rows: np.ndarray) -> tuple[np.ndarray, dict]:
-        """Sort keys (descending) for ``candidates`` (rows of train_ids) and a record of the search.
+        """Sort keys for one fact's candidates, and a record of the search.
 
-        ``pre_rank``: the cheap scores of the candidates (high first); ``fact_rows``: training rows
-        equal to the fact, never candidates and never in a mimic's data."""
+        Args:
+            fact: The fact ``(h, r, t)``.
+            candidates: Candidate rows of ``train_ids``.
+            pre_rank: The candidates' cheap pre-ranking scores (high first).
+            fact_rows: Training rows equal to the fact: never candidates, never in a mimic's data.
+
+        Returns:
+            The sort keys (descending), and a record of the search for the report.
+        """
         h, r, t = fact
         sides = [((h, r, t), *self.side(h, fact_rows))]
         if self.reciprocal:

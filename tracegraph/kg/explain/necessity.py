@@ -1,4 +1,4 @@
-"""The necessity test: are an explanation's triples what a prediction needs? (after Kelpie's protocol)
+"""The necessity test: are an explanation's triples what a prediction needs (after Kelpie's protocol)?
 
 Facts: N test triples the trained model ranks first (filtered; on the tail side, and with reciprocal
 relations on the head side too: a triple ranked first on both sides can be two facts), or the
@@ -54,6 +54,29 @@ SIDES = ("auto", "tail", "head", "both")
 
 @dataclass
 class NecessityConfig:
+    """Settings of ``tracegraph necessity``; each field is the option of the same name.
+
+    Attributes:
+        model_dir: The trained run.
+        train: Its training triples file.
+        output_dir: Where ``necessity.json``, ``necessity.md`` and the retrains go.
+        facts: Triples to explain; None for ``n`` of the run's test triples ranked first.
+        sides: Which answer a fact is: ``tail``, ``head``, ``both``, or ``auto`` (both with
+            reciprocal relations).
+        n: Number of facts.
+        ks: Numbers of training triples removed per arm.
+        methods: Explanation methods whose top-k are removed.
+        seeds: Retraining seeds; None for the run's own seed.
+        loss: The loss the methods differentiate.
+        layers: The layers whose gradients count.
+        checkpoints: Checkpoints to sum over; None for all.
+        filter_files: Known true triples for filtered ranks; None for the run's files.
+        bootstrap: Bootstrap resamples for the confidence intervals.
+        sample_seed: Seed of the fact sample, the random arms and tie-breaks.
+        local: Settings of the local-retrain method.
+        device: Device for the explanations; retrains use the run's unless this names one.
+        keep_models: Keep the retrained runs' checkpoints.
+    """
     model_dir: str
     train: str
     output_dir: str
@@ -75,7 +98,16 @@ class NecessityConfig:
 
 
 def choose_facts(ranks: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """Positions of up to n triples ranked first, drawn at random (seeded), in file order."""
+    """Pick up to ``n`` positions of triples ranked first, at random (seeded), in file order.
+
+    Args:
+        ranks: Filtered ranks, one per triple.
+        n: Most positions to return.
+        seed: Sampling seed.
+
+    Returns:
+        Sorted positions.
+    """
     first = np.flatnonzero(np.asarray(ranks) <= 1.0)
     if len(first) > n:
         first = np.sort(np.random.default_rng(seed).choice(first, size=n, replace=False))
@@ -83,7 +115,19 @@ def choose_facts(ranks: np.ndarray, n: int, seed: int) -> np.ndarray:
 
 
 def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
-    """``--sides`` as the tuple of sides a fact may be predicted on."""
+    """``--sides`` as the tuple of sides a fact may be predicted on.
+
+    Args:
+        sides: ``"auto"``, ``"tail"``, ``"head"`` or ``"both"``.
+        reciprocal: Whether the model has reciprocal relations (needed for heads).
+
+    Returns:
+        ``("tail",)``, ``("head",)`` or ``("tail", "head")``.
+
+    Raises:
+        TracegraphError: If the name is unknown, or head-side facts are asked of a model without
+            reciprocal relations.
+    """
     if sides not in SIDES:
         raise TracegraphError(f"--sides must be one of {', '.join(SIDES)}, not {sides!r}")
     if sides == "auto":
@@ -95,12 +139,36 @@ def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
 
 
 def fact_ranks(model, facts: np.ndarray, head_side: np.ndarray, known) -> np.ndarray:
-    """Filtered realistic rank of each fact's answer on its side (the tail, or the head)."""
+    """The filtered realistic rank of each fact's answer on its side (the tail, or the head).
+
+    Args:
+        model: The ConvE model.
+        facts: Fact triples ``[n, 3]``.
+        head_side: Boolean ``[n]``: true where the head is the answer.
+        known: The filter index (with reciprocals).
+
+    Returns:
+        ``[n]`` ranks.
+    """
     return tail_ranks(model, queries(facts, head_side, model.config.num_relations), known)[0]
 
 
 def arm_rows(arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
-    """The k random rows of a random arm for one fact (seeded by fact position; never the fact)."""
+    """The ``k`` random training rows of a random arm for one fact (never the fact itself).
+
+    Args:
+        arm: ``"neighbour"`` draws from ``candidates``; any other arm from the triples touching
+            neither the head nor the tail.
+        train_ids: Training triples ``[N, 3]``.
+        fact: The fact ``(h, r, t)``.
+        candidates: The fact's candidate rows.
+        k: Rows to draw.
+        seed: Sampling seed.
+        index: The fact's position (part of the seed).
+
+    Returns:
+        Up to ``k`` rows; the first ``k' < k`` are the ``k'``-draw.
+    """
     h, _, t = (int(x) for x in fact)
     if arm == "neighbour":
         pool = candidates
@@ -113,6 +181,18 @@ def arm_rows(arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: i
 
 
 def top_rows(keys: list[np.ndarray], candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
+    """The ``k`` candidate rows a method ranks first (ties broken at random, seeded per fact).
+
+    Args:
+        keys: The method's sort keys, most significant first; ``-inf`` in the first marks the fact.
+        candidates: The fact's candidate rows.
+        k: Rows to take.
+        seed: Tie-break seed.
+        index: The fact's position (part of the seed).
+
+    Returns:
+        Up to ``k`` rows.
+    """
     tiebreak = np.random.default_rng([seed, index, 2]).permutation(len(candidates))
     order = ranked_order(keys, tiebreak)
     order = order[np.isfinite(np.asarray(keys[0], np.float64)[order])]  # -inf: the fact itself
@@ -120,9 +200,20 @@ def top_rows(keys: list[np.ndarray], candidates: np.ndarray, k: int, seed: int, 
 
 
 def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
-    """Per fact (h, r, t): s(h, r, t) − s(h, r, t*), t* the best-scored tail that is neither t nor
-    known true (filtered) — on the head side s(t, r⁻¹, h) − s(t, r⁻¹, h*): how far ahead of its
-    strongest rival the model puts the fact's answer."""
+    """How far ahead of its strongest rival the model puts each fact's answer.
+
+    For ``(h, r, t)``: ``s(h, r, t) - s(h, r, t*)``, with ``t*`` the best-scored tail that is
+    neither ``t`` nor known true; on the head side ``s(t, r^-1, h) - s(t, r^-1, h*)``.
+
+    Args:
+        model: The ConvE model (put in eval mode).
+        facts: Fact triples ``[n, 3]``.
+        known: The filter index (with reciprocals).
+        head_side: Boolean ``[n]``: true where the head is the answer; None for all tails.
+
+    Returns:
+        ``[n]`` margins.
+    """
     model.eval()  # competitors ranks with the model as it is
     s_fact, s_rival = side_logits(model, facts, competitors(model, facts, known, head_side), head_side)
     return s_fact - s_rival
@@ -148,6 +239,16 @@ class Retrainer:
         self.cfg, self.out, self.keep = cfg, out, keep_models
 
     def run(self, name: str, excluded: list[tuple[str, str, str]], seed: int):
+        """Retrain the run without ``excluded``, into ``<out>/<name>``.
+
+        Args:
+            name: The retrain's directory name.
+            excluded: Training triples (labels) to leave out.
+            seed: Training seed.
+
+        Returns:
+            The retrained model and the seconds it took.
+        """
         from tracegraph.kg.model.model_io import load_model
         from tracegraph.kg.data.split import write_triples
         from tracegraph.kg.model.train import train
@@ -170,8 +271,19 @@ class Retrainer:
 
 
 def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
-    """The whole test; writes ``<output_dir>/necessity.json`` (and .md) and returns the JSON.
-    ``progress`` (a rich Progress) gets one bar over the retrains."""
+    """Run the whole test; write ``<output_dir>/necessity.json`` (and ``.md``) and return the JSON.
+
+    Args:
+        cfg: The settings.
+        progress: A rich progress display that gets one bar over the retrains, or None.
+
+    Returns:
+        The report.
+
+    Raises:
+        TracegraphError: If a setting is invalid.
+        DataError: If an input file is malformed or the run has no test file and no facts are given.
+    """
     from tracegraph.kg.model.model_io import run_label_smoothing
     from tracegraph.kg.model.store import filter_index, run_files
     from tracegraph.kg.model.store import RunStore as Run
@@ -289,7 +401,15 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
 
 
 def retrain_count(cfg: NecessityConfig, run_seed: int) -> int:
-    """How many retrains :func:`run_necessity` will do (for its progress bar)."""
+    """How many retrains :func:`run_necessity` will do (for its progress bar).
+
+    Args:
+        cfg: The settings.
+        run_seed: The run's own training seed.
+
+    Returns:
+        The count.
+    """
     seeds = cfg.seeds or [run_seed]
     arms = len(RANDOM_ARMS) + len(check_methods(cfg.methods))
     return sum(arms * len(set(cfg.ks)) + (s != run_seed) for s in seeds)

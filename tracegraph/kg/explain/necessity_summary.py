@@ -1,6 +1,9 @@
-"""The necessity test's statistics and report: ΔH@1 / ΔMRR with bootstrap intervals, the excess
-over the far arm (paired by fact), ΔH@1 split by margin half and by side, the spread over seeds,
-and ``necessity.md`` (the protocol itself: kg/explain/necessity.py)."""
+"""The necessity test's statistics and report.
+
+ΔH@1 / ΔMRR with bootstrap intervals, the excess over the far arm (paired by fact), ΔH@1 split
+by margin half and by side, the spread over seeds, and ``necessity.md`` (the protocol itself:
+kg/explain/necessity.py).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,16 @@ SPLITS = (("low_margin", "high_margin"), ("tail", "head"))
 
 
 def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, float, float]:
-    """(mean, 2.5 %, 97.5 %) of the mean over facts, by resampling the facts."""
+    """The mean over facts and its bootstrap 95 % interval (resampling the facts).
+
+    Args:
+        values: One value per fact.
+        n_boot: Bootstrap resamples.
+        seed: Resampling seed.
+
+    Returns:
+        ``(mean, 2.5th percentile, 97.5th percentile)``; NaNs when there are no values.
+    """
     v = np.asarray(values, np.float64)
     if v.size == 0:
         return float("nan"), float("nan"), float("nan")
@@ -21,9 +33,20 @@ def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, f
 
 
 def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: int) -> dict:
-    """An arm's ranks after retraining against the reference's: H@1, MRR, mean rank, ΔH@1 and
-    ΔMRR with bootstrap 95 % intervals, and how many facts lost (``flipped``) or gained
-    (``gained``) the first place — the counts a headline states ("removing … flips 14 of 30")."""
+    """Compare an arm's ranks after retraining with the reference's.
+
+    The summary holds H@1, MRR and mean rank after, the drops in H@1 and MRR with bootstrap 95 %
+    intervals, and how many facts lost (``flipped``) or gained (``gained``) the first place.
+
+    Args:
+        base_ranks: The facts' ranks under the reference retrain.
+        ranks: The facts' ranks after the arm's retrain.
+        n_boot: Bootstrap resamples.
+        seed: Resampling seed.
+
+    Returns:
+        The summary.
+    """
     b, a = np.asarray(base_ranks, np.float64), np.asarray(ranks, np.float64)
     out = {"hits@1": float(np.mean(a <= 1)), "mrr": float(np.mean(1 / a)), "mean_rank": float(np.mean(a))}
     out["flipped"], out["gained"] = int(np.sum((b <= 1) & (a > 1))), int(np.sum((b > 1) & (a <= 1)))
@@ -34,8 +57,17 @@ def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: 
 
 
 def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
-    """Every non-far arm's ΔH@1 minus far's at the same k, paired by fact: per fact, far's hit
-    after retraining minus the arm's (the reference cancels), bootstrap over the facts."""
+    """Add every non-far arm's H@1 drop minus far's at the same k, paired by fact, in place.
+
+    Per fact, far's hit after retraining minus the arm's (the reference cancels), bootstrapped
+    over the facts.
+
+    Args:
+        arms: Arm name (``method@k``) to its summary, with ``ranks``; updated in place.
+        ks: The removal sizes.
+        n_boot: Bootstrap resamples.
+        seed: Resampling seed.
+    """
     for k in ks:
         far_hit = (np.asarray(arms[f"far@{k}"]["ranks"], np.float64) <= 1).astype(np.float64)
         for name, a in arms.items():
@@ -47,15 +79,32 @@ def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
 
 def removed_at_fact(removed: np.ndarray, facts: np.ndarray) -> float:
     """How many of an arm's removed triples touch a fact's head or tail, on average over the facts.
-    Every fact's removals go at once, so on a small dense graph one fact's far draws are another's
-    neighbours (UMLS, N = 100, k = 4: 19 at each fact for far, 24 for neighbour)."""
+
+    Every fact's removals go at once, so on a small dense graph one fact's far draws can be another's
+    neighbours.
+
+    Args:
+        removed: The arm's removed triples ``[m, 3]``.
+        facts: The facts ``[n, 3]``.
+
+    Returns:
+        The mean count.
+    """
     ends = removed[:, [0, 2]]
     return float(np.mean([np.isin(ends, (int(h), int(t))).any(1).sum() for h, _, t in facts]))
 
 
 def add_split(arms: dict, mask: np.ndarray, names: tuple[str, str]) -> None:
-    """Every arm's ΔH@1 on the facts in ``mask`` (``delta_hits@1_<names[0]>``) and on the rest
-    (``…_<names[1]>``). Left out when either part is empty."""
+    """Add every arm's H@1 drop on the facts in ``mask`` and on the rest, in place.
+
+    The keys are ``delta_hits@1_<names[0]>`` and ``delta_hits@1_<names[1]>``; nothing is added
+    when either part is empty.
+
+    Args:
+        arms: Arm name to its summary, with ``ranks`` (and a ``reference`` arm); updated in place.
+        mask: Boolean, one entry per fact.
+        names: The two parts' names.
+    """
     mask = np.asarray(mask, bool)
     if mask.all() or not mask.any():
         return
@@ -68,16 +117,31 @@ def add_split(arms: dict, mask: np.ndarray, names: tuple[str, str]) -> None:
 
 
 def add_margin_halves(arms: dict, margins: np.ndarray) -> None:
-    """Every arm's ΔH@1 on the facts whose reference margin is at most the median, and on the
-    rest: whether removals break confident predictions or only near-ties (which any retrain may
-    flip). Left out when a half is empty (all margins equal)."""
+    """Add every arm's H@1 drop on the low-margin and the high-margin half of the facts, in place.
+
+    This shows whether removals break confident predictions or only near-ties (which any retrain
+    may flip). Nothing is added when a half is empty (all margins equal).
+
+    Args:
+        arms: Arm name to its summary; the reference arm gets the margins.
+        margins: The reference model's margin per fact.
+    """
     m = np.asarray(margins, np.float64)
     arms["reference"]["margins"] = m.tolist()
     add_split(arms, m <= np.median(m), SPLITS[0])
 
 
 def across_seeds(per_seed: dict, arms: list[str], ks) -> dict:
-    """Per arm and k: mean and spread (min, max) over seeds of ΔH@1 and ΔMRR."""
+    """Per arm and k: the mean and spread (min, max) over seeds of the H@1 and MRR drops and the rest.
+
+    Args:
+        per_seed: Seed to its arm summaries.
+        arms: Arm names without ``@k``.
+        ks: The removal sizes.
+
+    Returns:
+        ``"arm@k"`` to its summary over seeds.
+    """
     out = {}
     for arm in arms:
         for k in ks:
@@ -100,6 +164,14 @@ def across_seeds(per_seed: dict, arms: list[str], ks) -> dict:
 
 
 def necessity_markdown(res: dict) -> str:
+    """The necessity report as a Markdown table, one row per arm and k.
+
+    Args:
+        res: The report from :func:`~tracegraph.kg.explain.necessity.run_necessity`.
+
+    Returns:
+        The Markdown text.
+    """
     seeds = list(res["seeds"])
     lines = [f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})", "",
              "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "

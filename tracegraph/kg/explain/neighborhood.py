@@ -1,5 +1,6 @@
-"""Filtering the training graph around a test triple (docs/design.md; full semantics and the
-reasoning behind the path algorithm: docs/filtering.md).
+"""Filtering the training graph around a test triple.
+
+See docs/design.md; full semantics and the reasoning behind the path algorithm: docs/filtering.md.
 
 Undirected multigraph of training triples; nodes within ``n_hops`` of the head *and* of the
 tail (plus both); triples with both ends there, kept if they touch head/tail or an endpoint has
@@ -28,6 +29,23 @@ INDEX_SUFFIX = ".tgindex.npz"
 
 @dataclass(frozen=True)
 class FilterOptions:
+    """How the training graph is filtered around a test triple.
+
+    Attributes:
+        n_hops: Keep nodes within this many hops of the head and of the tail.
+        min_degree: Keep a triple only if an endpoint has at least this many distinct neighbours
+            (or it touches the head or tail, with ``preserve_test_edges``).
+        preserve_test_edges: Always keep triples touching the test head or tail.
+        strict_hop: Measure hop distances with the direct head-tail edges removed.
+        path_filtering: Keep only triples on a simple head-tail path of length at most
+            ``max_path_length``.
+        max_path_length: The path length bound.
+        strict_path: Path filtering over the whole n-hop subgraph, ignoring the degree rule.
+        edges_only: Keep one triple (the first) per node pair.
+
+    Raises:
+        TracegraphError: If a count is negative or the path length below 1.
+    """
     n_hops: int = 2
     min_degree: int = 2
     preserve_test_edges: bool = True
@@ -47,12 +65,25 @@ class FilterOptions:
 
     @property
     def uses_paths(self) -> bool:
+        """Whether path filtering applies (``strict_path`` implies it)."""
         # --strict-path-filtering implies path filtering: asking for it alone is unambiguous
         return self.path_filtering or self.strict_path
 
 
 @dataclass
 class FilterResult:
+    """The training triples kept around one test triple.
+
+    Attributes:
+        head: The test head id.
+        tail: The test tail id.
+        triple_rows: Sorted int64 rows of the kept training triples.
+        hop_nodes: Size of the n-hop node set (head and tail included).
+        nodes_kept: Distinct entities in the kept triples.
+        edges_kept: Number of kept triples.
+        total_edges: Number of training triples.
+        seconds: Time taken.
+    """
     head: int
     tail: int
     triple_rows: np.ndarray  # sorted int64 rows of the training triples that are kept
@@ -64,6 +95,7 @@ class FilterResult:
 
     @property
     def kept_fraction(self) -> float:
+        """The share of training triples kept (0 for an empty graph)."""
         return self.edges_kept / self.total_edges if self.total_edges else 0.0
 
     @property
@@ -153,12 +185,22 @@ class GraphIndex:
 
     @property
     def num_triples(self) -> int:
+        """Number of training triples."""
         return len(self.heads)
 
     # ---------------------------------------------------------------- build / cache
 
     @classmethod
     def build(cls, ids: np.ndarray, num_entities: int) -> "GraphIndex":
+        """Build the index of a training graph.
+
+        Args:
+            ids: Training triples ``[N, 3]``.
+            num_entities: Number of entities.
+
+        Returns:
+            The index.
+        """
         heads, tails = _endpoints(ids, num_entities)
         n = int(num_entities)
         loop = heads == tails
@@ -183,10 +225,21 @@ class GraphIndex:
                       use_cache: bool = True) -> "GraphIndex":
         """Reuse the index cached in the user cache dir when it was built from the same file bytes and ids.
 
-        The key is sha256(file bytes) + format version + a digest of the id arrays (the same
-        file read with another entity map gives other ids), and names the cache file, so nothing
-        is ever written beside the user's data. An unreadable cache is rebuilt; an unwritable
-        cache dir means no cache.
+        The key is sha256(file bytes) + format version + a digest of the id arrays (the same file read
+        with another entity map gives other ids), and names the cache file, so nothing is ever written
+        beside the user's data. An unreadable cache is rebuilt; an unwritable cache dir means no cache.
+
+        Args:
+            train_path: The training file ``ids`` were read from.
+            ids: Training triples ``[N, 3]``.
+            num_entities: Number of entities.
+            use_cache: Read and write the cache.
+
+        Returns:
+            The index.
+
+        Raises:
+            DataError: If the training file does not exist.
         """
         require_file(train_path, "training file")
         if not use_cache:
@@ -213,6 +266,12 @@ class GraphIndex:
         return idx
 
     def save(self, path: str | Path, key: str) -> None:
+        """Write the index with its cache key as an ``.npz`` file, atomically.
+
+        Args:
+            path: The destination file.
+            key: The cache key (see :meth:`load_or_build`).
+        """
         arrays = {name: getattr(self, name) for name in self.ARRAYS}
         with atomic_path(path) as tmp, open(tmp, "wb") as f:  # file object: savez adds no suffix
             np.savez(f, key=np.array(key), **arrays)
@@ -237,6 +296,19 @@ class GraphIndex:
     # ---------------------------------------------------------------- filtering
 
     def filter(self, head: int, tail: int, options: FilterOptions = FilterOptions()) -> FilterResult:
+        """Filter the training graph around one test triple.
+
+        Args:
+            head: The test head id.
+            tail: The test tail id.
+            options: The filter settings.
+
+        Returns:
+            The kept triples and counts.
+
+        Raises:
+            TracegraphError: If ``head`` or ``tail`` is not an entity of the graph.
+        """
         t0 = time.perf_counter()
         n, o = self.num_entities, options
         for name, x in (("head", head), ("tail", tail)):
@@ -318,7 +390,14 @@ def _cache_key(train_path, heads, tails, n) -> str:
 
 
 def cache_paths(key: str) -> list[Path]:
-    """Where the index of content ``key`` may be cached: the user cache dir only (never beside the data)."""
+    """Where the index of content ``key`` may be cached: the user cache dir only (never beside the data).
+
+    Args:
+        key: The cache key.
+
+    Returns:
+        Candidate cache files.
+    """
     from tracegraph.runtime.cachedir import cache_dir
 
     return [cache_dir() / "index" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}{INDEX_SUFFIX}"]
@@ -328,8 +407,10 @@ def cache_paths(key: str) -> list[Path]:
 
 
 def _may_be_on_path(u, v, dh, dt, n_hops: int, L: int) -> np.ndarray:
-    """Necessary condition d(h, x) + 1 + d(y, t) <= L for edge x–y in either orientation;
-    a distance beyond the BFS depth (-1) is at least n_hops + 1."""
+    """Necessary condition d(h, x) + 1 + d(y, t) <= L for edge x–y in either orientation.
+
+    A distance beyond the BFS depth (-1) is at least n_hops + 1.
+    """
     def d(dist, x):
         dx = dist[x]
         return np.where(dx < 0, n_hops + 1, dx)
@@ -364,7 +445,9 @@ def _path_edges(u: np.ndarray, v: np.ndarray, h: int, t: int, L: int) -> np.ndar
 
 
 def _path_edges_fast(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
-    """Exact for L <= 4. In a simple path h always comes first and t last, so:
+    """Exact for L <= 4.
+
+    In a simple path h always comes first and t last, so:
 
     * edge h–t: the path [h, t] itself;
     * edge h–x (x != t): h, x, …, t where the rest avoids h: dist(x, t) in G − h <= L − 1
@@ -401,8 +484,11 @@ def _path_edges_fast(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarr
 
 
 def _path_edges_dfs(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarray:
-    """Any L: enumerate simple h–t paths of length <= L depth-first, pruned by the distance to
-    t (a lower bound on what remains). Exponential in the worst case; used only for L > 4."""
+    """Any L: enumerate simple h–t paths of length <= L depth-first.
+
+    The search is pruned by the distance to t (a lower bound on what remains). Exponential in the
+    worst case; used only for L > 4.
+    """
     k = a.shape[0]
     d_t = _bfs(a.indptr, a.indices, t, L, k)
     nbrs = [a.indices[a.indptr[x] : a.indptr[x + 1]].tolist() for x in range(k)]

@@ -1,5 +1,6 @@
-"""Ranked lists of candidate training triples: the metrics they are graded by, and the structural
-baselines (degree, head–tail walks) that every explanation method is compared with.
+"""Ranked lists of candidate training triples, their metrics and the structural baselines.
+
+The baselines (degree, head–tail walks) are what every explanation method is compared with.
 
 Shared by ground-truth recovery (fidelity.py), the explanation methods (methods.py), the
 necessity test and ``explain``'s path shells; it imports none of them, so each can import it
@@ -20,9 +21,15 @@ HITS_K = (1, 3, 10)
 
 
 def ranking_metrics(relevant_in_order: Sequence[bool]) -> dict:
-    """RR, AP, Hits@k and Recall@10 of one ranked list (``True`` where the item is relevant).
+    """RR, AP, Hits@1/3/10 and Recall@10 of one ranked list.
 
     A list without relevant items scores 0 everywhere (the caller decides whether to grade it).
+
+    Args:
+        relevant_in_order: True where the item at that position is relevant.
+
+    Returns:
+        The metrics by name (``rr``, ``ap``, ``hits@k``, ``recall@10``).
     """
     rel = np.asarray(relevant_in_order, dtype=bool)
     pos = np.flatnonzero(rel) + 1  # 1-based ranks of the relevant items
@@ -38,19 +45,44 @@ def ranking_metrics(relevant_in_order: Sequence[bool]) -> dict:
 
 
 def ranked_order(keys: Sequence[np.ndarray], tiebreak: np.ndarray) -> np.ndarray:
-    """Indices sorted by ``keys`` (each descending, the first most significant), ties by ``tiebreak``."""
+    """Indices sorted by ``keys`` (each descending, the first most significant), ties by ``tiebreak``.
+
+    Args:
+        keys: Sort keys, one value per item each.
+        tiebreak: The last key (ascending), e.g. a random permutation.
+
+    Returns:
+        The item indices in ranked order.
+    """
     # np.lexsort sorts ascending by its *last* key first
     return np.lexsort([tiebreak, *[-np.asarray(k, dtype=np.float64) for k in reversed(keys)]])
 
 
 def expected_metrics(keys: Sequence[np.ndarray], relevant: np.ndarray, perms: np.ndarray) -> dict:
-    """Mean of :func:`ranking_metrics` over random tie-breaks (one per row of ``perms``)."""
+    """The mean of :func:`ranking_metrics` over random tie-breaks.
+
+    Args:
+        keys: Sort keys, one value per item each.
+        relevant: Boolean, one entry per item.
+        perms: One tie-break permutation per row.
+
+    Returns:
+        The mean metrics by name.
+    """
     runs = [ranking_metrics(relevant[ranked_order(keys, p)]) for p in perms]
     return {m: float(np.mean([r[m] for r in runs])) for m in runs[0]}
 
 
 def random_rr_expectation(n: int, n_relevant: int = 1) -> float:
-    """Exact E[1 / rank of the first relevant] for a uniformly random order of n items."""
+    """The exact expected reciprocal rank of the first relevant item in a uniformly random order.
+
+    Args:
+        n: Number of items.
+        n_relevant: Number of relevant items among them.
+
+    Returns:
+        ``E[1 / rank of the first relevant]``.
+    """
     total = comb(n, n_relevant)
     return sum((1.0 / k) * comb(n - k, n_relevant - 1) / total for k in range(1, n - n_relevant + 2))
 
@@ -59,16 +91,30 @@ def random_rr_expectation(n: int, n_relevant: int = 1) -> float:
 
 
 def degrees(train_ids: np.ndarray, num_entities: int) -> np.ndarray:
-    """Training triples touching each entity (self-loops once)."""
+    """The number of training triples touching each entity (a self-loop counts once).
+
+    Args:
+        train_ids: Training triples ``[N, 3]``.
+        num_entities: Number of entities.
+
+    Returns:
+        ``[num_entities]`` counts.
+    """
     h, t = train_ids[:, 0], train_ids[:, 2]
     return np.bincount(h, minlength=num_entities) + np.bincount(t[t != h], minlength=num_entities)
 
 
 class WalkLengths:
-    """Shortest head–tail walk through each candidate edge (u, v) in the undirected candidate graph,
-    min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none. The graph is built once and each
-    (head, tail) costs two breadth-first searches in scipy (C speed: ``explain`` without a filter
-    ranks every training triple for every test triple, and FB15k-237 has 272k edges)."""
+    """Shortest head–tail walk through each candidate edge (u, v) in the undirected candidate graph.
+
+    The length is min(d(h,u) + 1 + d(v,t), d(h,v) + 1 + d(u,t)); inf if none. The graph is built
+    once and each (head, tail) costs two breadth-first searches in scipy (C speed: ``explain``
+    without a filter ranks every training triple for every test triple, and FB15k-237 has 272k
+    edges).
+
+    Args:
+        edges: Candidate edges ``[n, 2]`` (head and tail ids).
+    """
 
     def __init__(self, edges: np.ndarray):
         from scipy.sparse import coo_matrix
@@ -81,6 +127,15 @@ class WalkLengths:
         self.graph = coo_matrix((np.ones(int(keep.sum())), (self.u[keep], self.v[keep])), shape=(n, n)).tocsr()
 
     def __call__(self, head: int, tail: int) -> np.ndarray:
+        """The shortest head-tail walk through each candidate edge.
+
+        Args:
+            head: The test head id.
+            tail: The test tail id.
+
+        Returns:
+            One length per edge given at construction; inf where no walk exists.
+        """
         from scipy.sparse.csgraph import shortest_path
 
         dist = np.full((2, len(self.nodes)), np.inf)
@@ -93,12 +148,28 @@ class WalkLengths:
 
 
 def path_lengths(edges: np.ndarray, head: int, tail: int) -> np.ndarray:
-    """:class:`WalkLengths` of one (head, tail) pair."""
+    """The shortest head-tail walk through each candidate edge (see :class:`WalkLengths`).
+
+    Args:
+        edges: Candidate edges ``[n, 2]`` (head and tail ids).
+        head: The test head id.
+        tail: The test tail id.
+
+    Returns:
+        ``[n]`` walk lengths; inf where no walk exists.
+    """
     return WalkLengths(edges)(head, tail)
 
 
 def path_shell(plen: np.ndarray) -> np.ndarray:
-    """Path length as a sort key: no head–tail path (inf) after every finite length."""
+    """Path length as a sort key: no head-tail path (inf) after every finite length.
+
+    Args:
+        plen: Walk lengths.
+
+    Returns:
+        The lengths with inf replaced by 1e9.
+    """
     return np.where(np.isfinite(plen), plen, 1e9)
 
 
@@ -109,7 +180,18 @@ def margin_shell(walk: np.ndarray) -> np.ndarray:
 
 
 def method_keys(tracin_scores: np.ndarray, cand: np.ndarray, head: int, tail: int, degree: np.ndarray) -> dict:
-    """Sort keys (descending) of every method for one test triple's candidates ``cand`` [n, 3]."""
+    """Sort keys (descending) of TracIn and the baselines for one test triple's candidates.
+
+    Args:
+        tracin_scores: TracIn score of each candidate.
+        cand: The candidate triples ``[n, 3]``.
+        head: The test head id.
+        tail: The test tail id.
+        degree: Degree of every entity (see :func:`degrees`).
+
+    Returns:
+        Method name (``tracin``, ``random``, ``degree``, ``path``) to its list of sort keys.
+    """
     deg = (degree[cand[:, 0]] + degree[cand[:, 2]]).astype(np.float64)
     plen = path_lengths(cand[:, [0, 2]], head, tail)
     return {

@@ -1,6 +1,9 @@
-"""The removal test: remove a prediction's top-k proponents, retrain with the run's own
-configuration, and compare the drop with removing k random triples around the same pair
-(part of ``tracegraph fidelity``; see :mod:`tracegraph.kg.explain.fidelity` for the protocol)."""
+"""The removal test: remove a prediction's top-k proponents and retrain.
+
+The run is retrained with its own configuration, and the drop is compared with removing k random
+triples around the same pair (part of ``tracegraph fidelity``; see
+:mod:`tracegraph.kg.explain.fidelity` for the protocol).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +22,16 @@ from tracegraph.runtime.progress import log, quiet
 
 @dataclass
 class RemovalOptions:
+    """Settings of the removal test.
+
+    Attributes:
+        k: Proponents removed (and random neighbour triples in the other arm).
+        n_triples: Correctly predicted test triples graded, best rank first.
+        max_rank: A test triple counts as correctly predicted at filtered tail rank <= this.
+        random_draws: Random arms per test triple (each a full retrain).
+        seed: Seed of the random arms.
+        keep_models: Keep the retrained runs' checkpoints.
+    """
     k: int = 10  # proponents removed (and random neighbour triples in the other arm)
     n_triples: int = 5  # correctly predicted test triples graded (best rank first)
     max_rank: float = 1.0  # "correctly predicted": filtered tail rank <= this
@@ -29,6 +42,17 @@ class RemovalOptions:
 
 @dataclass
 class RemovalCase:
+    """One test triple of the removal test and its results.
+
+    Attributes:
+        index: Position in the test list.
+        triple: The test triple as ids.
+        proponent_rows: Candidate training rows, most influential first.
+        relevant: Its mechanism edges as id triples (may be empty).
+        base_rank: Filtered tail rank under the original model.
+        base_score: Score under the original model.
+        arms: One result per retrain.
+    """
     index: int  # position in the test list
     triple: tuple[int, int, int]
     proponent_rows: np.ndarray  # candidate training rows, most influential first
@@ -39,21 +63,52 @@ class RemovalCase:
 
 
 def neighbour_rows(train_ids: np.ndarray, head: int, tail: int) -> np.ndarray:
-    """Rows of the training triples with the head or the tail as an endpoint."""
+    """The rows of the training triples with the head or the tail as an endpoint.
+
+    Args:
+        train_ids: Training triples ``[N, 3]``.
+        head: Head id.
+        tail: Tail id.
+
+    Returns:
+        The rows.
+    """
     e = (head, tail)
     return np.flatnonzero(np.isin(train_ids[:, 0], e) | np.isin(train_ids[:, 2], e))
 
 
 def random_neighbour_rows(train_ids: np.ndarray, head: int, tail: int, k: int, seed: int, index: int,
                           draw: int) -> np.ndarray:
+    """``k`` random rows among the training triples touching the head or the tail (seeded), sorted.
+
+    Args:
+        train_ids: Training triples ``[N, 3]``.
+        head: Head id.
+        tail: Tail id.
+        k: Rows to draw (fewer if there are fewer).
+        seed: Sampling seed.
+        index: The test triple's position (part of the seed).
+        draw: The draw's number (part of the seed).
+
+    Returns:
+        The sorted rows.
+    """
     pool = neighbour_rows(train_ids, head, tail)
     rng = np.random.default_rng([seed, index, draw])
     return np.sort(rng.choice(pool, size=min(k, len(pool)), replace=False))
 
 
 def write_without(train_path: str | Path, rows: np.ndarray, out_path: Path) -> int:
-    """Copy the training file leaving out the given 0-based triple rows (the rows of
-    :func:`read_labeled_triples`, i.e. of the encoded ids); returns the triples written."""
+    """Copy the training file, leaving out some triples.
+
+    Args:
+        train_path: The training file.
+        rows: 0-based triple rows to leave out (the rows of the encoded ids).
+        out_path: The file to write.
+
+    Returns:
+        The number of triples written.
+    """
     from tracegraph.kg.data.split import write_triples
     from tracegraph.kg.data.triples import read_labeled_triples
 
@@ -66,7 +121,16 @@ def write_without(train_path: str | Path, rows: np.ndarray, out_path: Path) -> i
 
 
 def tail_ranks(model, triples: np.ndarray, known) -> tuple[np.ndarray, np.ndarray]:
-    """Filtered realistic tail ranks and raw scores of ``triples`` [n, 3]."""
+    """The filtered realistic tail ranks and raw scores of ``triples``.
+
+    Args:
+        model: The ConvE model.
+        triples: Triples ``[n, 3]``.
+        known: The filter index, or None for unfiltered ranks.
+
+    Returns:
+        ``[n]`` ranks and ``[n]`` scores, as float64.
+    """
     from tracegraph.kg.model.evaluate import rank_queries
 
     t = np.asarray(triples, np.int64).reshape(-1, 3)
@@ -75,7 +139,17 @@ def tail_ranks(model, triples: np.ndarray, known) -> tuple[np.ndarray, np.ndarra
 
 
 def select_correct(ranks: np.ndarray, scores: np.ndarray, max_rank: float, n: int) -> list[int]:
-    """Up to n test positions with rank <= max_rank, best rank first, then highest score."""
+    """Up to ``n`` test positions with rank <= ``max_rank``, best rank first, then highest score.
+
+    Args:
+        ranks: Ranks, one per test triple.
+        scores: Scores, one per test triple.
+        max_rank: The worst rank that counts as correct.
+        n: Most positions to return.
+
+    Returns:
+        The positions.
+    """
     ok = np.flatnonzero(np.asarray(ranks) <= max_rank)
     order = np.lexsort((-np.asarray(scores)[ok], np.asarray(ranks)[ok]))
     return [int(i) for i in ok[order][:n]]
@@ -84,7 +158,26 @@ def select_correct(ranks: np.ndarray, scores: np.ndarray, max_rank: float, n: in
 def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndarray, cases: list[RemovalCase],
                  known, out_dir: str | Path, opts: RemovalOptions, *, labels: Callable | None = None,
                  on_retrain: Callable[[str], None] | None = None) -> dict:
-    """Retrain without the top-k proponents / k random neighbour triples of each case; see module doc."""
+    """Retrain without the top-k proponents, and without k random neighbour triples, of each case.
+
+    Args:
+        run_dir: The trained run.
+        train_path: Its training file.
+        train_ids: Training triples ``[N, 3]``.
+        cases: The test triples to grade; their base rank, score and arms are filled in.
+        known: The filter index.
+        out_dir: Where the retrains go.
+        opts: The test's settings.
+        labels: ``labels(h, r, t)`` gives a triple's labels for the report; None reports ids.
+        on_retrain: Called with a description after every retrain.
+
+    Returns:
+        Mean and standard deviation of the rank and score drops per arm, their ratios, and the
+        per-triple results.
+
+    Raises:
+        DataError: If the run's config.json is missing.
+    """
     from tracegraph.kg.model.model_io import load_model
     from tracegraph.kg.data.split import write_triples
     from tracegraph.kg.model.train import TrainConfig, train
@@ -157,6 +250,13 @@ def _removal_summary(cases, opts, seconds, labels, base_cfg) -> dict:
 
 
 def describe_ratio(removal: dict) -> str:
-    """'ratio 1.11', or why there is none (the random arm's mean drop is zero or negative)."""
+    """Describe the removal test's ratio, e.g. ``"ratio 1.11"``, or why there is none.
+
+    Args:
+        removal: The removal test's report.
+
+    Returns:
+        The description.
+    """
     r = removal.get("ratio_delta_rr")
     return f"ratio {r:.2f}" if r is not None else "ratio undefined (the random arm's reciprocal rank did not drop)"

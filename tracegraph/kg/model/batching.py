@@ -40,7 +40,8 @@ class SampleStore:
 
     ``samples``: [n, 2] (h, r) pairs for KvsAll, whose targets are their tails in ``known``; or
     [n, 3] triples for 1vsAll (``known`` is None). ``keep`` (kg/data/exclusion.py) leaves samples out of
-    their batches while every other sample keeps its place in the epoch's order."""
+    their batches while every other sample keeps its place in the epoch's order.
+    """
 
     def __init__(self, samples: np.ndarray, known: KnownTails | None, device: torch.device,
                  keep: np.ndarray | None = None):
@@ -62,7 +63,16 @@ class SampleStore:
         return len(self.samples)
 
     def epoch(self, order: list[list[int]]) -> list[Batch]:
-        """Upload an epoch's batch order (lists of sample indices) once; slice it per batch."""
+        """Upload an epoch's batch order once and slice it into batches.
+
+        Samples that ``keep`` leaves out are removed from their batches (the others keep their places).
+
+        Args:
+            order: The epoch's batches, each a list of sample indices.
+
+        Returns:
+            One :class:`Batch` per entry of ``order``.
+        """
         if self.keep is not None:
             order = [[i for i in b if self.keep[i]] for b in order]
         sizes = [len(b) for b in order]
@@ -72,15 +82,40 @@ class SampleStore:
         return [Batch(k, flat[bounds[k]:bounds[k + 1]], dev[bounds[k]:bounds[k + 1]]) for k in range(len(order))]
 
     def target_count(self, batch: Batch) -> int:
+        """The number of targets in a batch: its known tails (KvsAll) or its size (1vsAll).
+
+        Args:
+            batch: A batch of this store.
+
+        Returns:
+            The count, known on the host without a device sync.
+        """
         return int(self.counts[batch.host_index].sum())
 
     def heads_relations(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head and relation ids of the samples at ``index``.
+
+        Args:
+            index: Sample indices on the device, shape ``[B]``.
+
+        Returns:
+            Heads and relations, each shape ``[B]``.
+        """
         s = self.samples[index]
         return s[:, 0], s[:, 1]
 
     def targets(self, index: torch.Tensor, size: int, padded: bool = False) -> Targets:
-        """The batch's (row, true tail) pairs. ``size`` is their exact number, or with ``padded``
-        a capacity ≥ that number: the extra rows get weight 0."""
+        """The batch's ``(row, true tail)`` pairs.
+
+        Args:
+            index: Sample indices on the device, shape ``[B]``.
+            size: The exact number of targets (:meth:`target_count`), or with ``padded`` a capacity of
+                at least that number.
+            padded: Pad to ``size`` targets; the extra ones get weight 0 (static shapes for CUDA graphs).
+
+        Returns:
+            The targets; with ``padded`` their ``weight`` is 1 for real targets and 0 for padding.
+        """
         B = index.shape[0]
         if not self.kvsall:
             return Targets(torch.arange(B, device=self.device), self.samples[index, 2])

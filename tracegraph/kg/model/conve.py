@@ -21,9 +21,11 @@ from tracegraph.errors import TracegraphError
 
 
 class _BNReLUFeatureDropout(torch.autograd.Function):
-    """relu(BatchNorm(x)) · mask (train mode) in one output buffer: the same ATen kernels as
-    BatchNorm2d → F.relu → Dropout2d, with the ReLU and the mask applied in place, so forward makes
-    one B×C×H×W tensor instead of three and backward two instead of three."""
+    """relu(BatchNorm(x)) · mask (train mode) in one output buffer.
+
+    The same ATen kernels as BatchNorm2d → F.relu → Dropout2d, with the ReLU and the mask applied in
+    place, so forward makes one B×C×H×W tensor instead of three and backward two instead of three.
+    """
 
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, momentum: float, eps: float, mask):
@@ -50,6 +52,29 @@ class _BNReLUFeatureDropout(torch.autograd.Function):
 
 @dataclass
 class ConvEConfig:
+    """ConvE's architecture and regularisation settings.
+
+    Attributes:
+        num_entities: Number of entities.
+        num_relations: Number of base relations; with ``reciprocal`` the table holds twice as many.
+        embedding_dim: Embedding size ``d``; must equal ``embedding_height * embedding_width``.
+        embedding_height: Height of the reshaped embedding.
+        embedding_width: Width of the reshaped embedding.
+        output_channels: Convolution filters.
+        kernel_size: Square convolution kernel size.
+        input_dropout: Dropout on the stacked input image.
+        feature_map_dropout: 2-D dropout on the convolution's feature maps.
+        output_dropout: Dropout on the fully connected layer's output.
+        entity_dropout: Dropout on the head entity's embedding before reshaping.
+        relation_dropout: Dropout on the relation embedding.
+        reciprocal: Learn an inverse relation per relation and score heads through it.
+        entity_bias: Add a learned bias per entity to its score.
+        concat_axis: ``"height"`` stacks the two embeddings into a ``2H x W`` image (the ConvE paper);
+            ``"width"`` makes it ``H x 2W`` (the original research scripts).
+
+    Raises:
+        TracegraphError: If the shape settings are inconsistent.
+    """
     num_entities: int
     num_relations: int  # base relations; with reciprocal=True the table holds 2× this many
     embedding_dim: int = 200
@@ -80,30 +105,53 @@ class ConvEConfig:
 
     @property
     def image_shape(self) -> tuple[int, int]:
+        """``(height, width)`` of the stacked input image."""
         if self.concat_axis == "height":
             return 2 * self.embedding_height, self.embedding_width
         return self.embedding_height, 2 * self.embedding_width
 
     @property
     def num_relation_rows(self) -> int:
+        """Rows of the relation table: ``num_relations``, doubled for reciprocal models."""
         return self.num_relations * (2 if self.reciprocal else 1)
 
     @property
     def flat_size(self) -> int:
+        """Length of the flattened feature maps that enter the fully connected layer."""
         h, w = self.image_shape
         k = self.kernel_size
         return self.output_channels * (h - k + 1) * (w - k + 1)
 
     def to_dict(self) -> dict:
+        """The settings as a plain dictionary (for config.json and checkpoints)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ConvEConfig":
+        """Build a config from a dictionary, ignoring keys that are not settings.
+
+        Args:
+            d: Settings by name.
+
+        Returns:
+            The config.
+
+        Raises:
+            TracegraphError: If the shape settings are inconsistent.
+        """
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
 class ConvE(nn.Module):
+    """The ConvE link prediction model (Dettmers et al., 2018).
+
+    The head and relation embeddings are stacked into an image, convolved, projected back to ``d``
+    dimensions, and scored against every entity embedding (plus a per-entity bias).
+
+    Args:
+        config: The architecture.
+    """
     def __init__(self, config: ConvEConfig):
         super().__init__()
         self.config = c = config
@@ -130,17 +178,31 @@ class ConvE(nn.Module):
     # -- pieces (TracIn's factor engine hooks these) ------------------------------------
 
     def image(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        """[B, d] × 2 -> [B, 1, H', W'] input image."""
+        """Stack head and relation embeddings into the input image.
+
+        Args:
+            e_h: Head embeddings ``[B, d]``.
+            r: Relation embeddings ``[B, d]``.
+
+        Returns:
+            ``[B, 1, H', W']``, stacked along :attr:`ConvEConfig.concat_axis`.
+        """
         c = self.config
         a = e_h.reshape(-1, 1, c.embedding_height, c.embedding_width)
         b = r.reshape(-1, 1, c.embedding_height, c.embedding_width)
         return torch.cat([a, b], dim=2 if c.concat_axis == "height" else 3)
 
     def encode(self, e_h: torch.Tensor, r: torch.Tensor, record: dict | None = None) -> torch.Tensor:
-        """Embeddings -> hidden vector x [B, d] (everything before the scoring matmul).
+        """Map embeddings to the hidden vector ``x`` (everything before the scoring matmul).
 
-        With ``record`` (a dict), every layer's input/output is stored in it under a fixed name;
-        TracIn's factor engine takes per-example gradients at those points.
+        Args:
+            e_h: Head embeddings ``[B, d]``.
+            r: Relation embeddings ``[B, d]``.
+            record: If a dict, every layer's input and output is stored in it under a fixed name;
+                TracIn's factor engine takes per-example gradients at those points.
+
+        Returns:
+            ``x``, shape ``[B, d]``.
         """
         z = self.image(e_h, r)
         z0 = self.input_drop(self.bn0(z))
@@ -159,9 +221,12 @@ class ConvE(nn.Module):
         return x
 
     def _one_buffer_block(self, z1: torch.Tensor) -> bool:
-        """Whether bn1 → ReLU → Dropout2d runs as :class:`_BNReLUFeatureDropout`: training in fp32 on
-        a CPU, where each B×C×H×W temporary is a fresh allocation and a pass over memory. CUDA
-        (graph capture, autocast), SyncBatchNorm under torchrun and torch.compile keep the modules."""
+        """Whether bn1 → ReLU → Dropout2d runs as :class:`_BNReLUFeatureDropout`.
+
+        It does when training in fp32 on a CPU, where each B×C×H×W temporary is a fresh allocation and a
+        pass over memory. CUDA (graph capture, autocast), SyncBatchNorm under torchrun and torch.compile
+        keep the modules.
+        """
         bn, drop = self.bn1, self.feature_drop
         return (self.training and torch.is_grad_enabled() and z1.device.type == "cpu"
                 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
@@ -169,8 +234,11 @@ class ConvE(nn.Module):
                 and type(drop) is nn.Dropout2d and 0.0 <= drop.p < 1.0)
 
     def _bn1_relu_feature_drop(self, z1: torch.Tensor) -> torch.Tensor:
-        """``feature_drop(relu(bn1(z1)))`` in training, bit for bit: nn.BatchNorm's bookkeeping and
-        Dropout2d's mask (drawn as ATen's feature dropout draws it), then one fused Function."""
+        """``feature_drop(relu(bn1(z1)))`` in training, bit for bit.
+
+        nn.BatchNorm's bookkeeping and Dropout2d's mask (drawn as ATen's feature dropout draws it), then
+        one fused Function.
+        """
         bn, p = self.bn1, self.feature_drop.p
         bn.num_batches_tracked.add_(1)
         momentum = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
@@ -181,13 +249,33 @@ class ConvE(nn.Module):
                                            bn.eps, mask)
 
     def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        """The hidden vectors of ``(head, relation)`` queries.
+
+        Args:
+            heads: Head ids ``[B]``.
+            relations: Relation ids ``[B]`` (inverse ids score heads in reciprocal models).
+
+        Returns:
+            ``[B, d]``.
+
+        Raises:
+            TypeError: If labels are passed instead of id tensors.
+        """
         if not (torch.is_tensor(heads) and torch.is_tensor(relations)):  # labels reach here from notebooks
             raise TypeError("ConvE scores id tensors, not labels: use run.predict / run.score "
                             "(tracegraph.open_run), or torch.as_tensor(run.entities.ids([...]))")
         return self.encode_embeddings(self.entity(heads), self.relation(relations))
 
     def encode_embeddings(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        """``encode``, recomputed in backward when gradient checkpointing is on."""
+        """:meth:`encode` after embedding dropout, recomputed in backward when gradient checkpointing is on.
+
+        Args:
+            e_h: Head embeddings ``[B, d]``.
+            r: Relation embeddings ``[B, d]``.
+
+        Returns:
+            ``x``, shape ``[B, d]``.
+        """
         # embedding dropout (identity in eval mode, so TracIn never sees it); skipped at p = 0 so
         # runs without it draw the same random numbers as before it existed
         if self.config.entity_dropout:
@@ -200,9 +288,12 @@ class ConvE(nn.Module):
         return self.encode(e_h, r)
 
     def _encode_once(self, e_h: torch.Tensor, r: torch.Tensor, calls: list) -> torch.Tensor:
-        """``encode`` for checkpointing: the recomputation in backward must not move BatchNorm's
-        running statistics a second time (they would count every batch twice, and the eval-mode
-        model would differ from a run without checkpointing), so they are put back after it."""
+        """``encode`` for checkpointing, leaving BatchNorm's running statistics as one pass leaves them.
+
+        The recomputation in backward must not move them a second time (they would count every batch
+        twice, and the eval-mode model would differ from a run without checkpointing), so they are put
+        back after it.
+        """
         calls.append(1)
         if len(calls) == 1:
             return self.encode(e_h, r)
@@ -214,7 +305,16 @@ class ConvE(nn.Module):
                 b.copy_(v)
 
     def score_hidden(self, x: torch.Tensor, start: int = 0, end: int | None = None) -> torch.Tensor:
-        """Scores of hidden vectors against entities [start, end): x E[start:end]ᵀ + b."""
+        """Score hidden vectors against the entities ``[start, end)``: ``x E[start:end]^T + b``.
+
+        Args:
+            x: Hidden vectors ``[B, d]``.
+            start: First entity id.
+            end: One past the last entity id; None for all.
+
+        Returns:
+            Logits ``[B, end - start]``.
+        """
         w = self.entity.weight[start:end]
         s = x @ w.t().to(x.dtype)
         if self.entity_bias is not None:
@@ -224,11 +324,28 @@ class ConvE(nn.Module):
     # -- public API ----------------------------------------------------------------------
 
     def score_all(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
-        """Logits of every entity as tail of (head, relation): [B, num_entities]."""
+        """Logits of every entity as the tail of each ``(head, relation)``.
+
+        Args:
+            heads: Head ids ``[B]``.
+            relations: Relation ids ``[B]``.
+
+        Returns:
+            ``[B, num_entities]``.
+        """
         return self.score_hidden(self.hidden(heads, relations))
 
     def score_triples(self, heads, relations, tails) -> torch.Tensor:
-        """Logit of each given triple: [B]."""
+        """Logit of each given triple.
+
+        Args:
+            heads: Head ids ``[B]``.
+            relations: Relation ids ``[B]``.
+            tails: Tail ids ``[B]``.
+
+        Returns:
+            ``[B]``.
+        """
         x = self.hidden(heads, relations)
         s = (x * self.entity(tails).to(x.dtype)).sum(-1)
         if self.entity_bias is not None:
@@ -236,8 +353,24 @@ class ConvE(nn.Module):
         return s
 
     def forward(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        """Same as :meth:`score_all`.
+
+        Args:
+            heads: Head ids ``[B]``.
+            relations: Relation ids ``[B]``.
+
+        Returns:
+            Logits ``[B, num_entities]``.
+        """
         return self.score_all(heads, relations)
 
     def inverse_relation(self, relations: torch.Tensor) -> torch.Tensor:
-        """Id of r⁻¹ for base relation r (reciprocal models only)."""
+        """The id of ``r``'s inverse relation (reciprocal models only).
+
+        Args:
+            relations: Base relation ids.
+
+        Returns:
+            ``relations + num_relations``.
+        """
         return relations + self.config.num_relations

@@ -31,10 +31,19 @@ class Ranks:
 
     @property
     def realistic(self) -> np.ndarray:
+        """The mean of optimistic and pessimistic ranks (ties split evenly), shape ``[M]``."""
         return (self.optimistic + self.pessimistic) / 2.0
 
 
 def metrics(ranks: np.ndarray) -> dict:
+    """Ranking metrics of a set of ranks.
+
+    Args:
+        ranks: Ranks, 1 = best.
+
+    Returns:
+        ``count``, ``mrr``, ``mr`` and ``hits@1/3/5/10``; just ``{"count": 0}`` when empty.
+    """
     ranks = np.asarray(ranks, dtype=np.float64)
     if ranks.size == 0:
         return {"count": 0}
@@ -58,7 +67,26 @@ def rank_queries(
     top_k: int = 0,
     device: torch.device | str = "cpu",
 ) -> Ranks:
-    """Rank each answer among all entities for its (head, relation) query, filtered by ``known``."""
+    """Rank each answer among all entities for its ``(head, relation)`` query, filtered by ``known``.
+
+    Other known answers of a query are removed from its list; ties with the answer give the
+    optimistic and pessimistic ranks.
+
+    Args:
+        model: A :class:`~tracegraph.kg.model.conve.ConvE` model (put in eval mode).
+        heads: Query head ids ``[M]``.
+        relations: Query relation ids ``[M]``.
+        answers: The answer (tail) ids ``[M]``.
+        known: Every known true answer per query, or None for unfiltered ranks.
+        side: ``"tail"`` or ``"head"``, recorded in the result.
+        batch_size: Queries per batch.
+        entity_chunk: Entities scored at a time (bounds memory for large graphs).
+        top_k: Also keep the ``k`` best-scored filtered entities per query (0: none).
+        device: Where to compute.
+
+    Returns:
+        The ranks, the answers' scores and, with ``top_k``, the top entities and their scores.
+    """
     model.eval()
     N = model.config.num_entities
     M = len(answers)
@@ -127,8 +155,21 @@ def evaluate(
     top_k: int = 0,
     device="cpu",
 ) -> tuple[dict, list[Ranks]]:
-    """Filtered metrics for tails and (reciprocal models) heads. ``known`` must index the
-    filter triples *with* reciprocals when the model is reciprocal."""
+    """Filtered ranking metrics for tails and, for reciprocal models, heads.
+
+    Args:
+        model: A :class:`~tracegraph.kg.model.conve.ConvE` model.
+        triples: Test triples ``[M, 3]`` as ids.
+        known: The filter triples' index; it must include the reciprocals when the model is
+            reciprocal. None for unfiltered ranks.
+        batch_size: Queries per batch.
+        entity_chunk: Entities scored at a time.
+        top_k: Also keep the ``k`` best-scored entities per query (0: none).
+        device: Where to compute.
+
+    Returns:
+        The metrics (see :func:`summarize`) and the ranks of each side.
+    """
     triples = np.asarray(triples, np.int64).reshape(-1, 3)
     kw = dict(batch_size=batch_size, entity_chunk=entity_chunk, top_k=top_k, device=device)
     sides = [rank_queries(model, triples[:, 0], triples[:, 1], triples[:, 2], known, side="tail", **kw)]
@@ -139,7 +180,14 @@ def evaluate(
 
 
 def summarize(sides: list[Ranks]) -> dict:
-    """Metrics per side (realistic ranks, plus optimistic/pessimistic MRR) and for both sides."""
+    """Metrics per side (realistic ranks, plus optimistic and pessimistic MRR) and for both sides.
+
+    Args:
+        sides: Ranks of the tail side and, optionally, the head side.
+
+    Returns:
+        ``{"tail": ..., "head": ..., "both": ...}`` of :func:`metrics` dictionaries.
+    """
     result = {}
     for rk in sides:
         result[rk.side] = metrics(rk.realistic)

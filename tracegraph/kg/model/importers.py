@@ -73,7 +73,19 @@ PICKLE_HINT = (
 
 
 def load_torch_file(path: str | Path, trust_pickle: bool = False) -> Any:
-    """``weights_only=True`` unless the user trusts the file; a refusal says why and what to do."""
+    """Load a torch file with ``weights_only=True``, or fully unpickled if the user trusts it.
+
+    Args:
+        path: The file.
+        trust_pickle: Fall back to full unpickling (which can run code) when the safe load fails.
+
+    Returns:
+        The loaded object.
+
+    Raises:
+        DataError: If the file is missing or cannot be loaded; a refused safe load says why and
+            what to do.
+    """
     p = Path(path)
     if not p.is_file():
         raise DataError("file not found", p)
@@ -120,6 +132,15 @@ def _read_id_tsv_gz(path: Path, what: str) -> IdMap:
 
 @dataclass
 class FactoryInfo:
+    """What a PyKEEN triples factory directory provides.
+
+    Attributes:
+        entities: The entity map.
+        relations: The relation map (base relations).
+        create_inverse_triples: Whether the factory made inverse triples; None when unknown.
+        train_ids: The base (non-inverse) training triples as ids, ``[N, 3]``; None if unreadable.
+        notes: What could not be read and what was inferred instead.
+    """
     entities: IdMap
     relations: IdMap
     create_inverse_triples: bool | None = None
@@ -128,9 +149,21 @@ class FactoryInfo:
 
 
 def read_triples_factory_dir(d: str | Path) -> FactoryInfo:
-    """A PyKEEN ``TriplesFactory.to_path_binary`` directory (``training_triples/`` of a saved pipeline),
-    read without unpickling: the id maps from the .tsv.gz files, the inverse-triples flag from
-    ``base.pth`` when it loads with weights_only, the triples from ``numeric_triples.tsv.gz``."""
+    """Read a PyKEEN ``TriplesFactory.to_path_binary`` directory without unpickling.
+
+    This is the ``training_triples/`` folder of a saved pipeline: the id maps come from its
+    ``.tsv.gz`` files, the inverse-triples flag from ``base.pth`` when it loads with weights_only,
+    the triples from ``numeric_triples.tsv.gz``.
+
+    Args:
+        d: The directory.
+
+    Returns:
+        What the directory provides.
+
+    Raises:
+        DataError: If the directory or an id map is missing or malformed.
+    """
     d = Path(d)
     if not d.is_dir():
         raise DataError("triples factory directory not found", d)
@@ -198,7 +231,20 @@ def _infer_image(d: int, C: int, kh: int, kw: int, flat: int) -> tuple[int, int]
 
 def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict | None = None,
                                inverse: bool | None = None) -> tuple[ConvEConfig, dict, list[str]]:
-    """PyKEEN ConvE state dict -> (ConvEConfig, tracegraph state dict, notes)."""
+    """Map a PyKEEN ConvE state dict onto tracegraph's ConvE.
+
+    Args:
+        state: The PyKEEN state dict.
+        num_real_relations: Base relations in the relation map.
+        hyper: Known hyperparameters (embedding height/width, dropouts), if any.
+        inverse: Whether the model has inverse relations; None to infer it from the table's rows.
+
+    Returns:
+        The model config, the tracegraph state dict, and notes on what was inferred.
+
+    Raises:
+        TracegraphError: If the state is not a supported PyKEEN ConvE or disagrees with the maps.
+    """
     hyper = hyper or {}
     notes: list[str] = []
     missing = [k for k in (*_PK.values(), "interaction.hr2d.2.weight", "interaction.hr1d.0.weight") if k not in state]
@@ -256,7 +302,7 @@ def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict
 
 
 def _pykeen_module_info(module) -> tuple[dict, dict, bool | None]:
-    """state dict, hyper-parameters and inverse flag of an unpickled pykeen ConvE."""
+    """The state dict, hyper-parameters and inverse flag of an unpickled PyKEEN ConvE."""
     if type(module).__name__ != "ConvE" or not hasattr(module, "interaction"):
         raise TracegraphError(f"expected a PyKEEN ConvE model, got {type(module).__module__}.{type(module).__name__}")
     inter = module.interaction
@@ -276,7 +322,27 @@ def import_pykeen(model_file: str | Path, output_dir: str | Path, triples_factor
                   entity_to_id: str | Path | None = None, relation_to_id: str | Path | None = None,
                   hyperparameters: str | Path | None = None, trust_pickle: bool = False,
                   lr: float | None = None, label_smoothing: float | None = None) -> dict:
-    """PyKEEN ConvE (whole pickled model, or state dict) + its id maps -> tracegraph model dir."""
+    """Write a tracegraph model directory from a PyKEEN ConvE model and its id maps.
+
+    Args:
+        model_file: A whole pickled PyKEEN model, or its state dict.
+        output_dir: The model directory to write.
+        triples_factory_dir: The pipeline's ``training_triples/`` directory (id maps, inverse flag,
+            training triples); otherwise give both id map files.
+        entity_to_id: A ``label<TAB>index`` entity map.
+        relation_to_id: A ``label<TAB>index`` relation map.
+        hyperparameters: A JSON file with the training hyperparameters, if available.
+        trust_pickle: Allow full unpickling of ``model_file``.
+        lr: The learning rate to record (it weights TracIn scores); default from the hyperparameters.
+        label_smoothing: The label smoothing to record; default from the hyperparameters.
+
+    Returns:
+        The written config.json content.
+
+    Raises:
+        TracegraphError: If the id maps are not given, or the model and maps disagree.
+        DataError: If a file is missing or not a PyKEEN model.
+    """
     if triples_factory_dir is None and (entity_to_id is None or relation_to_id is None):
         raise TracegraphError("give --triples-factory-dir, or both --entity-to-id and --relation-to-id")
     obj = load_torch_file(model_file, trust_pickle)
@@ -330,7 +396,19 @@ _OLD_LAYERS = {"entity_embeddings.weight": "entity.weight", "relation_embeddings
 
 
 def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: int) -> tuple[ConvEConfig, dict, list[str]]:
-    """The original research scripts' ConvE (width concat, no entity bias) -> (ConvEConfig, state dict, notes)."""
+    """Map the original research scripts' ConvE (width concatenation, no entity bias) onto tracegraph's.
+
+    Args:
+        state: The old state dict.
+        model_config: The checkpoint's ``model_config``.
+        num_relations: Base relations in the relation map.
+
+    Returns:
+        The model config, the tracegraph state dict, and notes on what was inferred.
+
+    Raises:
+        TracegraphError: If the state or config is incomplete or disagrees with the maps.
+    """
     notes: list[str] = []
     need = ["entity_embeddings.weight", "relation_embeddings.weight", "conv1.weight", "fc.weight"]
     missing = [k for k in need if k not in state]
@@ -385,7 +463,24 @@ def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: 
 
 def import_checkpoint(file: str | Path, output_dir: str | Path, entity_to_id: str | Path, relation_to_id: str | Path,
                       trust_pickle: bool = False, lr: float | None = None, label_smoothing: float | None = None) -> dict:
-    """Earlier-format checkpoint (model_state_dict + model_config) + id maps -> tracegraph model dir."""
+    """Write a tracegraph model directory from an original-research-scripts checkpoint and id maps.
+
+    Args:
+        file: The checkpoint (``model_state_dict`` + ``model_config``).
+        output_dir: The model directory to write.
+        entity_to_id: A ``label<TAB>index`` entity map.
+        relation_to_id: A ``label<TAB>index`` relation map.
+        trust_pickle: Allow full unpickling of ``file``.
+        lr: The learning rate to record; default from the checkpoint.
+        label_smoothing: The label smoothing to record; default from the checkpoint.
+
+    Returns:
+        The written config.json content.
+
+    Raises:
+        TracegraphError: If the weights and maps disagree.
+        DataError: If a file is missing or not such a checkpoint.
+    """
     payload = load_torch_file(file, trust_pickle)
     if not isinstance(payload, dict) or "model_state_dict" not in payload or "model_config" not in payload:
         raise DataError("not an earlier-format checkpoint (needs 'model_state_dict' and 'model_config')", Path(file))
@@ -414,7 +509,30 @@ def import_checkpoint(file: str | Path, output_dir: str | Path, entity_to_id: st
 def write_model_dir(output_dir, mcfg: ConvEConfig, state: dict, entities: IdMap, relations: IdMap, source: dict,
                     notes: list[str], lr: float | None = None, label_smoothing: float | None = None,
                     epoch: int | None = None, train_ids: np.ndarray | None = None) -> dict:
-    """Check the weights load into ConvE, then write the model dir atomically, file by file."""
+    """Check that the weights load into ConvE, then write the model directory, each file atomically.
+
+    Writes the id maps, ``final_model.pt`` and ``best_model.pt`` (the same weights), config.json and,
+    when known, ``train.txt``.
+
+    Args:
+        output_dir: The model directory.
+        mcfg: The model config.
+        state: The ConvE state dict.
+        entities: The entity map.
+        relations: The relation map.
+        source: Where the weights came from, recorded in config.json.
+        notes: What was inferred, recorded in config.json.
+        lr: The learning rate; None records 1.0 with a note.
+        label_smoothing: The label smoothing; None records 0.0 with a note.
+        epoch: The epoch to record; None records 1.
+        train_ids: The training triples as ids, written as ``train.txt``; None for none.
+
+    Returns:
+        The written config.json content.
+
+    Raises:
+        TracegraphError: If the weights do not fit the config.
+    """
     model = ConvE(mcfg)
     for name, buf in model.state_dict().items():  # old BatchNorms may lack num_batches_tracked
         if name.endswith("num_batches_tracked") and name not in state:

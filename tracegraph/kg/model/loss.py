@@ -29,8 +29,11 @@ import torch.nn.functional as F
 
 @dataclass
 class Targets:
-    """Sparse 1-N targets: sample ``batch_index[k]`` has true entity ``entity_index[k]``
-    (counted ``weight[k]`` times, 1 when ``weight`` is None)."""
+    """Sparse 1-N targets.
+
+    Sample ``batch_index[k]`` has true entity ``entity_index[k]`` (counted ``weight[k]`` times, 1
+    when ``weight`` is None).
+    """
 
     batch_index: torch.Tensor
     entity_index: torch.Tensor
@@ -38,9 +41,25 @@ class Targets:
 
     @classmethod
     def one_per_sample(cls, tails: torch.Tensor) -> "Targets":
+        """One target per sample: sample ``k``'s true entity is ``tails[k]``.
+
+        Args:
+            tails: Tail ids ``[B]``.
+
+        Returns:
+            The targets.
+        """
         return cls(torch.arange(len(tails), device=tails.device), tails)
 
     def to(self, device) -> "Targets":
+        """The targets on ``device``.
+
+        Args:
+            device: The device.
+
+        Returns:
+            A copy on ``device``.
+        """
         w = self.weight.to(device) if self.weight is not None else None
         return Targets(self.batch_index.to(device), self.entity_index.to(device), w)
 
@@ -61,7 +80,19 @@ def _positive_sum(batch_size: int, targets: Targets, pos_scores: torch.Tensor) -
 
 
 def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0, reduction: str = "mean"):
-    """Loss from full logits [B, N] with sparse targets; no label matrix is built."""
+    """Binary cross-entropy of full logits against sparse 1-N targets; no label matrix is built.
+
+    With label smoothing ``eps``, every label is ``(1 - eps) * y + eps / N``.
+
+    Args:
+        scores: Logits ``[B, N]``.
+        targets: The true ``(sample, entity)`` pairs.
+        label_smoothing: ``eps``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"`` over samples (each the mean over N entities).
+
+    Returns:
+        The loss: a scalar, or ``[B]`` for ``"none"``.
+    """
     B, N = scores.shape
     scores = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     eps = float(label_smoothing)
@@ -75,9 +106,11 @@ def bce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0,
 
 
 class _FusedBCE1N(torch.autograd.Function):
-    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j - p·Σ_true s_t with s = x Eᵀ + b, over entity
-    chunks. The true tails' term lives here too, so backward writes one dense dL/dE buffer
-    (an autograd gather of E[t] would add a second N×d gradient)."""
+    """Per sample: Σ_j softplus(s_j) - c·Σ_j s_j - p·Σ_true s_t with s = x Eᵀ + b, over entity chunks.
+
+    The true tails' term lives here too, so backward writes one dense dL/dE buffer (an autograd
+    gather of E[t] would add a second N×d gradient).
+    """
 
     @staticmethod
     def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float, chunk: int,
@@ -134,13 +167,15 @@ _ROW_BLOCK_BYTES = 2**20  # about one core's L2
 
 
 class _StoredBCE1N(torch.autograd.Function):
-    """The fused loss's per-sample sums with the logits computed once and kept (one B×N buffer):
-    backward turns that buffer into σ(s) in place and folds the smoothing constant and the
+    """The fused loss's per-sample sums with the logits computed once and kept (one B×N buffer).
+
+    Backward turns that buffer into σ(s) in place and folds the smoothing constant and the
     per-sample scale into the two products, so no other B×N tensor is made.
 
     On a CPU every B×N temporary is a fresh allocation and a pass over memory; the autograd
     composition of :func:`bce_1n` makes about six per step (bias add, softplus, its gradient, the
-    sum's and the gather's gradients and their sums), this makes two."""
+    sum's and the gather's gradients and their sums), this makes two.
+    """
 
     @staticmethod
     def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float,
@@ -237,10 +272,24 @@ def fused_bce_1n(
     chunk_size: int = 8192,
     sink: dict | None = None,
 ):
-    """Same value and gradients as ``bce_1n(x @ weight.T + bias, …)``, without the B×N logits.
+    """The same value and gradients as ``bce_1n(x @ weight.T + bias, ...)``, without the ``[B, N]`` logits.
 
-    ``sink``: a dict shared with :func:`tied_lookup` when ``x`` was computed from rows of the
-    same ``weight`` (ConvE's head embeddings), so both gradients land in one N×d buffer."""
+    Entities are scored ``chunk_size`` at a time, in forward and in backward.
+
+    Args:
+        x: Hidden vectors ``[B, d]``.
+        weight: Entity embeddings ``[N, d]``.
+        bias: Entity biases ``[N]``, or None.
+        targets: The true ``(sample, entity)`` pairs.
+        label_smoothing: ``eps``, as in :func:`bce_1n`.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        chunk_size: Entities per chunk.
+        sink: A dict shared with :func:`tied_lookup` when ``x`` was computed from rows of the same
+            ``weight`` (ConvE's head embeddings), so both gradients land in one ``[N, d]`` buffer.
+
+    Returns:
+        The loss: a scalar, or ``[B]`` for ``"none"``.
+    """
     N = weight.shape[0]
     eps = float(label_smoothing)
     per = _FusedBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, targets.weight, eps / N,
@@ -254,7 +303,8 @@ class _TiedLookup(torch.autograd.Function):
     Autograd would otherwise hold two dense N×d gradients of the tied entity table and sum them
     out of place (measured: +0.8 GB at 1M entities × 200). The loss's backward always runs first
     (this lookup feeds the loss), and the table's gradient is accumulated only after both
-    backwards, so adding in place into the buffer the loss returned is exact."""
+    backwards, so adding in place into the buffer the loss returned is exact.
+    """
 
     @staticmethod
     def forward(ctx, weight, index, sink: dict):
@@ -274,9 +324,30 @@ class _TiedLookup(torch.autograd.Function):
 
 
 def tied_lookup(weight: torch.Tensor, index: torch.Tensor, sink: dict) -> torch.Tensor:
+    """``weight[index]``, whose gradient is added into the fused loss's entity-gradient buffer.
+
+    Use it for the head embeddings when the loss is :func:`fused_bce_1n` with the same ``sink``, so
+    autograd does not hold a second dense ``[N, d]`` gradient.
+
+    Args:
+        weight: Entity embeddings ``[N, d]``.
+        index: Entity ids ``[B]``.
+        sink: The dict passed to :func:`fused_bce_1n`.
+
+    Returns:
+        ``[B, d]`` rows of ``weight``.
+    """
     return _TiedLookup.apply(weight, index, sink)
 
 
 def auto_chunk_size(batch_size: int, budget_bytes: int = 64 * 2**20) -> int:
-    """Entity chunk so one B×chunk fp32 block stays within ``budget_bytes``."""
+    """The entity chunk for which one ``[batch_size, chunk]`` fp32 block fits in ``budget_bytes``.
+
+    Args:
+        batch_size: Rows per block.
+        budget_bytes: Memory budget for one block.
+
+    Returns:
+        The chunk size, at least 1024.
+    """
     return max(1024, budget_bytes // (4 * max(batch_size, 1)))

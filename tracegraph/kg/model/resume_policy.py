@@ -26,7 +26,14 @@ _NOT_COMPARED = ("output_dir", "resume", "overwrite", "train", "valid", "test", 
 
 
 def flag(setting: str) -> str:
-    """A TrainConfig field -> the ``tracegraph train`` option that sets it."""
+    """The ``tracegraph train`` option that sets a TrainConfig field.
+
+    Args:
+        setting: The field name, e.g. ``learning_rate``.
+
+    Returns:
+        The option, e.g. ``--learning-rate``.
+    """
     return "--" + setting.replace("_", "-")
 
 

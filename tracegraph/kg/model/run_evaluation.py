@@ -41,7 +41,26 @@ class Evaluation:
 
 def evaluate_store(store: RunStore, test, filter_triples=None, top_k: int = 10, batch_size: int = 256,
                    entity_chunk: int = 65536, unseen: str = "include") -> Evaluation:
-    """Filtered ranks of ``test`` (a file or label triples) against every entity (``Run.evaluate``)."""
+    """Filtered ranks of test triples against every entity (``Run.evaluate``).
+
+    Args:
+        store: The run.
+        test: A triples file, or ``(head, relation, tail)`` label triples.
+        filter_triples: Files of known true triples to filter; None for the run's data files.
+            The test triples are always filtered too.
+        top_k: Best-scored entities to list per test triple and side (0: none).
+        batch_size: Queries per batch.
+        entity_chunk: Entities scored at a time.
+        unseen: ``"error"``, ``"include"`` or ``"drop"``, for test entities absent from training
+            (files only).
+
+    Returns:
+        The metrics and one row of ranks per test triple and side.
+
+    Raises:
+        DataError: If a file is malformed or a label is unknown.
+        TracegraphError: If an unseen entity is refused by the policy.
+    """
     report = None
     if isinstance(test, (str, Path)):
         # with filter files given, a recorded training file that is gone leaves the unseen check to the id map
@@ -69,7 +88,26 @@ def evaluate_store(store: RunStore, test, filter_triples=None, top_k: int = 10, 
 
 def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device,
                    unseen: str = "include") -> dict:
-    """``tracegraph evaluate``: evaluation.json and ranks.csv in ``output_dir`` (default RUN/evaluation)."""
+    """Evaluate a run and write ``evaluation.json`` and ``ranks.csv`` (``tracegraph evaluate``).
+
+    Args:
+        model_dir: The run directory, or an open run store.
+        test: The test triples file.
+        filter_files: Files of known true triples; empty for the run's data files.
+        output_dir: Where to write; None for ``RUN/evaluation``.
+        top_k: Best-scored entities to list per test triple and side.
+        batch_size: Queries per batch.
+        entity_chunk: Entities scored at a time.
+        device: Device name.
+        unseen: ``"error"``, ``"include"`` or ``"drop"``.
+
+    Returns:
+        The metrics, the output directory and the unseen-entity report.
+
+    Raises:
+        DataError: If a file is malformed or a label is unknown.
+        TracegraphError: If an unseen entity is refused by the policy.
+    """
     store = model_dir if isinstance(model_dir, RunStore) else RunStore(model_dir, device)
     files = list(filter_files) if filter_files else run_files(store)
     ev = evaluate_store(store, test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk,

@@ -32,9 +32,23 @@ DEFAULT_PATIENCE = 10
 
 def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, name: str = "adam",
                    weight_decay: float = 0.0, capturable: bool = False) -> torch.optim.Optimizer:
-    """Adam (ConvE paper) or Adagrad (LibKGE's tuned FB15k-237 ConvE); ``weight_decay`` is L2 on
-    every parameter (the optimizers' own, coupled form). ``capturable`` (Adam only) keeps the step
-    count on the device, so the update can live inside a CUDA graph."""
+    """Build the optimiser: Adam (the ConvE paper) or Adagrad (LibKGE's tuned FB15k-237 ConvE).
+
+    Args:
+        model: The model whose parameters to optimise.
+        lr: Learning rate.
+        device: The training device (Adam uses its fused kernel on CPU and CUDA).
+        name: ``"adam"`` or ``"adagrad"``.
+        weight_decay: L2 penalty on every parameter (the optimisers' own, coupled form).
+        capturable: Adam only: keep the step count on the device, so the update can live inside a
+            CUDA graph.
+
+    Returns:
+        The optimiser.
+
+    Raises:
+        TracegraphError: If the name is unknown.
+    """
     if name == "adam":
         # the fused kernel does the whole update in one pass (measured 8x faster than the default on CPU)
         return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay,
@@ -45,8 +59,19 @@ def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, name
 
 
 def resolve_patience(patience: int | None, has_valid: bool) -> int:
-    """Evaluations without valid-MRR improvement before stopping; None = the default (on with
-    --valid, off without), 0 = never stop early."""
+    """The number of evaluations without valid-MRR improvement before stopping early.
+
+    Args:
+        patience: The user's value; None for the default (on with validation triples, off without),
+            0 to never stop early.
+        has_valid: Whether the run has validation triples.
+
+    Returns:
+        The patience; 0 means never stop early.
+
+    Raises:
+        TracegraphError: If ``patience`` is negative.
+    """
     if patience is None:
         return DEFAULT_PATIENCE if has_valid else 0
     if patience < 0:
@@ -81,22 +106,42 @@ class LRSchedule:
                                                threshold=threshold, threshold_mode="rel", min_lr=min_lr)
 
     def after_epoch(self) -> None:
+        """Advance an epoch-based schedule (every kind but ``plateau``)."""
         if self.kind != "plateau":
             self.torch.step()
 
     def after_evaluation(self, valid_mrr: float) -> None:
+        """Feed the plateau schedule a validation result (other kinds ignore it).
+
+        Args:
+            valid_mrr: The validation MRR just measured.
+        """
         if self.kind == "plateau":
             self.torch.step(valid_mrr)
 
     def state_dict(self) -> dict:
+        """The torch scheduler's state, for checkpoints."""
         return self.torch.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore the torch scheduler's state from a checkpoint.
+
+        Args:
+            state: What :meth:`state_dict` returned.
+        """
         self.torch.load_state_dict(state)
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, cfg) -> LRSchedule:
-    """The schedule a :class:`~tracegraph.kg.model.train.TrainConfig` asks for."""
+    """The learning-rate schedule a :class:`~tracegraph.kg.model.train.TrainConfig` asks for.
+
+    Args:
+        optimizer: The optimiser whose rate it sets.
+        cfg: The training config (its ``lr_*`` settings and ``epochs``).
+
+    Returns:
+        The schedule.
+    """
     return LRSchedule(optimizer, cfg.lr_scheduler, epochs=cfg.epochs, lr_decay=cfg.lr_decay, factor=cfg.lr_factor,
                       patience=cfg.lr_patience, step_size=cfg.lr_step_size, min_lr=cfg.lr_min,
                       threshold=cfg.lr_threshold)

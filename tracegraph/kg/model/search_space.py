@@ -1,4 +1,6 @@
-"""The search-space file of ``tracegraph tune`` (JSON)::
+"""The search-space file of ``tracegraph tune`` (JSON).
+
+For example::
 
     {
       "format": "tracegraph-search-space", "version": 1,
@@ -33,6 +35,15 @@ PRUNER_KEYS = {"n_startup_trials", "n_warmup_steps", "interval_steps"}
 
 @dataclass
 class SearchSpace:
+    """A ``tracegraph tune`` search space read from its JSON file.
+
+    Attributes:
+        params: Setting name to its range (``type`` categorical, int or float, with bounds or choices).
+        fixed: Settings every trial uses.
+        preset: The base preset's name or path, if any.
+        pruner: Options for Optuna's median pruner.
+        source: The file it was read from.
+    """
     params: dict
     fixed: dict = field(default_factory=dict)
     preset: str | None = None
@@ -41,6 +52,18 @@ class SearchSpace:
 
 
 def read_search_space(path: str | Path) -> SearchSpace:
+    """Read and check a search-space file.
+
+    Args:
+        path: The JSON file.
+
+    Returns:
+        The search space.
+
+    Raises:
+        DataError: If the file is missing, not a search space of this version, or names an unknown
+            setting or a bad range (with the line).
+    """
     from tracegraph.kg.model.presets import decode_json, line_of_key, setting_defaults
 
     p = Path(path)
@@ -114,7 +137,15 @@ def _shape(choice) -> tuple[int, int] | None:
 
 
 def suggest(trial, space: SearchSpace) -> dict:
-    """One trial's sampled settings (train setting names -> values)."""
+    """Sample one trial's settings.
+
+    Args:
+        trial: The Optuna trial.
+        space: The search space.
+
+    Returns:
+        Train setting names to values (an embedding shape sets height, width and dimension).
+    """
     out = {}
     for key, spec in space.params.items():
         kind = spec["type"]

@@ -19,6 +19,20 @@ LOSSES = ("bce", "ce")
 
 
 def ce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0, reduction: str = "mean"):
+    """Softmax cross-entropy over all entities against sparse 1-N targets (LibKGE's "kl" loss).
+
+    A sample with several true tails spreads the target mass evenly over them; label smoothing
+    ``eps`` mixes in ``eps / N`` of a uniform target.
+
+    Args:
+        scores: Logits ``[B, N]``.
+        targets: The true ``(sample, entity)`` pairs (padding has weight 0).
+        label_smoothing: ``eps``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"`` over samples.
+
+    Returns:
+        The loss: a scalar, or ``[B]`` for ``"none"``.
+    """
     B, N = scores.shape
     scores = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     eps = float(label_smoothing)

@@ -69,6 +69,7 @@ class RunStore:
 
     @property
     def model_dir(self) -> Path:  # the name LoadedModel used; helpers written for it accept a store
+        """The run directory (same as :attr:`path`)."""
         return self.path
 
     @cached_property
@@ -83,20 +84,24 @@ class RunStore:
 
     @property
     def entities(self) -> IdMap:
+        """The run's entity map."""
         return self._maps[0]
 
     @property
     def relations(self) -> IdMap:
+        """The run's relation map."""
         return self._maps[1]
 
     @property
     def label_smoothing(self) -> float:
+        """The label smoothing the run trained with (0 when unrecorded)."""
         return run_label_smoothing(self.path)
 
     @cached_property
     def data_files(self) -> dict[str, Path]:
-        """The run's train/valid/test files, found from any working directory and after a move, each
-        checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
+        """The run's train/valid/test files, found from any working directory and after a move.
+
+        Each is checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
 
         Raises:
             DataError: a recorded file is missing or its content changed (the message names the flag
@@ -106,20 +111,32 @@ class RunStore:
 
     @cached_property
     def labels(self) -> RunLabels:
-        """Readable names of entities and relations from the run's recorded label files (a KGX import's
-        ``node_name_dict.txt`` and ``edge_map.json``); empty when the run has none."""
+        """Readable names of entities and relations from the run's recorded label files.
+
+        Those are a KGX import's ``node_name_dict.txt`` and ``edge_map.json``; empty when the run has
+        none.
+        """
         return run_labels(self.path, self.config, self.entities)
 
     @cached_property
     def checkpoints(self) -> list[RunCheckpoint]:
-        """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them), or the single
-        model when there are none. Learning rates come from ``training_history.json`` when it has
-        them, else from the checkpoint itself (which is then read and cached)."""
+        """Every ``checkpoints/epoch_NNNN.pt`` in epoch order (TracIn sums over them).
+
+        Without any, the single model. Learning rates come from ``training_history.json`` when it
+        has them, else from the checkpoint itself (which is then read and cached).
+        """
         paths = list_epoch_checkpoints(self.path) or [self.checkpoint]
         return [self.checkpoint_info(p) for p in paths]
 
     def checkpoint_info(self, path: str | Path) -> RunCheckpoint:
-        """The :class:`RunCheckpoint` of one file (epoch and lr from the history when recorded there)."""
+        """The epoch and learning rate of one checkpoint file (from the history when recorded there).
+
+        Args:
+            path: The checkpoint file.
+
+        Returns:
+            Its :class:`RunCheckpoint`.
+        """
         path = Path(path)
         stem = path.stem
         if stem.startswith("epoch_") and stem[6:].isdigit():
@@ -142,11 +159,21 @@ class RunStore:
         return self.load(self.checkpoint)[0]
 
     def read_checkpoint(self, path: str | Path, map_location=None) -> dict:
-        """One checkpoint file's contents, read from disk once (kept while they fit the cache).
+        """One checkpoint file's weights, config, epoch and lr, read from disk once and cached.
 
-        Tensors stay on the CPU whatever ``map_location`` asks (it is accepted so this can stand
-        in for ``load_checkpoint``, as the TracIn engine's reader): models are moved after building.
-        Do not modify the returned dict; it is shared."""
+        Tensors stay on the CPU whatever ``map_location`` asks (it is accepted so that this can stand
+        in for ``load_checkpoint`` as the TracIn engine's reader); models are moved after building.
+
+        Args:
+            path: The checkpoint file.
+            map_location: Ignored.
+
+        Returns:
+            The payload. It is shared: do not modify it.
+
+        Raises:
+            DataError: If the file cannot be loaded or disagrees with the run's id maps.
+        """
         key = str(Path(path).resolve())
         with self._lock:
             if key in self._payloads:
@@ -164,7 +191,18 @@ class RunStore:
         return payload
 
     def load(self, path: str | Path, device: str | torch.device | None = None):
-        """``(model in eval mode, RunCheckpoint)`` of one checkpoint file; the model is built once per device."""
+        """The model of one checkpoint file, in eval mode; it is built once per device.
+
+        Args:
+            path: The checkpoint file.
+            device: Where to put the model; None for the store's device.
+
+        Returns:
+            ``(model, RunCheckpoint)``.
+
+        Raises:
+            DataError: If the file cannot be loaded or the weights do not fit.
+        """
         path = Path(path)
         dev = self.device if device is None else torch.device(device)
         key = (str(path.resolve()), str(dev))
@@ -182,8 +220,19 @@ class RunStore:
     # ------------------------------------------------------------------ labels <-> ids
 
     def encode(self, triples) -> np.ndarray:
-        """Triples as labels -> an [M, 3] id array. Accepts a triples file, a DataFrame (columns
-        head/relation/tail, else the first three) or an iterable of (head, relation, tail)."""
+        """Map label triples to ids.
+
+        Args:
+            triples: A triples file, a DataFrame (columns head/relation/tail, else its first three) or
+                an iterable of ``(head, relation, tail)``.
+
+        Returns:
+            ``[M, 3]`` int64 ids.
+
+        Raises:
+            DataError: If a file's label is unknown (naming the line).
+            TracegraphError: If a given label is unknown or a row is not a triple.
+        """
         if isinstance(triples, (str, Path)):
             return encode_triples(read_labeled_triples(triples), self.entities, self.relations)
         h, r, t = label_columns(triples, 3)
@@ -191,9 +240,17 @@ class RunStore:
                          self.entities.ids(t, "entity")], axis=1).reshape(-1, 3)
 
     def known_tails(self, sources: Iterable) -> KnownTails:
-        """The filter index of the true triples in ``sources`` (files or label triples), with reciprocals.
+        """The filter index of the true triples in ``sources``, with reciprocals for reciprocal models.
+
         A file's triple naming a label the model has no id for filters nothing (a run trained with
-        ``--unseen drop`` keeps such files)."""
+        ``--unseen drop`` keeps such files).
+
+        Args:
+            sources: Triples files or label triples.
+
+        Returns:
+            The index.
+        """
         ids = [encode_known(read_labeled_triples(s), self.entities, self.relations) if isinstance(s, (str, Path))
                else self.encode(s) for s in sources]
         ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
@@ -202,18 +259,45 @@ class RunStore:
 
 
 def run_files(store) -> list[str]:
-    """The train/valid/test files recorded in a run's config.json (those that still exist)."""
+    """The train, valid and test files recorded in a run's config.json (those that still exist).
+
+    Args:
+        store: A run store, or an object with a ``checkpoint`` path.
+
+    Returns:
+        The file paths.
+    """
     store = store if isinstance(store, RunStore) else RunStore(store.checkpoint)
     return list(store.data_files.values())
 
 
 def filter_index(store: RunStore, files) -> KnownTails:
-    """The filter index (known true triples, with reciprocals) of ``files`` under the store's id maps."""
+    """The filter index (known true triples, with reciprocals) of ``files`` under the store's id maps.
+
+    Args:
+        store: The run.
+        files: Triples files or label triples.
+
+    Returns:
+        The index.
+    """
     return store.known_tails(files)
 
 
 def label_columns(triples, n: int) -> list[list[str]]:
-    """Label triples (a DataFrame or an iterable of tuples) -> ``n`` lists of labels."""
+    """Split label triples into ``n`` columns.
+
+    Args:
+        triples: A DataFrame (columns head/relation/tail, else its first ``n``) or an iterable of
+            tuples.
+        n: Labels per row.
+
+    Returns:
+        ``n`` lists of labels.
+
+    Raises:
+        TracegraphError: If a row does not have ``n`` labels.
+    """
     import pandas as pd
 
     if isinstance(triples, pd.DataFrame):

@@ -1,7 +1,9 @@
-"""ConvE training: read -> model -> train -> checkpoints -> evaluate. Readable top to bottom:
-``_train`` is the loop; ``_build`` (data, batches, model, optimiser), ``_train_epoch``, ``_validate``,
-``_save`` and ``_finish`` are its stages, sharing one :class:`Session`. The run directory's
-bookkeeping (claim, config.json, resume) is in ``training_files.py``, the settings in ``train_config.py``.
+"""ConvE training: read -> model -> train -> checkpoints -> evaluate.
+
+Readable top to bottom: ``_train`` is the loop; ``_build`` (data, batches, model, optimiser),
+``_train_epoch``, ``_validate``, ``_save`` and ``_finish`` are its stages, sharing one
+:class:`Session`. The run directory's bookkeeping (claim, config.json, resume) is in
+``training_files.py``, the settings in ``train_config.py``.
 
 Everything a run did is explained by ``config.json`` beside its checkpoints. A checkpoint holds
 the weights, the optimizer, every RNG state and the sampler's generator, so ``--resume`` ends
@@ -51,6 +53,15 @@ from tracegraph.runtime.seeding import seed_everything
 
 @dataclass
 class Data:
+    """A training run's triples as ids.
+
+    Attributes:
+        train: The training triples with the id maps.
+        valid: Validation triples ``[N, 3]`` (empty without validation).
+        test: Test triples ``[N, 3]`` (empty without test).
+        unseen: What the ``--unseen`` policy found and did, for config.json.
+        notes: What reading found (duplicates, unseen entities), logged once the run starts.
+    """
     train: TripleSet
     valid: np.ndarray
     test: np.ndarray
@@ -59,8 +70,20 @@ class Data:
 
 
 def load_data(cfg: TrainConfig) -> Data:
-    """Train defines the id maps (unless maps are given); valid/test use the same ids, and their
-    entities unseen in train are handled by ``cfg.unseen`` (kg/data/unseen.py)."""
+    """Read a run's triples: train defines the id maps (unless maps are given), valid and test use them.
+
+    Valid and test entities unseen in train are handled by ``cfg.unseen``.
+
+    Args:
+        cfg: The training config.
+
+    Returns:
+        The triples.
+
+    Raises:
+        DataError: If a file is malformed or a label is not in a given map.
+        TracegraphError: If an entity is unseen under ``--unseen error``.
+    """
     from tracegraph.kg.data.unseen import apply_policy
 
     lt = read_labeled_triples(cfg.train)
@@ -86,6 +109,18 @@ class TrainingObjective(torch.nn.Module):
         self.loss, self.loss_name = (ce_1n if loss == "ce" else bce_1n), loss
 
     def forward(self, h, r, batch_index, tails, weight=None):
+        """The training loss of one batch.
+
+        Args:
+            h: Head ids ``[B]``.
+            r: Relation ids ``[B]``.
+            batch_index: Target rows into the batch, ``[T]``.
+            tails: Target entity ids, ``[T]``.
+            weight: Target weights ``[T]`` (0 for padding), or None for all 1.
+
+        Returns:
+            The scalar loss.
+        """
         targets = Targets(batch_index, tails, weight)
         stored = self._stored_logits(h)
         if self.fused or stored:
@@ -98,24 +133,41 @@ class TrainingObjective(torch.nn.Module):
         return self.loss(self.model(h, r), targets, self.eps)
 
     def _stored_logits(self, h) -> bool:
-        """The standard BCE on a CPU in fp32 takes stored_bce_1n (fewer B×N temporaries, each a
-        fresh allocation there); elsewhere — CUDA (graph capture, autocast), bf16, torch.compile
-        — the bce_1n composition stays."""
+        """Whether the standard BCE on a CPU in fp32 takes stored_bce_1n.
+
+        It makes fewer B×N temporaries, each a fresh allocation there; elsewhere — CUDA (graph capture,
+        autocast), bf16, torch.compile — the bce_1n composition stays.
+        """
         return (not self.fused and self.loss_name == "bce" and h.device.type == "cpu"
                 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
 
 
 def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
-    """Train, evaluate, save. ``on_evaluation(epoch, valid_mrr)`` is called after every valid
-    evaluation (``tracegraph tune`` reports to its pruner there; raising stops the run)."""
+    """Train a ConvE model, evaluate it and save checkpoints into ``cfg.output_dir``.
+
+    Args:
+        cfg: The training config.
+        on_evaluation: Called as ``on_evaluation(epoch, valid_mrr)`` after every validation
+            (``tracegraph tune`` reports to its pruner there; raising stops the run).
+
+    Returns:
+        ``epochs_run``, ``stopped_early``, ``best_valid_mrr``, ``skipped_steps`` and, with test
+        triples, ``test`` (the metrics of the best model, else the final one).
+
+    Raises:
+        TracegraphError: If a setting is invalid or the run directory cannot be used.
+        DataError: If an input file is malformed.
+    """
     _check_counts(cfg)
     with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
         return _train(cfg, on_evaluation)
 
 
 def _check_counts(cfg: TrainConfig) -> None:
-    """The counts the CLI bounds, checked for Python callers too (a 0 would divide by zero later);
-    0 epochs is allowed: the initial model is saved as epoch 0."""
+    """The counts the CLI bounds, checked for Python callers too (a 0 would divide by zero later).
+
+    0 epochs is allowed: the initial model is saved as epoch 0.
+    """
     for name, least in (("epochs", 0), ("batch_size", 1), ("checkpoint_every", 1), ("eval_every", 1)):
         value = getattr(cfg, name)
         if not isinstance(value, int) or value < least:
@@ -150,10 +202,12 @@ class Session:
 
     @property
     def out(self) -> Path:
+        """The run directory."""
         return Path(self.cfg.output_dir)
 
     @property
     def device(self) -> torch.device:
+        """This process's training device."""
         return self.ctx.device
 
 
@@ -379,8 +433,11 @@ def _validate(s: Session, epoch: int, record: dict, state: dict, on_evaluation) 
 
 
 def _save(s: Session, epoch: int, record: dict, state: dict, improved: bool) -> None:
-    """best_model.pt on improvement; the weights and lr (what TracIn sums) every ``checkpoint_every``
-    epochs; the full state, for an exact resume, in one rolling checkpoint every epoch; the history."""
+    """Save what an epoch leaves.
+
+    best_model.pt on improvement; the weights and lr (what TracIn sums) every ``checkpoint_every``
+    epochs; the full state, for an exact resume, in one rolling checkpoint every epoch; the history.
+    """
     cfg = s.cfg
     payload = dict(model_payload(s.model, epoch, record["lr"], record), run_id=s.run_id)  # explain refuses mixed runs
     if improved and s.ctx.is_main:
@@ -417,9 +474,12 @@ def _finish(s: Session, state: dict, start_epoch: int, stopped_early: bool) -> d
 
 
 def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple[dict, list[Ranks]]:
-    """:func:`evaluate`; under torchrun every rank ranks a contiguous shard of whole batches (the
-    batches one process would rank, so the ranks are bitwise the same) and the per-triple ranks are
-    gathered: every rank gets the metrics of the whole set."""
+    """:func:`evaluate`, sharded over ranks under torchrun.
+
+    Every rank ranks a contiguous shard of whole batches (the batches one process would rank, so the
+    ranks are bitwise the same) and the per-triple ranks are gathered: every rank gets the metrics
+    of the whole set.
+    """
     if not ctx.active:
         return evaluate(model, triples, known, **kw)
     lo, hi = batch_aligned_shard(len(triples), kw.get("batch_size", 256), ctx.rank, ctx.world_size)

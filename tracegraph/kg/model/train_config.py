@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 
 @dataclass
 class TrainConfig:
+    """The settings of one training run.
+
+    Each field is the ``tracegraph train`` option of the same name (underscores become dashes);
+    ``model`` holds :class:`~tracegraph.kg.model.conve.ConvEConfig` overrides. The comments on the
+    fields give units and accepted values.
+    """
     train: str
     output_dir: str
     valid: str | None = None

@@ -28,12 +28,32 @@ from tracegraph.runtime.seeding import set_rng_state
 
 
 def state_for_checkpoint(state: dict) -> dict:
+    """The training loop's state in the plain types a weights_only checkpoint can hold.
+
+    Args:
+        state: The loop's state (history, best MRR, evaluations without gain, skipped steps).
+
+    Returns:
+        The state with the history as a JSON string.
+    """
     return {"history_json": json.dumps(state["history"]), "best_mrr": state["best_mrr"],
             "bad_evals": state["bad_evals"], "skipped_steps": state["skipped_steps"]}
 
 
 def claim_run_dir(ctx, out: Path, cfg: TrainConfig) -> str:
-    """rundir.claim on rank 0; under torchrun every rank gets its run id, or its refusal."""
+    """Claim the run directory on rank 0 and share the run id (or the refusal) with every rank.
+
+    Args:
+        ctx: The distributed context.
+        out: The run directory.
+        cfg: The training config (``resume``, ``overwrite``).
+
+    Returns:
+        The run id.
+
+    Raises:
+        TracegraphError: On every rank, if rank 0 could not claim the directory.
+    """
     from tracegraph.runtime.rundir import claim
 
     run_id, refusal = None, None
@@ -53,7 +73,18 @@ RESUME_CHECKPOINT = "resume.pt"
 
 
 def resume_payload(payload: dict, optimizer, scheduler, gen, state: dict) -> dict:
-    """The rolling resume checkpoint: an epoch checkpoint's payload plus all a bit-identical resume reads."""
+    """The rolling resume checkpoint: an epoch checkpoint plus everything a bit-identical resume reads.
+
+    Args:
+        payload: The epoch checkpoint's payload.
+        optimizer: The optimiser.
+        scheduler: The learning-rate schedule.
+        gen: The batch sampler's NumPy generator.
+        state: The training loop's state.
+
+    Returns:
+        The payload to save as ``checkpoints/resume.pt``.
+    """
     from tracegraph.runtime.seeding import rng_state
 
     return dict(payload, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), rng=rng_state(),
@@ -61,10 +92,30 @@ def resume_payload(payload: dict, optimizer, scheduler, gen, state: dict) -> dic
 
 
 def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_id: str, cfg: TrainConfig | None = None):
-    """Load the run's resume checkpoint (``checkpoints/resume.pt``; a run written before it existed:
-    its last epoch checkpoint, which then held the full state). Every checkpoint of the directory must
-    be this run's, and ``cfg`` may change only what a resume may (resume_policy.py); the changes,
-    with those recorded before, come back in the state's ``changes``."""
+    """Restore a run from its resume checkpoint, in place.
+
+    The source is ``checkpoints/resume.pt``, or for a run written before it existed, its last epoch
+    checkpoint. Every checkpoint of the directory must be this run's, and ``cfg`` may change only
+    what a resume may; the changes, with those recorded before, come back in the state's
+    ``changes``.
+
+    Args:
+        out: The run directory.
+        model: The model to load the weights into.
+        optimizer: The optimiser to restore.
+        scheduler: The learning-rate schedule to restore.
+        gen: The batch sampler's generator to restore.
+        mcfg: The model config, which must match the checkpoint's.
+        run_id: This run's id.
+        cfg: The new training config, to record changed settings; None to skip that check.
+
+    Returns:
+        The first epoch to train and the training loop's state.
+
+    Raises:
+        TracegraphError: If there is no usable checkpoint, one belongs to another run, or the model
+            config differs.
+    """
     from tracegraph.kg.model.resume_policy import settings_changed
     from tracegraph.runtime.rundir import checkpoint_run_id
 
@@ -101,6 +152,20 @@ def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_i
 
 
 def run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fused: bool, data, n_samples: int) -> dict:
+    """The content of a run's config.json.
+
+    Args:
+        cfg: The training config.
+        mcfg: The model config.
+        device: The training device.
+        precision: The precision used.
+        fused: Whether the fused loss is used.
+        data: The run's triples.
+        n_samples: Number of training samples.
+
+    Returns:
+        The settings, resolved choices, sizes, data and label files, and versions.
+    """
     return {
         "train": asdict(cfg),
         "model": mcfg.to_dict(),

@@ -29,6 +29,23 @@ INSTALL_HINT = "tracegraph tune needs Optuna: pip install 'tracegraph[tune]' (or
 
 @dataclass
 class TuneConfig:
+    """The settings of a ``tracegraph tune`` study; each field is the option of the same name.
+
+    Attributes:
+        train: Training triples file.
+        valid: Validation triples file (trials are ranked by valid MRR).
+        output_dir: Where the study, trials and best preset go.
+        search_space: The search-space JSON file.
+        test: Test triples file: filtered out of valid rankings, used to evaluate the best model.
+        preset: Base preset; overrides the search space's ``preset``.
+        study_name: The Optuna study's name.
+        storage: An Optuna storage URL; None for ``sqlite:///OUTPUT_DIR/study.db``.
+        trials: Finished (complete or pruned) trials to reach.
+        timeout: Seconds per worker after which no new trial starts; None for no limit.
+        devices: One worker per device.
+        seed: Seed of the samplers (worker ``i`` uses ``seed + i``) and of every trial's training.
+        num_threads: CPU threads per worker; 0 leaves torch's default.
+    """
     train: str
     valid: str
     output_dir: str
@@ -53,10 +70,28 @@ def _optuna():
 
 
 def storage_url(cfg: TuneConfig) -> str:
+    """The study's storage URL (default: ``sqlite:///OUTPUT_DIR/study.db``).
+
+    Args:
+        cfg: The study's settings.
+
+    Returns:
+        The URL.
+    """
     return cfg.storage or f"sqlite:///{(Path(cfg.output_dir) / 'study.db').resolve()}"
 
 
 def open_study(cfg: TuneConfig, space, worker: int = 0):
+    """Create or load the Optuna study, with heartbeats, a TPE sampler and a median pruner.
+
+    Args:
+        cfg: The study's settings.
+        space: The search space (its pruner options).
+        worker: The worker's number, added to the sampler seed.
+
+    Returns:
+        The study.
+    """
     optuna = _optuna()
     url = storage_url(cfg)
     with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna's terms
@@ -74,17 +109,49 @@ def open_study(cfg: TuneConfig, space, worker: int = 0):
 
 
 def finished_trials(study) -> list:
+    """The study's complete and pruned trials.
+
+    Args:
+        study: The Optuna study.
+
+    Returns:
+        The trials.
+    """
     optuna = _optuna()
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
 
 
 def trial_settings(base, space, sampled: dict) -> dict:
-    """Base preset, then the space's fixed settings, then the sampled ones."""
+    """A trial's settings: the base preset's, then the space's fixed ones, then the sampled ones.
+
+    Args:
+        base: The base preset, or None.
+        space: The search space.
+        sampled: The sampled settings.
+
+    Returns:
+        Setting names to values.
+    """
     return {**(base.settings if base else {}), **space.fixed, **sampled}
 
 
 def run_trial(trial, cfg: TuneConfig, space, base, device: str) -> float:
-    """Train one sampled configuration; returns its best valid MRR."""
+    """Train one sampled configuration into ``OUTPUT_DIR/trials/trial_NNNN``.
+
+    Args:
+        trial: The Optuna trial.
+        cfg: The study's settings.
+        space: The search space.
+        base: The base preset, or None.
+        device: The device to train on.
+
+    Returns:
+        The trial's best valid MRR.
+
+    Raises:
+        optuna.TrialPruned: If the pruner stops the trial.
+        TracegraphError: If the trial's run fails.
+    """
     optuna = _optuna()
     from tracegraph.kg.model.presets import apply_preset, parse_preset, preset_document
     from tracegraph.kg.model.search_space import suggest
@@ -130,7 +197,16 @@ def _dump(doc: dict) -> str:
 
 
 def work(cfg: TuneConfig, device: str, worker: int = 0) -> None:
-    """One worker: run trials on ``device`` until the study holds ``cfg.trials`` finished ones."""
+    """Run trials on ``device`` until the study holds ``cfg.trials`` finished ones.
+
+    Args:
+        cfg: The study's settings.
+        device: The device to train on.
+        worker: The worker's number (sampler seed offset).
+
+    Raises:
+        TracegraphError: If trials keep failing.
+    """
     optuna = _optuna()
     from tracegraph.kg.model.presets import load_preset
     from tracegraph.kg.model.search_space import read_search_space
@@ -170,7 +246,17 @@ def _worker_main(cfg_dict: dict, device: str, worker: int) -> None:
 
 
 def tune(cfg: TuneConfig) -> dict:
-    """Run (or resume) the study, write ``best_preset.json``, evaluate the chosen model on test."""
+    """Run (or resume) the study, write ``best_preset.json`` and evaluate the best model on test.
+
+    Args:
+        cfg: The study's settings.
+
+    Returns:
+        The study summary, also written as ``tune_summary.json``.
+
+    Raises:
+        TracegraphError: If a setting is invalid, a worker fails, or no trial completes.
+    """
     optuna = _optuna()
     from tracegraph.kg.model.search_space import read_search_space
 

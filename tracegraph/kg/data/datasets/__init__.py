@@ -27,6 +27,18 @@ _CONVE_REPO = "https://github.com/TimDettmers/ConvE/raw/master"
 
 @dataclass(frozen=True)
 class Dataset:
+    """A benchmark dataset tracegraph knows by name.
+
+    Attributes:
+        name: Short name (``umls``, ``fb15k-237``...).
+        description: One line for ``tracegraph data list``.
+        entities: Number of entities.
+        relations: Number of relations.
+        triples: Train, valid and test triple counts.
+        conve_mrr: The published ConvE filtered test MRR, with its source.
+        url: Where the archive is downloaded from; None when bundled with the package.
+        sha256: The archive's SHA-256 (downloaded sets only).
+    """
     name: str
     description: str
     entities: int
@@ -38,10 +50,12 @@ class Dataset:
 
     @property
     def bundled(self) -> bool:
+        """Whether the dataset ships inside the package."""
         return self.url is None
 
     @property
     def source(self) -> str:
+        """``"bundled"``, or the download URL."""
         return "bundled" if self.bundled else self.url
 
 
@@ -58,6 +72,17 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
 
 
 def lookup(name: str) -> Dataset:
+    """The dataset called ``name`` (case and surrounding spaces ignored).
+
+    Args:
+        name: The dataset's name.
+
+    Returns:
+        Its description.
+
+    Raises:
+        TracegraphError: If no dataset has that name.
+    """
     key = name.strip().lower()
     if key not in DATASETS:
         raise TracegraphError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)} (`tracegraph data list`)")
@@ -65,11 +90,32 @@ def lookup(name: str) -> Dataset:
 
 
 def cached_path(ds: Dataset) -> Path:
+    """The cache directory a downloaded dataset is unpacked into (named by name and checksum).
+
+    Args:
+        ds: A downloaded (not bundled) dataset.
+
+    Returns:
+        The directory path (it may not exist yet).
+    """
     return cache_dir() / "datasets" / f"{ds.name}-{ds.sha256[:16]}"
 
 
 def dataset_dir(name: str, source: str | None = None) -> Path:
-    """The directory with the three split files of dataset ``name``, fetching it when needed."""
+    """The directory with the three split files of dataset ``name``, fetching it when needed.
+
+    Args:
+        name: The dataset's name.
+        source: A local archive or URL to fetch from instead of the dataset's own URL.
+
+    Returns:
+        The directory holding ``train.txt``, ``valid.txt`` and ``test.txt``.
+
+    Raises:
+        TracegraphError: If the name is unknown, ``source`` is given for a bundled set, or the
+            fetch fails.
+        DataError: If the archive is unreadable or lacks a split file.
+    """
     ds = lookup(name)
     if ds.bundled:
         if source is not None:
@@ -85,5 +131,17 @@ def dataset_dir(name: str, source: str | None = None) -> Path:
 
 
 def split_paths(name: str, source: str | None = None) -> dict[str, Path]:
+    """The paths of the three split files of dataset ``name``, fetching it when needed.
+
+    Args:
+        name: The dataset's name.
+        source: A local archive or URL to fetch from instead of the dataset's own URL.
+
+    Returns:
+        ``{"train": path, "valid": path, "test": path}``.
+
+    Raises:
+        TracegraphError: As :func:`dataset_dir`.
+    """
     d = dataset_dir(name, source)
     return {s: d / f"{s}.txt" for s in SPLITS}

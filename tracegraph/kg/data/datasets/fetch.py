@@ -24,7 +24,18 @@ _CHUNK = 1 << 20
 
 @contextlib.contextmanager
 def open_source(source: str) -> Iterator[tuple[BinaryIO, int | None]]:
-    """A local path or an http(s)/file URL, as (stream, size in bytes if known)."""
+    """Open a local path or an http(s)/file URL for reading.
+
+    Args:
+        source: The path or URL.
+
+    Yields:
+        ``(stream, size)``: a binary stream and its size in bytes, or None if unknown.
+
+    Raises:
+        DataError: If a local file does not exist.
+        TracegraphError: If the download cannot start.
+    """
     if "://" not in source:
         p = Path(source).expanduser()
         if not p.is_file():
@@ -46,7 +57,19 @@ def open_source(source: str) -> Iterator[tuple[BinaryIO, int | None]]:
 
 
 def download(source: str, dest: Path, label: str) -> str:
-    """Copy ``source`` to ``dest`` with a progress bar; return the sha256 of the bytes copied."""
+    """Copy ``source`` to ``dest`` with a progress bar.
+
+    Args:
+        source: A local path or URL.
+        dest: The file to write.
+        label: The progress bar's label.
+
+    Returns:
+        The SHA-256 of the bytes copied, as hexadecimal.
+
+    Raises:
+        TracegraphError: If the download is interrupted or incomplete.
+    """
     import http.client
 
     from tracegraph.runtime.progress import make_progress
@@ -72,7 +95,22 @@ def download(source: str, dest: Path, label: str) -> str:
 
 
 def fetch_archive(source: str, sha256: str, target: Path, members: list[str], label: str) -> None:
-    """Make ``target`` a directory holding ``members`` (base names) from the tar.gz at ``source``."""
+    """Make ``target`` a directory holding ``members`` from the tar.gz archive at ``source``.
+
+    The archive is checked against ``sha256`` and unpacked next to ``target``, which appears only
+    once complete; directories created on the way are removed again on failure.
+
+    Args:
+        source: A local path or URL of the archive.
+        sha256: The archive's expected SHA-256.
+        target: The directory to create.
+        members: Base names of the files to extract.
+        label: The progress bar's label.
+
+    Raises:
+        TracegraphError: If the download fails, the checksum differs, or the cache cannot be written.
+        DataError: If the archive is not a readable tar.gz or lacks a member.
+    """
     created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]  # innermost first
     archive = unpacked = None
     done = False

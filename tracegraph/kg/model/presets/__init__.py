@@ -34,6 +34,14 @@ RUN_SPECIFIC = frozenset({"train", "valid", "test", "output_dir", "entity_map", 
 
 @dataclass(frozen=True)
 class Preset:
+    """A set of training settings read from a preset file.
+
+    Attributes:
+        name: The preset's name.
+        sha256: SHA-256 of the file's bytes.
+        settings: Train and model setting names to values.
+        source: The file it was read from.
+    """
     name: str
     sha256: str
     settings: dict
@@ -41,11 +49,16 @@ class Preset:
 
 
 def shipped_presets() -> list[str]:
+    """The names of the presets shipped with tracegraph, sorted."""
     return sorted(p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".json"))
 
 
 def setting_names() -> tuple[set[str], set[str]]:
-    """(TrainConfig settings, model settings) a preset may set."""
+    """The settings a preset may set.
+
+    Returns:
+        The TrainConfig setting names and the ConvEConfig setting names.
+    """
     from tracegraph.kg.model.conve import ConvEConfig
     from tracegraph.kg.model.train import TrainConfig
 
@@ -55,7 +68,11 @@ def setting_names() -> tuple[set[str], set[str]]:
 
 
 def setting_defaults() -> dict:
-    """Every setting a preset may hold -> its built-in default (its type checks preset values)."""
+    """Every setting a preset may hold, with its built-in default (whose type checks preset values).
+
+    Returns:
+        Setting names to defaults.
+    """
     from tracegraph.kg.model.conve import ConvEConfig
     from tracegraph.kg.model.train import TrainConfig
 
@@ -75,7 +92,18 @@ def _same_kind(value, default) -> bool:
 
 
 def load_preset(name_or_path: str) -> Preset:
-    """A shipped preset by name, or a preset file by path."""
+    """Load a shipped preset by name, or a preset file by path.
+
+    Args:
+        name_or_path: A shipped preset's name, or the path of a ``.json`` preset file.
+
+    Returns:
+        The preset.
+
+    Raises:
+        DataError: If the file is missing or not a valid preset.
+        TracegraphError: If no shipped preset has that name.
+    """
     path = Path(name_or_path)
     if path.suffix == ".json" or path.is_file():  # a folder named like a preset (data/fb15k-237) is not one
         if not path.is_file():
@@ -91,6 +119,18 @@ def load_preset(name_or_path: str) -> Preset:
 
 
 def decode_json(data: bytes, source) -> object:
+    """Decode UTF-8 JSON bytes (a leading byte-order mark is tolerated).
+
+    Args:
+        data: The bytes.
+        source: The file they came from, for error messages.
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        DataError: If the bytes are not UTF-8 or not valid JSON (with the line).
+    """
     try:
         from tracegraph.runtime.textfiles import strip_bom
 
@@ -102,6 +142,19 @@ def decode_json(data: bytes, source) -> object:
 
 
 def parse_preset(data: bytes, source: str) -> Preset:
+    """Parse and check a preset file's bytes.
+
+    Args:
+        data: The file's bytes.
+        source: The file's path, for error messages and the default name.
+
+    Returns:
+        The preset.
+
+    Raises:
+        DataError: If it is not a preset of this version, or a setting is unknown or of the wrong
+            type (with the line).
+    """
     doc = decode_json(data, source)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DataError(f'not a preset file: expected {{"format": "{FORMAT}", ...}}', source, 1)
@@ -123,8 +176,18 @@ def parse_preset(data: bytes, source: str) -> Preset:
 
 
 def apply_preset(cfg, preset: Preset, explicit: set[str] = frozenset()):
-    """``cfg`` (a TrainConfig) with the preset's settings, except those in ``explicit`` (given on
-    the command line). Records the preset's name and hash. Returns a new config."""
+    """A copy of ``cfg`` with the preset's settings, except those given on the command line.
+
+    The copy records the preset's name and hash.
+
+    Args:
+        cfg: A :class:`~tracegraph.kg.model.train_config.TrainConfig`.
+        preset: The preset.
+        explicit: Setting names the user gave explicitly; the preset does not override them.
+
+    Returns:
+        The new config.
+    """
     train_names, _ = setting_names()
     model = dict(cfg.model)
     changes = {}
@@ -139,21 +202,47 @@ def apply_preset(cfg, preset: Preset, explicit: set[str] = frozenset()):
 
 
 def explicit_options(ctx) -> set[str]:
-    """Names of the options of a click/Typer command that were given on the command line (or
-    through the environment), i.e. those a preset must not override."""
+    """The options of a click/Typer command given on the command line or through the environment.
+
+    Those are the settings a preset must not override.
+
+    Args:
+        ctx: The click context.
+
+    Returns:
+        The option names.
+    """
     # compared by name: Typer may bring its own copy of click's ParameterSource enum
     given = ("COMMANDLINE", "ENVIRONMENT")
     return {name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", None) in given}
 
 
 def preset_document(name: str, description: str, settings: dict, **extra) -> dict:
-    """A preset file's content (``tracegraph tune`` writes its best trial with this)."""
+    """A preset file's content (``tracegraph tune`` writes its best trial with this).
+
+    Args:
+        name: The preset's name.
+        description: One line describing it.
+        settings: Setting names to values.
+        **extra: More top-level keys, placed before ``settings``.
+
+    Returns:
+        The JSON document.
+    """
     return {"format": FORMAT, "version": VERSION, "name": name, "description": description, **extra,
             "settings": settings}
 
 
 def line_of_key(data: bytes, key: str) -> int | None:
-    """The first line where ``"key"`` appears: JSON parsers do not keep positions of values."""
+    """The first line where ``"key"`` appears (JSON parsers do not keep the positions of values).
+
+    Args:
+        data: The file's bytes.
+        key: The key.
+
+    Returns:
+        The 1-based line, or None if the key does not appear.
+    """
     needle = f'"{key}"'.encode()
     pos = data.find(needle)
     return data[:pos].count(b"\n") + 1 if pos >= 0 else None
