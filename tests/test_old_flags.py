@@ -5,10 +5,9 @@ with what replaces them, and no unknown flag is "corrected" to an unrelated opti
 import json
 
 import pytest
-import typer
 
 from tests.conftest import run_cli, run_cli_error
-from tracegraph.cli.common import EXPLAIN_OLD_FLAGS, explain_old_flags_command, translate_old_flags
+from tracegraph.cli.common import EXPLAIN_OLD_FLAGS, translate_old_flags
 from tracegraph.errors import TracegraphError
 
 TRIPLES = "".join(f"e{i}\tr{i % 2}\te{(i * 5 + 1) % 10}\n" for i in range(10))

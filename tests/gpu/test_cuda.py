@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kg.test_tracin import TINY, assert_rel_close
+from tests.kg.references import TINY, assert_rel_close
 from tracegraph.kg.model.model_io import list_epoch_checkpoints, load_model
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
 from tracegraph.kg.model.train import TrainConfig, train

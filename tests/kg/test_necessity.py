@@ -435,7 +435,6 @@ def test_path_lengths_equal_networkx_on_random_graphs():
 def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_dir):
     """tracin-path: candidates on a shorter head–tail path (networkx BFS on the candidate graph)
     come first; within a shell, higher TracIn first; the fact itself last."""
-    import networkx as nx
 
     from tracegraph.kg.explain.ranking import ranked_order
     from tracegraph.kg.model.model_io import load_model

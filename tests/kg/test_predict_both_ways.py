@@ -11,7 +11,7 @@ import torch
 
 import tracegraph
 from tests.conftest import UMLS, run_cli, run_cli_error
-from tests.kg.test_run_api import QUERY, _all_scores, _float64_model, _labels, _triples, run_dir  # noqa: F401
+from tests.kg.umls_run import QUERY, all_scores, float64_model, labels_of, triples_of
 from tracegraph.errors import TracegraphError
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=2)
@@ -19,16 +19,16 @@ TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_chan
 
 def test_heads_of_a_reciprocal_model_are_its_inverse_query_ranked(run_dir):
     run = tracegraph.open_run(run_dir)
-    ents, rels = _labels(run_dir / "node_dict.txt"), _labels(run_dir / "rel_dict.txt")
-    ref_model, _ = _float64_model(run_dir / "best_model.pt")
+    ents, rels = labels_of(run_dir / "node_dict.txt"), labels_of(run_dir / "rel_dict.txt")
+    ref_model, _ = float64_model(run_dir / "best_model.pt")
     t, r = ents.index(QUERY[2]), rels.index(QUERY[1])
-    ref = _all_scores(ref_model, t, r + len(rels))  # (t, r⁻¹, ?)
+    ref = all_scores(ref_model, t, r + len(rels))  # (t, r⁻¹, ?)
     top = run.predict(tail=QUERY[2], relation=QUERY[1], k=5)
     assert top["tail"].tolist() == [QUERY[2]] * 5 and top["relation"].tolist() == [QUERY[1]] * 5
     assert top["head"].tolist() == [ents[i] for i in np.argsort(-ref)[:5]]
     np.testing.assert_allclose(top["score"], np.sort(ref)[::-1][:5], rtol=1e-5, atol=1e-6)
 
-    known = {h for h, rr, tt in _triples(UMLS / "train.txt") if (rr, tt) == QUERY[1:]}
+    known = {h for h, rr, tt in triples_of(UMLS / "train.txt") if (rr, tt) == QUERY[1:]}
     assert known  # the query has training heads to leave out
     fresh = run.predict(tail=QUERY[2], relation=QUERY[1], k=5, exclude_train=True)
     kept = [ents[i] for i in np.argsort(-ref) if ents[i] not in known][:5]
@@ -40,9 +40,9 @@ def test_heads_without_reciprocals_score_every_candidate_head(tmp_path):
     (tmp_path / "train.txt").write_text("\n".join(rows) + "\n")
     run = tracegraph.train(train=tmp_path / "train.txt", output_dir=tmp_path / "run", epochs=1, batch_size=8,
                            device="cpu", model=dict(TINY, reciprocal=False))
-    model, _ = _float64_model(tmp_path / "run" / "final_model.pt")
-    ents = _labels(tmp_path / "run" / "node_dict.txt")
-    t, r = ents.index("e4"), _labels(tmp_path / "run" / "rel_dict.txt").index("r1")
+    model, _ = float64_model(tmp_path / "run" / "final_model.pt")
+    ents = labels_of(tmp_path / "run" / "node_dict.txt")
+    t, r = ents.index("e4"), labels_of(tmp_path / "run" / "rel_dict.txt").index("r1")
     with torch.no_grad():
         ref = model.score_triples(torch.arange(len(ents)), torch.full((len(ents),), r),
                                   torch.full((len(ents),), t)).numpy()

@@ -12,48 +12,10 @@ import torch
 
 import tracegraph
 from tests.conftest import UMLS, run_cli
+from tests.kg.earlier_conve import earlier_checkpoint
+from tests.kg.umls_run import QUERY, all_scores, float64_model, labels_of, triples_of
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import IdMap, UnknownLabelError
-
-TINY_MODEL = {"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8, "output_channels": 4}
-QUERY = ("steroid", "interacts_with", "eicosanoid")  # the first UMLS test triple
-
-
-def _labels(path: Path) -> list[str]:
-    """node_dict.txt read by hand: label<TAB>index -> labels in index order."""
-    pairs = [line.split("\t") for line in path.read_text().splitlines() if line]
-    return [lab for lab, _ in sorted(pairs, key=lambda p: int(p[1]))]
-
-
-def _triples(path: Path) -> list[tuple[str, str, str]]:
-    return [tuple(line.split("\t")) for line in path.read_text().splitlines() if line]
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("api") / "run"
-    run = tracegraph.train({"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")},
-                           test=UMLS / "test.txt", output_dir=out, epochs=2, checkpoint_every=1, device="cpu",
-                           model=TINY_MODEL)
-    assert isinstance(run, tracegraph.Run) and run.path == out
-    return out
-
-
-def _float64_model(path: Path):
-    """A checkpoint rebuilt in float64, independently of the Run."""
-    from tracegraph.kg.model.conve import ConvE, ConvEConfig
-
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    model = ConvE(ConvEConfig.from_dict(payload["model_config"]))
-    model.load_state_dict(payload["model"])
-    return model.double().eval(), float(payload["lr"])
-
-
-def _all_scores(model, h: int, r: int) -> np.ndarray:
-    n = model.config.num_entities
-    with torch.no_grad():
-        return model.score_triples(torch.full((n,), h), torch.full((n,), r), torch.arange(n)).numpy()
-
 
 # ------------------------------------------------------------------ id maps and labels
 
@@ -87,8 +49,8 @@ def test_train_rejects_unknown_settings(tmp_path):
 @pytest.mark.slow
 def test_run_exposes_maps_config_and_checkpoints(run_dir):
     run = tracegraph.open_run(run_dir)
-    assert list(run.entities) == _labels(run_dir / "node_dict.txt")
-    assert list(run.relations) == _labels(run_dir / "rel_dict.txt")
+    assert list(run.entities) == labels_of(run_dir / "node_dict.txt")
+    assert list(run.relations) == labels_of(run_dir / "rel_dict.txt")
     assert run.config["train"]["epochs"] == 2 and run.label_smoothing == pytest.approx(0.1)
     assert [(c.path.name, c.epoch, c.lr) for c in run.checkpoints] == [
         ("epoch_0001.pt", 1, 0.003), ("epoch_0002.pt", 2, 0.003)]
@@ -111,10 +73,10 @@ def test_doctests_of_the_api(run_dir):
 @pytest.mark.slow
 def test_score_and_predict_match_float64_scores(run_dir):
     run = tracegraph.open_run(run_dir)
-    ents, rels = _labels(run_dir / "node_dict.txt"), _labels(run_dir / "rel_dict.txt")
-    ref_model, _ = _float64_model(run_dir / "best_model.pt")
+    ents, rels = labels_of(run_dir / "node_dict.txt"), labels_of(run_dir / "rel_dict.txt")
+    ref_model, _ = float64_model(run_dir / "best_model.pt")
     h, r = ents.index(QUERY[0]), rels.index(QUERY[1])
-    ref = _all_scores(ref_model, h, r)
+    ref = all_scores(ref_model, h, r)
 
     scored = run.score(pd.DataFrame([QUERY], columns=["head", "relation", "tail"]))
     s = ref[ents.index(QUERY[2])]
@@ -127,7 +89,7 @@ def test_score_and_predict_match_float64_scores(run_dir):
         assert score == pytest.approx(ref[ents.index(tail)], rel=1e-5, abs=1e-6)
     np.testing.assert_allclose(top["score"], np.sort(ref)[::-1][:5], rtol=1e-5, atol=1e-6)
 
-    known = {t for hh, rr, t in _triples(UMLS / "train.txt") if (hh, rr) == QUERY[:2]}
+    known = {t for hh, rr, t in triples_of(UMLS / "train.txt") if (hh, rr) == QUERY[:2]}
     fresh = run.predict([QUERY[0], QUERY[0]], QUERY[1], k=3, exclude_train=True)
     assert len(fresh) == 6 and not set(fresh["tail"]) & known
     allowed = np.array([e not in known for e in ents])
@@ -137,10 +99,10 @@ def test_score_and_predict_match_float64_scores(run_dir):
 @pytest.mark.slow
 def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
     run = tracegraph.open_run(run_dir)
-    ents, rels = _labels(run_dir / "node_dict.txt"), _labels(run_dir / "rel_dict.txt")
-    ref_model, _ = _float64_model(run_dir / "best_model.pt")
-    every = {t for f in ("train", "valid", "test") for t in _triples(UMLS / f"{f}.txt")}
-    test = _triples(UMLS / "test.txt")[:12]
+    ents, rels = labels_of(run_dir / "node_dict.txt"), labels_of(run_dir / "rel_dict.txt")
+    ref_model, _ = float64_model(run_dir / "best_model.pt")
+    every = {t for f in ("train", "valid", "test") for t in triples_of(UMLS / f"{f}.txt")}
+    test = triples_of(UMLS / "test.txt")[:12]
     ev = run.evaluate(test, top_k=3)
     assert ev.ranks.columns.tolist() == ["head", "relation", "tail", "side", "rank", "rank_optimistic",
                                          "rank_pessimistic", "score", "top_predictions"]
@@ -150,7 +112,7 @@ def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
         for (h, r, t), rank in zip(test, got):
             q, a = (h, t) if side == "tail" else (t, h)
             rid = rels.index(r) + (0 if side == "tail" else R)  # the reciprocal relation ranks heads
-            scores = _all_scores(ref_model, ents.index(q), rid)
+            scores = all_scores(ref_model, ents.index(q), rid)
             others = [e for e in range(len(ents)) if e != ents.index(a)
                       and ((q, r, ents[e]) if side == "tail" else (ents[e], r, q)) not in every]
             sa, so = scores[ents.index(a)], scores[others]
@@ -163,7 +125,7 @@ def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
 @pytest.mark.slow
 def test_explain_matches_float64_autograd_tracin(run_dir):
     run = tracegraph.open_run(run_dir)
-    ents, rels = _labels(run_dir / "node_dict.txt"), _labels(run_dir / "rel_dict.txt")
+    ents, rels = labels_of(run_dir / "node_dict.txt"), labels_of(run_dir / "rel_dict.txt")
     why = run.explain([QUERY], top_k=3, loss="score", method="tracin")
     pro, opp = why[why.Role == "proponent"], why[why.Role == "opponent"]
     assert len(pro) == 3 and len(opp) <= 3 and list(why.Role) == ["proponent"] * 3 + ["opponent"] * len(opp)
@@ -180,7 +142,7 @@ def test_explain_matches_float64_autograd_tracin(run_dir):
     ref_scores, ref_self = np.zeros(len(why)), np.zeros(len(why))
     best_epoch = torch.load(run_dir / "best_model.pt", weights_only=True)["epoch"]  # TracIn sums up to the model's
     for ckpt in sorted((run_dir / "checkpoints").glob("epoch_*.pt"))[:best_epoch]:
-        model, lr = _float64_model(ckpt)
+        model, lr = float64_model(ckpt)
         g_test = grad(model, QUERY)
         for i, row in enumerate(why.itertuples()):
             g = grad(model, (row.TrainHead, row.TrainRel, row.TrainTail))
@@ -210,7 +172,7 @@ def test_each_checkpoint_is_loaded_once(run_dir, monkeypatch):
 @pytest.mark.slow
 def test_cli_files_equal_the_api_frames(run_dir, tmp_path):
     run = tracegraph.open_run(run_dir)
-    test = _triples(UMLS / "test.txt")[:4]
+    test = triples_of(UMLS / "test.txt")[:4]
     (tmp_path / "q.txt").write_text("".join("\t".join(t) + "\n" for t in test))
     read = dict(keep_default_na=False)  # labels like "NA" stay strings
 
@@ -247,9 +209,7 @@ def test_unknown_labels_are_one_line_errors(run_dir):
 
 
 def test_import_checkpoint_returns_a_run_that_scores_like_the_source(tmp_path):
-    from tests.kg.test_importers import _earlier_checkpoint
-
-    ref, f = _earlier_checkpoint(tmp_path, n_ent=30, n_rel=4)
+    ref, f = earlier_checkpoint(tmp_path, n_ent=30, n_rel=4)
     run = tracegraph.import_checkpoint(f, tmp_path / "imported", tmp_path / "node_dict.txt", tmp_path / "rel_dict.txt")
     assert isinstance(run, tracegraph.Run) and run.config["imported"] is True
     assert [(c.epoch, c.lr) for c in run.checkpoints] == [(7, pytest.approx(0.003))]

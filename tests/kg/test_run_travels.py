@@ -16,7 +16,6 @@ import tracegraph
 from tests.conftest import UMLS, run_cli, run_cli_error
 from tracegraph.errors import TracegraphError
 from tracegraph.runtime.rundir import check_one_run
-from tests.kg.test_training_loop_on_a_tiny_graph import data  # noqa: F401  (a fixture: the 10-triple graph)
 
 TINY = ["--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "4"]
 

@@ -8,14 +8,12 @@ import pytest
 import torch
 
 from tests.conftest import run_cli
+from tests.kg.references import TINY, assert_rel_close
 from tracegraph.kg.model.model_io import list_epoch_checkpoints, load_model
 from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
 from tracegraph.kg.explain.tracin.explain import CSV_HEADER
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
-
-TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
-
 
 @pytest.fixture(scope="module")
 def trained(umls_dir, tmp_path_factory):
@@ -39,14 +37,6 @@ def trained(umls_dir, tmp_path_factory):
 def influence(out, train_ids, test_ids, ckpts, **kw):
     opts = InfluenceOptions(label_smoothing=0.1, batch_size=50, test_batch_size=4, **kw)
     return compute_influence(ckpts, train_ids, test_ids, opts, torch.device("cpu"))
-
-
-def assert_rel_close(a, b, rtol=1e-4):
-    a, b = np.asarray(a), np.asarray(b)
-    scale = np.abs(b).max()
-    assert scale > 0
-    err = np.abs(a - b).max() / scale
-    assert err < rtol, f"relative error {err:.2e}"
 
 
 @pytest.mark.parametrize("loss", ["train-loss", "score", "logit"])

@@ -16,9 +16,7 @@ import torch
 import tracegraph.kg.model.train as train_module
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.train import TrainingObjective, train
-from tests.kg.test_training_loop_on_a_tiny_graph import (  # noqa: F401  (data and logs are fixtures)
-    TRIPLES, cfg, data, dense_loss, groups, initial_model, load, logs, read, rows_loss, scripted,
-)
+from tests.kg.tiny_graph import TRIPLES, cfg, dense_loss, groups, initial_model, load, read, rows_loss, scripted
 
 
 # ---------------------------------------------------------------- errors, word for word

@@ -5,33 +5,13 @@ import pytest
 import torch
 
 from tests.conftest import run_cli, run_cli_error
+from tests.kg.references import TINY, brute_force_ranks
 from tracegraph.errors import TracegraphError
 from tracegraph.kg import load_model
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import evaluate, rank_queries
 from tracegraph.kg.data.triples import KnownTails, with_reciprocals
 from tracegraph.kg.model.train import TrainConfig, train
-
-TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
-
-
-def brute_force_ranks(model, triples, filter_triples):
-    """Dense reference: score everything, drop other known tails, count greater/equal by hand."""
-    known = {}
-    for h, r, t in filter_triples:
-        known.setdefault((h, r), set()).add(t)
-    with torch.no_grad():
-        S = model.score_all(torch.as_tensor(triples[:, 0]), torch.as_tensor(triples[:, 1])).numpy()
-    out = []
-    for i, (h, r, t) in enumerate(triples):
-        s = S[i].copy()
-        others = [e for e in known.get((h, r), ()) if e != t]
-        s[others] = -np.inf
-        g = int((s > s[t]).sum())
-        e = int((s == s[t]).sum()) - 1
-        out.append((1 + g, 1 + g + e))
-    return np.array(out, dtype=float)
-
 
 @pytest.mark.parametrize("chunk", [7, 1000])
 def test_filtered_ranks_match_bruteforce(chunk):

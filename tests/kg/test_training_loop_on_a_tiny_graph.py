@@ -9,7 +9,6 @@ the epoch at which early stopping must fire, and what ``--resume`` must carry ov
 
 import hashlib
 import json
-import logging
 import math
 import time
 from dataclasses import asdict
@@ -18,115 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-import tracegraph.kg.model.train as train_module
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.conve import ConvEConfig
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.runtime.distributed import rank_seed
-from tracegraph.runtime.seeding import seed_everything
-
-TINY = dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2,
-            input_dropout=0.0, feature_map_dropout=0.0, output_dropout=0.0)
-TRIPLES = [("e0", "r0", "e1"), ("e0", "r0", "e2"), ("e1", "r0", "e3"), ("e1", "r0", "e4"), ("e2", "r1", "e0"),
-           ("e3", "r1", "e5"), ("e4", "r0", "e5"), ("e5", "r1", "e1"), ("e2", "r0", "e3"), ("e3", "r0", "e4")]
-VALID = [("e0", "r1", "e3"), ("e4", "r1", "e2")]
-TEST = [("e1", "r1", "e4"), ("e5", "r0", "e2")]
-ENT = {f"e{i}": i for i in range(6)}  # node_dict.txt numbers sorted labels
-REL = {"r0": 0, "r1": 1}
-R = 2
-
-
-def _write(path, triples):
-    path.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in triples))
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("kg10")
-    _write(d / "train.txt", TRIPLES)
-    _write(d / "valid.txt", VALID)
-    _write(d / "test.txt", TEST)
-    return d
-
-
-def cfg(data, out, **kw):
-    base = dict(train=str(data / "train.txt"), output_dir=str(out), epochs=1, batch_size=1000, learning_rate=0.01, checkpoint_every=1,
-                device="cpu", seed=3, model=dict(TINY))
-    base.update(kw)
-    return TrainConfig(**base)
-
-
-def ids(triples):
-    return [(ENT[h], REL[r], ENT[t]) for h, r, t in triples]
-
-
-def groups(triples, mode, reciprocal=True):
-    """Training samples (head, relation row) and their tails, from the triples (and their reciprocals)."""
-    directions = [(h, r, t) for h, r, t in ids(triples)] + ([(t, r + R, h) for h, r, t in ids(triples)] if reciprocal else [])
-    if mode == "1vsall":
-        return [((h, r), [t]) for h, r, t in directions]
-    tails: dict = {}
-    for h, r, t in directions:
-        tails.setdefault((h, r), []).append(t)
-    return list(tails.items())
-
-
-def dense_loss(model, gr, eps, loss="bce"):
-    """Mean loss over the samples ``gr`` with the label matrix written out (float64)."""
-    h = torch.tensor([g[0][0] for g in gr])
-    r = torch.tensor([g[0][1] for g in gr])
-    with torch.no_grad():
-        s = model(h, r).double()
-    N = s.shape[1]
-    Y = torch.zeros_like(s)
-    for i, (_, ts) in enumerate(gr):
-        Y[i, ts] = 1.0
-    if loss == "bce":
-        Y = Y * (1 - eps) + eps / N
-        return float((torch.log1p(torch.exp(s)) - Y * s).mean())
-    P = Y / Y.sum(1, keepdim=True) * (1 - eps) + eps / N  # CE: the true tails share the mass
-    return float(-(P * torch.log_softmax(s, 1)).sum(1).mean())
-
-
-def initial_model(seed=3, **model):
-    seed_everything(seed)
-    return ConvE(ConvEConfig(num_entities=6, num_relations=2, **{**TINY, **model})).train()
-
-
-def brute_mrr(weights, triples, known, reciprocal=True):
-    """Filtered MRR of both sides (without reciprocal relations: of tails, filtered by the triples as
-    written), ties counted as the mean of optimistic and pessimistic ranks."""
-    m = ConvE(ConvEConfig(num_entities=6, num_relations=2, **dict(TINY, reciprocal=reciprocal)))
-    m.load_state_dict(weights)
-    m.eval()
-    kt: dict = {}
-    for h, r, t in ids(known):
-        kt.setdefault((h, r), set()).add(t)
-        if reciprocal:
-            kt.setdefault((t, r + R), set()).add(h)
-    rr = []
-    for h, r, t in ids(triples):
-        for q, rel, ans in ((h, r, t), (t, r + R, h))[:2 if reciprocal else 1]:
-            with torch.no_grad():
-                s = m(torch.tensor([q]), torch.tensor([rel]))[0].double().numpy()
-            s[[e for e in kt[(q, rel)] if e != ans]] = -np.inf
-            g, e = int((s > s[ans]).sum()), int((s == s[ans]).sum()) - 1
-            rr.append(1.0 / (1 + g + e / 2))
-    return float(np.mean(rr))
-
-
-def read(p):
-    return json.loads(p.read_text())
-
-
-def load(p):
-    return torch.load(p, weights_only=True)
-
-
-def adam_steps(ck) -> int:
-    return int(max(float(st["step"]) for st in ck["optimizer"]["state"].values()))
-
+from tests.kg.tiny_graph import (
+    TINY, TRIPLES, VALID, TEST, ENT, R, write_triples, cfg, groups, dense_loss, initial_model, brute_mrr, read, load, adam_steps, spy_batches, rows_loss, scripted,
+)
 
 # ---------------------------------------------------------------- files, records, metrics of one run
 
@@ -237,23 +134,6 @@ def test_test_metrics_come_from_the_final_model_when_there_is_no_best(data, tmp_
 
 # ---------------------------------------------------------------- the loss the loop optimises
 
-def spy_batches(monkeypatch):
-    """Record the (head, relation) rows of every training step, in the order the step saw them."""
-    seen = []
-    real = train_module.TrainingObjective.forward
-
-    def spy(self, h, r, *a, **k):
-        seen.append((h.clone(), r.clone()))
-        return real(self, h, r, *a, **k)
-
-    monkeypatch.setattr(train_module.TrainingObjective, "forward", spy)
-    return seen
-
-
-def rows_loss(model, h, r, tails, eps, loss="bce"):
-    return dense_loss(model, [((int(a), int(b)), tails[(int(a), int(b))]) for a, b in zip(h, r)], eps, loss)
-
-
 @pytest.mark.parametrize("mode,loss,impl,eps", [
     ("kvsall", "bce", "standard", 0.2),
     ("1vsall", "bce", "auto", 0.0),
@@ -325,20 +205,20 @@ def test_a_last_batch_of_one_is_skipped(data, tmp_path):
 def test_excluded_triples_leave_the_targets(data, tmp_path):
     """kvsall, one batch, rate 0: the loss over the samples that remain, with the excluded tails gone."""
     gone = [("e0", "r0", "e1"), ("e5", "r1", "e1")]
-    ex = _write(tmp_path / "ex.txt", gone)
+    ex = write_triples(tmp_path / "ex.txt", gone)
     out = tmp_path / "ex"
     train(cfg(data, out, epochs=1, learning_rate=0.0, label_smoothing=0.1, exclude=ex))
     kept = [t for t in TRIPLES if t not in gone]
     expected = dense_loss(initial_model(), groups(kept, "kvsall"), 0.1)
     assert read(out / "training_history.json")[0]["loss"] == pytest.approx(expected, rel=1e-5)
     with pytest.raises(DataError, match="not a training triple"):
-        train(cfg(data, tmp_path / "ex2", exclude=_write(tmp_path / "bad.txt", [("e0", "r1", "e1")])))
+        train(cfg(data, tmp_path / "ex2", exclude=write_triples(tmp_path / "bad.txt", [("e0", "r1", "e1")])))
 
 
 @pytest.mark.parametrize("bs,fused", [(2**24, False), (2**24 + 1, True)])
 def test_auto_loss_goes_fused_above_512_MiB_of_logits(tmp_path, bs, fused):
     """batch × entities × 4 bytes > 512 MiB: 2**24 × 8 × 4 is exactly 512 MiB."""
-    _write(tmp_path / "t.txt", [(f"a{i}", "r", f"a{(i + 1) % 8}") for i in range(8)])
+    write_triples(tmp_path / "t.txt", [(f"a{i}", "r", f"a{(i + 1) % 8}") for i in range(8)])
     out = tmp_path / "auto"
     train(TrainConfig(train=str(tmp_path / "t.txt"), output_dir=str(out), epochs=1, batch_size=bs, device="cpu",
                       model=dict(TINY)))
@@ -346,11 +226,6 @@ def test_auto_loss_goes_fused_above_512_MiB_of_logits(tmp_path, bs, fused):
 
 
 # ---------------------------------------------------------------- evaluation, early stopping, resume
-
-def scripted(monkeypatch, mrrs):
-    plan = iter(mrrs)
-    monkeypatch.setattr(train_module, "_evaluate", lambda *a, **k: ({"both": {"mrr": next(plan), "hits@10": 0.0}}, []))
-
 
 @pytest.mark.parametrize("mrrs,patience,min_epochs,stop", [
     ([0.3, 0.5, 0.5, 0.4, 0.9, 0.9], 2, 0, 4),  # an equal MRR is no improvement
@@ -456,7 +331,7 @@ def test_filter_triples_are_filtered_out_of_the_valid_ranking(data, tmp_path):
     """--filter-triples (tune passes its test file): known true, so they never outrank a valid answer."""
     extra = [("e0", "r1", e) for e in ("e0", "e1", "e2", "e4", "e5")] + [("e1", "r1", "e2"), ("e3", "r1", "e2")]
     out = tmp_path / "filt"
-    train(cfg(data, out, epochs=1, valid=str(data / "valid.txt"), filter_triples=[_write(tmp_path / "x.txt", extra)]))
+    train(cfg(data, out, epochs=1, valid=str(data / "valid.txt"), filter_triples=[write_triples(tmp_path / "x.txt", extra)]))
     w = load(out / "final_model.pt")["model"]
     mrr = read(out / "training_history.json")[0]["valid"]["mrr"]
     assert mrr == pytest.approx(brute_mrr(w, VALID, TRIPLES + VALID + extra), rel=1e-6)
@@ -488,17 +363,6 @@ def test_given_id_maps_number_the_run(data, tmp_path):
         train(cfg(data, tmp_path / "nomap", entity_map=str(tmp_path / "missing.txt")))
 
 
-@pytest.fixture
-def logs(caplog):
-    """The messages of the ``tracegraph`` logger at INFO, as a list that fills while the test runs."""
-    logger = logging.getLogger("tracegraph")
-    logger.addHandler(caplog.handler)
-    caplog.handler.setLevel(logging.INFO)
-    old = logger.level
-    logger.setLevel(logging.INFO)
-    yield lambda: [r.getMessage() for r in caplog.records]
-    logger.removeHandler(caplog.handler)
-    logger.setLevel(old)
 
 
 def test_log_lines_report_each_epoch_and_the_setup(data, tmp_path, logs):

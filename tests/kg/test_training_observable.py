@@ -11,7 +11,6 @@
 
 import json
 
-import numpy as np
 import pytest
 import torch
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.conftest import run_cli, run_cli_error
+from tests.conftest import run_cli_error
 from tracegraph.errors import DataError
 from tracegraph.kg.data.kgx import import_kgx
 from tracegraph.kg.data.split import split_file
@@ -70,6 +70,7 @@ def test_split_reproducible_and_train_covers(umls_dir, tmp_path):
     r1 = split_file(umls_dir / "train.txt", tmp_path / "a", 0.1, 0.1, seed=3)
     r2 = split_file(umls_dir / "train.txt", tmp_path / "b", 0.1, 0.1, seed=3)
     assert (tmp_path / "a" / "test.txt").read_bytes() == (tmp_path / "b" / "test.txt").read_bytes()
+    assert (r2.train, r2.valid, r2.test) == (r1.train, r1.valid, r1.test)
     ents = {h for h, _, _ in r1.train} | {t for _, _, t in r1.train}
     assert all(h in ents and t in ents for h, _, t in r1.valid + r1.test)
     assert len(r1.train) + len(r1.valid) + len(r1.test) + sum(map(len, r1.dropped.values())) == 5216

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli, run_cli_error
-from tests.kg.test_train_eval import TINY, brute_force_ranks
+from tests.kg.references import TINY, brute_force_ranks
 from tracegraph.kg import load_model
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import IdMap, LabeledTriples

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from torch_geometric.loader import DataLoader
 
 from tests.conftest import run_cli

@@ -174,8 +174,14 @@ def path_shell(plen: np.ndarray) -> np.ndarray:
 
 
 def margin_shell(walk: np.ndarray) -> np.ndarray:
-    """tracin-margin-path's shell of each candidate from its head–tail walk length
-    (:func:`path_lengths`): 2 for a direct edge or a two-edge walk, then 3, 4, …, no walk last."""
+    """Each candidate's shell for tracin-margin-path, from its head–tail walk length.
+
+    Args:
+        walk: each candidate's head–tail walk length (:func:`path_lengths`); inf for no walk.
+
+    Returns:
+        2 for a direct edge or a two-edge walk, then 3, 4, …; no walk last (inf).
+    """
     return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
