@@ -114,12 +114,14 @@ def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.nda
     Raises:
         TracegraphError: If no test triple has any candidate.
     """
-    from tracegraph.kg.explain.tracin.engine import compute_influence
+    from tracegraph.kg.explain.tracin.influence import TracIn
 
     union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
     if union.size == 0:
         raise TracegraphError("no candidate training triples for any test triple")
-    res = compute_influence(checkpoints, train_ids[union], test_ids, opts, device, progress, read=read)
+    # no store: the options' batch size is used as given, and ``read`` (None: from disk) reads the checkpoints
+    res = TracIn.from_parts(None, train_ids, checkpoints, opts, device=device, read=read).result(
+        test_ids, union, progress=progress)
     per = [np.asarray(res.scores[j, np.searchsorted(union, rows)], np.float64) for j, rows in enumerate(subsets)]
     return per, res
 

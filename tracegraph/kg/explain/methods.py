@@ -62,13 +62,19 @@ class MethodInputs:
 
 @dataclass(frozen=True)
 class Method:
-    """An explanation method: its name, what it needs, and ``keys(inputs, j)``, fact j's sort keys
-    (descending, the first most significant). ``order`` turns them into one score per candidate.
+    """An explanation method: its name, what it needs, and how it computes a fact's sort keys.
 
-    ``needs_rival``: the margin over the fact's rival (the rival rides along the engine pass);
-    ``walk_shells``: explain lists rows by head–tail walk shell first (HeadTailWalk column);
-    ``in_pass``: computed by explain's engine pass itself (so it runs under torchrun and on
-    several devices); ``signed``: its score's sign says for or against (proponents and opponents)."""
+    :meth:`order` turns the keys into one score per candidate.
+
+    Attributes:
+        name: the ``--method`` name.
+        keys: ``keys(inputs, j)``, fact j's sort keys (descending, the first most significant).
+        needs_influence: needs the influence-based scores (:class:`InfluenceParts`).
+        needs_rival: the margin over the fact's rival (the rival rides along the engine pass).
+        walk_shells: explain lists rows by head–tail walk shell first (HeadTailWalk column).
+        in_pass: computed by explain's engine pass itself (so it runs under torchrun and on several devices).
+        signed: its score's sign says for or against (proponents and opponents).
+    """
 
     name: str
     keys: Callable[[MethodInputs, int], list]
@@ -79,6 +85,15 @@ class Method:
     signed: bool = True
 
     def order(self, inputs: MethodInputs, j: int) -> np.ndarray:
+        """Fact j's keys as one score per candidate, larger first (see :func:`single_score`).
+
+        Args:
+            inputs: what the keys are computed from.
+            j: the fact's position.
+
+        Returns:
+            One float64 score per candidate of fact j.
+        """
         return single_score(self.keys(inputs, j), seed=j)
 
 
@@ -95,8 +110,15 @@ def _tracin(x: MethodInputs, j: int) -> list:
 
 
 def walk_shells_over(base, shell):
-    """Compose: candidates on a shorter head–tail walk first (``shell`` of the walk length), then
-    ``base``'s keys inside each shell."""
+    """Compose keys: candidates in a smaller walk shell first, then ``base``'s keys inside each shell.
+
+    Args:
+        base: ``base(inputs, j) -> keys``, the keys that order each shell.
+        shell: ``shell(walk lengths) -> shells``, smaller first (e.g. :func:`path_shell`).
+
+    Returns:
+        ``keys(inputs, j)``: ``[-shell(walks), *base keys]``.
+    """
     return lambda x, j: [-shell(x.walks(j)), *base(x, j)]
 
 
@@ -131,6 +153,12 @@ EARLIER_CONVENTION = ("tracin", "train-loss")
 def get_method(name: str) -> Method:
     """The registered method called ``name``.
 
+    Args:
+        name: a method name (:data:`METHODS`).
+
+    Returns:
+        The :class:`Method`.
+
     Raises:
         TracegraphError: no such method (the message lists them).
     """
@@ -140,13 +168,29 @@ def get_method(name: str) -> Method:
 
 
 def default_method(loss: str) -> str:
-    """The method ``explain`` uses when none is named: the default, or with ``--loss train-loss``
-    the original research scripts' plain TracIn."""
+    """The method ``explain`` uses when none is named.
+
+    Args:
+        loss: the loss convention asked for.
+
+    Returns:
+        ``tracin`` (the original research scripts' plain TracIn) for ``train-loss``, else
+        :data:`DEFAULT_EXPLAINER`.
+    """
     return EARLIER_CONVENTION[0] if loss == EARLIER_CONVENTION[1] else DEFAULT_EXPLAINER
 
 
 @dataclass
 class MethodOptions:
+    """Settings shared by the explanation methods.
+
+    Attributes:
+        loss: the TracIn loss convention (tracin*, relatif, and local-retrain's pre-ranking).
+        layers: the parameters whose gradients count: ``all``, ``last:N`` or names.
+        label_smoothing: the label smoothing of the ``train-loss`` convention, and local-retrain's refits.
+        local: local-retrain's settings.
+    """
+
     loss: str = DEFAULT_LOSS  # the TracIn loss convention (tracin*, relatif, local-retrain's pre-ranking)
     layers: str = "all"
     label_smoothing: float = 0.1
@@ -154,6 +198,17 @@ class MethodOptions:
 
 
 def check_methods(methods) -> list[str]:
+    """The methods asked for, duplicates dropped, in order.
+
+    Args:
+        methods: method names.
+
+    Returns:
+        The names, each once.
+
+    Raises:
+        TracegraphError: an unknown name, or no name.
+    """
     out = list(dict.fromkeys(methods))
     bad = [m for m in out if m not in METHODS]
     if bad or not out:
@@ -170,13 +225,42 @@ class InfluenceParts:
     relatif: list[np.ndarray]
 
     def of(self, method: str) -> list[np.ndarray]:
+        """The per-fact scores of one influence-based method.
+
+        Args:
+            method: ``tracin``, ``tracin-cosine`` or ``relatif``.
+
+        Returns:
+            Per fact, one score per candidate.
+
+        Raises:
+            KeyError: another method name.
+        """
         return {"tracin": self.tracin, "tracin-cosine": self.cosine, "relatif": self.relatif}[method]
 
 
 def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.ndarray, subsets: list[np.ndarray],
                     opts: MethodOptions, device, progress=None) -> InfluenceParts:
-    """One engine pass per checkpoint over the union of the candidates; the per-checkpoint
-    self-influences give the cosine (the learning rate cancels in it) and the RelatIF norm."""
+    """TracIn, cosine and RelatIF of each fact's candidates, from one engine pass per checkpoint.
+
+    The pass runs over the union of the candidates; the per-checkpoint self-influences give the
+    cosine (the learning rate cancels in it) and the RelatIF norm.
+
+    Args:
+        checkpoints: the checkpoint files summed over.
+        train_ids: ``[M, 3]`` training triples as ids.
+        facts: ``[T, 3]`` facts as ids.
+        subsets: per fact, its candidate rows of ``train_ids``.
+        opts: the loss, layers and label smoothing (the exact engine, automatic batch size).
+        device: where the gradients are computed.
+        progress: a progress display to report to; None: silent.
+
+    Returns:
+        The :class:`InfluenceParts`, each fact's scores aligned with its subset.
+
+    Raises:
+        TracegraphError: no fact has a candidate.
+    """
     union = np.unique(np.concatenate(subsets)) if subsets else np.zeros(0, np.int64)
     if union.size == 0:
         raise TracegraphError("no candidate training triples for any fact")
@@ -198,8 +282,16 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
 
 
 def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:
-    """The query the model ranks for each fact (h, r, t): (h, r, t) for its tail, and on the head
-    side (``head_side`` true; reciprocal models) (t, r⁻¹, h), r⁻¹ = r + R."""
+    """The query the model ranks for each fact (h, r, t): (h, r, t), or (t, r⁻¹, h) on the head side.
+
+    Args:
+        facts: ``[T, 3]`` facts as ids, base relations.
+        head_side: ``[T]`` booleans, true for a head-side fact (reciprocal models); None: all tail side.
+        num_relations: R, the number of base relations (r⁻¹ = r + R).
+
+    Returns:
+        ``[T, 3]`` int64 queries; the answer is the last column.
+    """
     q = np.array(facts, dtype=np.int64).reshape(-1, 3)
     if head_side is not None:
         hs = np.asarray(head_side, bool)
@@ -208,14 +300,24 @@ def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:
 
 
 def rank_and_rival(model, facts: np.ndarray, known, head_side=None):
-    """Per fact (h, r, t), on its side: its filtered rank (realistic), its logit, its rival and the
-    rival's logit. The rival is (h, r, t*), t* the tail the model scores highest among those neither
-    t nor known true for (h, r) in ``known`` (a KnownTails; None: only t is left out); on the head
-    side (``head_side``, reciprocal models), (h*, r, t) with h* the best filtered answer to
+    """Per fact (h, r, t), on its side: its filtered rank (realistic), its logit, its rival and the rival's logit.
+
+    The rival is (h, r, t*), t* the tail the model scores highest among those neither t nor known
+    true for (h, r) in ``known``; on the head side, (h*, r, t) with h* the best filtered answer to
     (t, r⁻¹, ?). One filtered top-2 pass of :func:`rank_queries`: the rival is whichever is not the answer.
 
+    Args:
+        model: the ConvE model (on its device).
+        facts: ``[T, 3]`` facts as ids, base relations.
+        known: the filter index (a KnownTails, with reciprocals); None: only the fact's answer is left out.
+        head_side: ``[T]`` booleans, true for a head-side fact; None: all tail side.
+
     Returns:
-        ``(ranks, fact_logits, rivals, rival_logits)``.
+        ``(ranks, fact_logits, rivals, rival_logits)``: ``[T]`` float64 ranks, ``[T]`` logits,
+        ``[T, 3]`` rival triples as ids, ``[T]`` logits.
+
+    Raises:
+        TracegraphError: a head-side fact and a model without reciprocal relations.
     """
     facts = np.asarray(facts, dtype=np.int64).reshape(-1, 3)
     hs = np.zeros(len(facts), bool) if head_side is None else np.asarray(head_side, bool)
@@ -232,12 +334,30 @@ def rank_and_rival(model, facts: np.ndarray, known, head_side=None):
 
 
 def competitors(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
-    """Per fact, its rival (see :func:`rank_and_rival`)."""
+    """Per fact, its rival (see :func:`rank_and_rival`).
+
+    Args:
+        model: the ConvE model.
+        facts: ``[T, 3]`` facts as ids.
+        known: the filter index; None: only the fact's answer is left out.
+        head_side: ``[T]`` booleans, true for a head-side fact; None: all tail side.
+
+    Returns:
+        ``[T, 3]`` rival triples as ids.
+    """
     return rank_and_rival(model, facts, known, head_side)[2]
 
 
 def triple_logits(model, triples: np.ndarray) -> np.ndarray:
-    """s(h, r, t) of each triple, in eval mode (no dropout; BatchNorm's running statistics), float64."""
+    """s(h, r, t) of each triple, in eval mode (no dropout; BatchNorm's running statistics), float64.
+
+    Args:
+        model: the ConvE model (put in eval mode).
+        triples: ``[T, 3]`` triples as ids (inverse relations allowed).
+
+    Returns:
+        ``[T]`` float64 logits.
+    """
     import torch
 
     model.eval()
@@ -248,14 +368,33 @@ def triple_logits(model, triples: np.ndarray) -> np.ndarray:
 
 
 def side_logits(model, facts: np.ndarray, rivals: np.ndarray, head_side) -> tuple[np.ndarray, np.ndarray]:
-    """The logits of each fact's query and of its rival's on the fact's side: s(h, r, t) and
-    s(h, r, t*), or on the head side s(t, r⁻¹, h) and s(t, r⁻¹, h*)."""
+    """The logits of each fact's query and of its rival's, on the fact's side.
+
+    On the tail side s(h, r, t) and s(h, r, t*); on the head side s(t, r⁻¹, h) and s(t, r⁻¹, h*).
+
+    Args:
+        model: the ConvE model.
+        facts: ``[T, 3]`` facts as ids.
+        rivals: ``[T, 3]`` their rivals as ids.
+        head_side: ``[T]`` booleans, true for a head-side fact; None: all tail side.
+
+    Returns:
+        ``(fact_logits, rival_logits)``, each ``[T]`` float64.
+    """
     R = model.config.num_relations
     return triple_logits(model, queries(facts, head_side, R)), triple_logits(model, queries(rivals, head_side, R))
 
 
 def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
-    """Training rows equal to the fact (or, written backwards, to its inverse): never explanations."""
+    """Training rows equal to the fact (h, r, t): never explanations.
+
+    Args:
+        train_ids: ``[M, 3]`` training triples as ids.
+        fact: the fact ``(h, r, t)`` as ids.
+
+    Returns:
+        The matching row positions.
+    """
     h, r, t = (int(x) for x in fact)
     return np.flatnonzero(((train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)))
 
@@ -263,13 +402,33 @@ def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
 def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.ndarray, facts: np.ndarray,
                     subsets: list[np.ndarray], known, opts: MethodOptions, device, progress=None,
                     head_side=None) -> dict:
-    """method -> per fact, the list of key arrays for its candidates (see the module doc).
+    """Method -> per fact, the list of key arrays for its candidates (see the module doc).
 
     ``facts`` are base-relation triples (h, r, t), predicted on the tail side unless ``head_side``
     marks them (reciprocal models). Only the margin methods' rival depends on the side: TracIn of
     a reciprocal model's triple already sums both of its directions. Candidates equal to the fact
-    never reach the top (they get -inf)."""
+    never reach the top (they get -inf).
 
+    Args:
+        methods: the method names (duplicates dropped).
+        model: the final ConvE model (rivals, local-retrain's refits).
+        checkpoints: the checkpoint files TracIn sums over.
+        train_ids: ``[M, 3]`` training triples as ids.
+        facts: ``[T, 3]`` facts as ids.
+        subsets: per fact, its candidate rows of ``train_ids``.
+        known: the filter index for the rivals and local-retrain; None: only the fact's answer is left out.
+        opts: the methods' settings.
+        device: where the methods compute.
+        progress: a progress display to report to; None: silent.
+        head_side: ``[T]`` booleans, true for a head-side fact; None: all tail side.
+
+    Returns:
+        Method name -> per fact, its list of key arrays (descending, the first most significant);
+        with local-retrain also ``"_local_retrain_records"``, the searches' records.
+
+    Raises:
+        TracegraphError: an unknown method name, or influence needed and no fact has a candidate.
+    """
     methods = check_methods(methods)
     out: dict[str, list] = {}
     need_influence = any(REGISTRY[m].needs_influence for m in methods)
@@ -314,10 +473,19 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
     return out
 
 
-
 def single_score(keys: list[np.ndarray], seed: int = 0) -> np.ndarray:
-    """One score per candidate with the same order as the keys (several keys, or ties broken at
-    random for ``random``: minus the rank position)."""
+    """One score per candidate with the same order as the keys, larger first.
+
+    A single key that is not all zero is the score itself; otherwise (several keys, or the
+    ``random`` baseline's all-zero key) the score is minus the rank position, ties broken at random.
+
+    Args:
+        keys: the key arrays (descending, the first most significant), one value per candidate each.
+        seed: the seed of the random tie-break.
+
+    Returns:
+        One float64 score per candidate.
+    """
     if len(keys) == 1 and np.any(np.asarray(keys[0]) != 0):
         return np.asarray(keys[0], np.float64)
     order = ranked_order(keys, np.random.default_rng(seed).permutation(len(keys[0])))

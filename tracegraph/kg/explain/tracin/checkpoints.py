@@ -59,8 +59,22 @@ def resolve_checkpoint_list(model_dir: Path, spec: list[str] | None, model_epoch
 
 
 def explained_checkpoints(store, spec: list[str] | None) -> tuple[list[Path], str]:
-    """What ``explain`` sums for the run ``store`` was opened on, and the log line that says so
-    (logged by the caller once the inputs are checked, so an input error stays one line)."""
+    """The checkpoints ``explain`` sums over for the run ``store`` was opened on, and the line that says so.
+
+    The line is logged by the caller once the inputs are checked, so an input error stays one line.
+
+    Args:
+        store: the run's :class:`~tracegraph.kg.model.store.RunStore`; when it was opened on one
+            checkpoint file and ``spec`` is None, that checkpoint alone is summed.
+        spec: ``None`` (the epoch checkpoints up to the explained model's epoch), ``["all"]``,
+            ``["best"]``, ``["final"]`` or checkpoint paths (see :func:`resolve_checkpoint_list`).
+
+    Returns:
+        ``(checkpoint paths, log line)``: the line names how many checkpoints, why, and which.
+
+    Raises:
+        DataError: a named checkpoint is missing.
+    """
     if spec is None and store.opened_with.is_file():
         chosen = [store.opened_with]
         why = f"the checkpoint given as the model ({store.opened_with.name})"

@@ -36,8 +36,23 @@ DEFAULT_LOSS = "logit"
 
 @dataclass
 class InfluenceOptions:
-    """How TracIn is computed: ``engine`` (exact | autograd | vmap), the ``loss`` convention, the
-    ``layers`` whose gradients count, and batching/memory settings."""
+    """How TracIn is computed: the engine, the loss convention, the layers counted, batching and memory.
+
+    Attributes:
+        engine: ``exact`` (per-layer factors, no per-example gradient built), ``autograd`` or ``vmap``
+            (flattened per-triple gradients: the slow references).
+        loss: the loss convention ℓ: ``logit`` (−s, the default), ``score`` (softplus(−s)) or
+            ``train-loss`` (the 1-N training loss).
+        layers: ``all``, ``last:N``, or parameter names (a list or a comma-separated string).
+        label_smoothing: the label smoothing of ``train-loss`` (unused by the other losses).
+        batch_size: training triples per step; 0: automatic (:func:`auto_batch_size`).
+        test_batch_size: test triples per factor batch (``exact`` engine).
+        precision: ``fp32`` (exact) or a lower precision the device supports.
+        memory_budget_bytes: the largest ``[T, M]`` float64 result kept in RAM; above it the
+            result is a float32 memory-mapped file.
+        device_budget_bytes: on a GPU, the largest ``[T, M]`` float64 sum kept on the device.
+        scratch_dir: where the memory-mapped result is created; None: the system's temporary folder.
+    """
 
     engine: str = "exact"
     loss: str = DEFAULT_LOSS
@@ -53,6 +68,8 @@ class InfluenceOptions:
 
 @dataclass
 class CheckpointInfo:
+    """One checkpoint summed over: its file, its epoch (None when it records none), its learning rate η_k."""
+
     path: str
     epoch: int | None
     lr: float
@@ -60,6 +77,17 @@ class CheckpointInfo:
 
 @dataclass
 class InfluenceResult:
+    """What :func:`compute_influence` returns.
+
+    Attributes:
+        scores: ``[T, M]`` Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(test)⟩, one row per test triple: float64 in
+            memory, or a float32 ``np.memmap`` when larger than the memory budget.
+        train_self: ``[M]`` float64 Σ_k η_k ‖∇ℓ_k(train)‖² of each training triple.
+        test_self: ``[T]`` float64 Σ_k η_k ‖∇ℓ_k(test)‖² of each test triple.
+        checkpoints: the checkpoints summed, in order, with their learning rates.
+        layers: the parameter names whose gradients counted.
+    """
+
     scores: np.ndarray  # [T, M] Σ_k η_k ⟨g_train, g_test⟩ (may be a np.memmap)
     train_self: np.ndarray  # [M]
     test_self: np.ndarray  # [T]
@@ -68,7 +96,14 @@ class InfluenceResult:
 
 
 def check_influence_options(opts: InfluenceOptions) -> None:
-    """Raise TracegraphError naming the parameter when ``engine`` or ``loss`` is not one of the known names."""
+    """Raise TracegraphError naming the parameter when ``engine`` or ``loss`` is not one of the known names.
+
+    Args:
+        opts: the options checked (only ``engine`` and ``loss``).
+
+    Raises:
+        TracegraphError: ``engine`` not in :data:`ENGINES` or ``loss`` not one of the loss conventions.
+    """
     if opts.engine not in ENGINES:
         raise TracegraphError(f"engine must be one of {', '.join(ENGINES)}, not {opts.engine!r}")
     if opts.loss not in LOSSES:
@@ -84,16 +119,28 @@ def _alloc(T: int, M: int, opts: InfluenceOptions) -> np.ndarray:
 
 
 def auto_batch_size(num_entities: int, device: torch.device) -> int:
-    """Training triples per step. On a GPU, fewer and larger steps (launches and syncs are the
-    cost), bounded so the [2·batch, N] score gradients of the 1-N loss stay near 512 MiB."""
+    """Training triples per step: 512 on a CPU; on a GPU, fewer and larger steps.
+
+    On a GPU launches and syncs are the cost, so the batch is as large as the ``[2·batch, N]``
+    float32 score gradients of the 1-N loss allow within about 512 MiB, between 256 and 4096.
+
+    Args:
+        num_entities: N, the model's number of entities.
+        device: where the influence is computed.
+
+    Returns:
+        The batch size.
+    """
     if device.type != "cuda":
         return 512
     return int(min(4096, max(256, 2**29 // (8 * max(num_entities, 1)))))
 
 
 class _Accumulator:
-    """Σ_k η_k · block into the [T, M] result: on the device when it fits (one copy back at the
-    end), else straight into the host array (a copy per block)."""
+    """Σ_k η_k · block into the [T, M] result, on the device when it fits, else into the host array.
+
+    On the device the sum is copied back once at the end; in the host array each block is copied.
+    """
 
     def __init__(self, out: np.ndarray, device: torch.device, budget: int):
         self.out = out
@@ -139,8 +186,23 @@ def compute_influence(
 ) -> InfluenceResult:
     """Influence of every training triple on every test triple, summed over checkpoints.
 
-    ``read(path, map_location) -> checkpoint dict`` reads each checkpoint (default
-    ``load_checkpoint``; a :class:`~tracegraph.kg.model.store.RunStore` passes its cached ``read_checkpoint``)."""
+    Args:
+        checkpoints: the checkpoint files, each recording its learning rate η_k.
+        train_ids: ``[M, 3]`` training triples as ids.
+        test_ids: ``[T, 3]`` test triples as ids.
+        opts: how the influence is computed.
+        device: where the gradients are computed.
+        progress: a rich progress display to report to; None: silent.
+        read: ``read(path, map_location) -> checkpoint dict`` reads each checkpoint; None:
+            ``load_checkpoint`` (a :class:`~tracegraph.kg.model.store.RunStore` passes its cached
+            ``read_checkpoint``).
+
+    Returns:
+        The :class:`InfluenceResult`: ``scores`` ``[T, M]``, both self-influences, the checkpoints, the layers.
+
+    Raises:
+        TracegraphError: an unknown engine or loss, a checkpoint without a learning rate, or bad ``layers``.
+    """
     check_influence_options(opts)
     with exact_fp32(), ThreadPoolExecutor(1) as reader:
         return _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, read or load_checkpoint)

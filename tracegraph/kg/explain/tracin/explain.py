@@ -190,8 +190,22 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
 
 
 def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray, train_subsets) -> _Selection:
-    """Stage 2: the test triples to explain (a bad one is a recorded failure, not a stop) and the
-    training rows each one ranks (all, or its filtered subgraph)."""
+    """Stage 2: the test triples to explain and the training rows each one ranks.
+
+    A test triple with an unknown label, or whose filtered training graph is empty, is a recorded
+    failure, not a stop; with ``skip_existing``, one whose CSV exists is skipped. Under torchrun
+    rank 0's list is used by every rank.
+
+    Args:
+        cfg: the settings (test triples, ``start_index``, ``max_triples``, ``skip_existing``, ``output_dir``).
+        store: the run's store (its id maps).
+        train_ids: ``[M, 3]`` training triples as ids.
+        train_subsets: ``(head_id, tail_id) -> rows`` of the training triples a test triple ranks;
+            None: every training triple.
+
+    Returns:
+        The selection: the test triples to explain, failures, skipped ones, each one's rows and their union.
+    """
     lt = _test_triples(cfg.test_triples)
     ents, rels = store.entities, store.relations
     end = len(lt) if cfg.max_triples is None else min(len(lt), cfg.start_index + cfg.max_triples)
@@ -232,10 +246,28 @@ def _test_triples(test) -> LabeledTriples:
 
 
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
-    """Stage 3: TracIn of every candidate on each test triple (and on its rival, for the margin
-    methods: the rivals ride along as T more test triples), by one
-    :class:`~tracegraph.kg.explain.tracin.influence.TracIn`; sharded under torchrun or over
-    ``devices``. Also each test triple's filtered rank and score on the explained side."""
+    """Stage 3: TracIn of every candidate on each test triple, and each one's filtered rank and score.
+
+    For the margin methods the rivals ride along as T more test triples. One
+    :class:`~tracegraph.kg.explain.tracin.influence.TracIn` computes it all; the work is sharded
+    under torchrun or over ``devices``. Rank and score are on the explained side.
+
+    Args:
+        cfg: the settings (engine, loss, layers, batch size, precision, side, top_k).
+        store: the run's store.
+        inputs: stage 1's training triples, checkpoints, label smoothing and names.
+        sel: stage 2's selection (candidates per test triple, their union).
+        test_ids: ``[T, 3]`` the selected test triples as ids.
+        method: the explanation method (:class:`~tracegraph.kg.explain.methods.Method`).
+        ctx: the distributed context (torchrun when active).
+        devices: several devices in one process, or None.
+        device: where the gradients are computed (one process, one device).
+
+    Returns:
+        The parts: the engine's result over the union of candidates (``[T, U]``, ``[2T, U]`` with
+        rivals; under torchrun this rank's shard of the columns), rank 0's merged picks under
+        torchrun, the rival records, the walk lengths, the ranks and the scores.
+    """
     T = len(test_ids)
     log.info(inputs.checkpoints_note)
     tracin = TracIn.from_parts(store, inputs.train_ids, inputs.checkpoints, InfluenceOptions(
@@ -263,7 +295,19 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
 
 
 def method_order(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, device) -> list[np.ndarray]:
-    """Stage 4 (methods other than the engine pass's own): each candidate's score under the method."""
+    """Stage 4 (methods other than the engine pass's own): each candidate's score under the method.
+
+    Args:
+        cfg: the settings (``method``, loss, layers).
+        store: the run's store (final model, filter index).
+        inputs: stage 1's training triples, checkpoints and label smoothing.
+        sel: stage 2's selection (candidates per test triple).
+        test_ids: ``[T, 3]`` the selected test triples as ids.
+        device: where the method computes.
+
+    Returns:
+        Per test triple, one score per candidate (aligned with its rows), larger first.
+    """
     opts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps)
     keys = method_keys_all([cfg.method], model=store.model, checkpoints=inputs.checkpoints, train_ids=inputs.train_ids,
                            facts=test_ids, subsets=[sel.subsets[i] for i, _, _ in sel.todo],
@@ -272,7 +316,20 @@ def method_order(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, device)
 
 
 def pick_rows(cfg, store, inputs: _Inputs, sel: _Selection, parts: _Parts, keys, method) -> list[Explanation]:
-    """Stage 5: per test triple, the rows listed (proponents, then opponents) and its record."""
+    """Stage 5: per test triple, the rows listed (proponents, then opponents) and its record.
+
+    Args:
+        cfg: the settings (``top_k``, method, side).
+        store: the run's store (labels).
+        inputs: stage 1's training triples and names.
+        sel: stage 2's selection.
+        parts: stage 3's influence, picks, rivals, walks, ranks and scores.
+        keys: stage 4's scores per test triple; None: the method is the engine pass's own.
+        method: the explanation method.
+
+    Returns:
+        One :class:`Explanation` per test triple explained, in order.
+    """
     ents, rels = store.entities, store.relations
     res, T, out = parts.result, len(sel.todo), []
     for j, (i, name, (h, r, t)) in enumerate(sel.todo):
@@ -317,9 +374,11 @@ def _meta(cfg, store, inputs, parts: _Parts, j, i, triple, ranked: int, rows) ->
 
 
 def _walks(train_ids, subsets, test_ids, skip, every_row: bool):
-    """tracin-margin-path: j -> the head–tail walk length of each of test triple j's rows, computed
-    when asked (a [tests × rows] table would be as large as the scores); one graph for all when
-    every test triple ranks every training triple, else one per filtered subgraph."""
+    """tracin-margin-path: ``j -> the head–tail walk length of each of test triple j's rows``.
+
+    Computed when asked (a [tests × rows] table would be as large as the scores); one graph for all
+    when every test triple ranks every training triple, else one per filtered subgraph.
+    """
     if skip:
         return None
     shared = WalkLengths(train_ids[:, [0, 2]]) if every_row else None

@@ -4,7 +4,7 @@ One forward and one backward of the *summed* loss of a batch give, at every laye
 input activation and the gradient at its output for every example (in eval mode examples do not
 interact, so ∂(Σℓ)/∂a_i = ∂ℓ_i/∂a_i). Every parameter's per-example gradient is a function of
 those, and inner products of per-example gradients become products of small Gram matrices
-(docs/design.md, "Exact TracIn"):
+(docs/design.md, "Exact TracIn")::
 
   Linear W            δ xᵀ              ⟨·,·⟩ = (δ_i·δ_j)(x_i·x_j)
   entity bias         g                 g_i·g_j
@@ -48,7 +48,19 @@ LOSSES = ("train-loss", "score", "logit")
 
 
 def select_layers(model, spec) -> list[str]:
-    """'all', 'last:N', or parameter names (a list or a comma-separated string)."""
+    """The parameters whose gradients count: ``all``, ``last:N``, or parameter names.
+
+    Args:
+        model: the ConvE model.
+        spec: ``"all"``; ``"last:N"``, the last N parameters in forward order (``last:2``: the
+            entity table and entity bias); or parameter names, a list or a comma-separated string.
+
+    Returns:
+        The chosen names among the model's parameters, in forward order (:data:`PARAM_ORDER`).
+
+    Raises:
+        TracegraphError: N out of range, an unknown name, or no name.
+    """
     present = [n for n in PARAM_ORDER if n in dict(model.named_parameters())]
     if isinstance(spec, str):
         if spec == "all":
@@ -105,7 +117,22 @@ class Factors:
 
 
 def example_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Tensor:
-    """Per-example loss [B] of triple directions (h, r, t); the definition all methods share."""
+    """Per-example loss [B] of triple directions (h, r, t); the definition all methods share.
+
+    Args:
+        model: the ConvE model (or a stand-in with ``score_all`` and ``score_triples``).
+        h: ``[B]`` head ids.
+        r: ``[B]`` relation ids (inverse relations included).
+        t: ``[B]`` tail ids.
+        loss: ``train-loss`` (1-N BCE, ``t`` the positive), ``score`` (softplus(−s)) or ``logit`` (−s).
+        label_smoothing: the label smoothing of ``train-loss`` (unused by the other losses).
+
+    Returns:
+        The ``[B]`` losses.
+
+    Raises:
+        TracegraphError: an unknown loss.
+    """
     if loss == "train-loss":
         return bce_1n(model.score_all(h, r), Targets.one_per_sample(t), label_smoothing, reduction="none")
     if loss == "score":
@@ -116,8 +143,10 @@ def example_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Ten
 
 
 def _bn_weight_grad(bn, z, delta, reduce_dims):
-    """Σ δ ⊙ (z - μ)/σ over ``reduce_dims`` (BatchNorm weight gradient in eval mode), written as
-    (Σ δ⊙z - μ Σ δ)/σ so the normalised tensor is never built."""
+    """Σ δ ⊙ (z - μ)/σ over ``reduce_dims``: BatchNorm's weight gradient in eval mode.
+
+    Written as (Σ δ⊙z - μ Σ δ)/σ so the normalised tensor is never built.
+    """
     shape = (1, -1) + (1,) * (z.dim() - 2)
     sd = torch.sqrt(bn.running_var + bn.eps)
     dz = (delta * z).sum(reduce_dims) if reduce_dims else delta * z
@@ -126,15 +155,33 @@ def _bn_weight_grad(bn, z, delta, reduce_dims):
 
 
 def _conv_weight_grad(conv_in, delta, k):
-    """Per-example Conv2d(1→C) weight gradient [B, C·k·k] from a strided view of the input
-    (no im2col copy of the whole batch)."""
+    """Per-example Conv2d(1→C) weight gradient [B, C·k·k] from a strided view of the input (no im2col copy)."""
     B, C = delta.shape[:2]
     win = conv_in[:, 0].unfold(1, k, 1).unfold(2, k, 1)  # [B, Ho, Wo, k, k], a view
     return torch.einsum("bchw,bhwij->bcij", delta, win).reshape(B, C * k * k)
 
 
 def compute_factors(model, h, r, t, loss: str, label_smoothing: float, layers: list[str]) -> Factors:
-    """One forward + one backward of Σℓ over a batch of directions -> per-example factors."""
+    """Per-example factors of a batch of directions from one forward and one backward of Σℓ.
+
+    The model is put in eval mode (examples then do not interact).
+
+    Args:
+        model: the ConvE model.
+        h: ``[B]`` head ids.
+        r: ``[B]`` relation ids (inverse relations included).
+        t: ``[B]`` tail ids.
+        loss: ``train-loss``, ``score`` or ``logit`` (see :func:`example_loss`).
+        label_smoothing: the label smoothing of ``train-loss`` (unused by the other losses).
+        layers: the selected parameter names (:func:`select_layers`); only the small parameters
+            among them are materialised in ``Factors.small``, the other factors are always computed.
+
+    Returns:
+        The detached :class:`Factors` of the B examples.
+
+    Raises:
+        TracegraphError: an unknown loss.
+    """
     model.eval()
     with torch.enable_grad():
         e = model.entity(h)
@@ -209,8 +256,18 @@ def _gat(g: ScoreGrad, idx: torch.Tensor, pairwise: bool):
 
 
 def influence(A: Factors, B: Factors, layers: list[str], pairwise: bool = True) -> torch.Tensor:
-    """⟨∇ℓ(a), ∇ℓ(b)⟩ restricted to ``layers``: [len(A), len(B)] when pairwise, else [len(A)]
-    for the aligned pairs (a_i, b_i)."""
+    """⟨∇ℓ(a), ∇ℓ(b)⟩ restricted to ``layers``, from two batches' factors.
+
+    Args:
+        A: the first batch's factors.
+        B: the second batch's factors.
+        layers: the parameter names counted; both batches' factors must have been computed with
+            this list (the small parameters' part is whatever ``Factors.small`` holds).
+        pairwise: every pair (a_i, b_j); False: only the aligned pairs (a_i, b_i), ``len(A) == len(B)``.
+
+    Returns:
+        ``[len(A), len(B)]`` when pairwise, else ``[len(A)]``.
+    """
     total = _mm(A.small, B.small, pairwise)
     if "fc.weight" in layers:
         total = total + _mm(A.fc_delta, B.fc_delta, pairwise) * _mm(A.fc_in, B.fc_in, pairwise)

@@ -141,8 +141,18 @@ class TracIn:
 
     def per_checkpoint(self, test_ids: np.ndarray, rows: np.ndarray | None = None, *,
                        progress=None) -> Iterator[InfluenceResult]:
-        """:meth:`result` one checkpoint at a time: the k-th yields η_k ⟨∇ℓ_k(train), ∇ℓ_k(test)⟩ and
-        η_k ‖∇ℓ_k‖² (what the cosine and RelatIF need before the sum over checkpoints)."""
+        """:meth:`result` one checkpoint at a time, what the cosine and RelatIF need before the sum.
+
+        Args:
+            test_ids: ``[T, 3]`` test triples as ids.
+            rows: the training rows scored (positions in ``train_ids``, in this order); default all.
+            progress: a progress display to report to (None: silent).
+
+        Yields:
+            One :class:`~tracegraph.kg.explain.tracin.engine.InfluenceResult` per checkpoint, in order:
+            ``scores`` η_k ⟨∇ℓ_k(train), ∇ℓ_k(test)⟩, ``train_self`` and ``test_self`` η_k ‖∇ℓ_k‖²,
+            ``checkpoints`` that one checkpoint.
+        """
         for path in self.checkpoints:
             yield TracIn.from_parts(self.run, self.train_ids, [path], self.options, device=self.device,
                                     read=self.read).result(test_ids, rows, progress=progress)
@@ -159,8 +169,21 @@ class TracIn:
         return self.run.encode(test)
 
     def influence(self, test) -> np.ndarray:
-        """``[T, M]``: the influence of each of the M training triples on each of the T test triples
-        (label triples, a DataFrame or a file)."""
+        """``[T, M]``: the influence of each of the M training triples on each of the T test triples.
+
+        Also records the training triples' self-influence (:meth:`self_influence`).
+
+        Args:
+            test: label triples: one ``(head, relation, tail)``, a list of them, a DataFrame or a triples file.
+
+        Returns:
+            ``[T, M]`` float64 Σ_k η_k ⟨∇ℓ_k(train), ∇ℓ_k(test)⟩, training triples in ``train_ids``'s order.
+
+        Raises:
+            TracegraphError: this TracIn holds ids only (built by :meth:`from_parts` without a store),
+                or a label is unknown.
+            DataError: a triples file's label is unknown (naming the line).
+        """
         return np.asarray(self._compute(self._test_ids(test)).scores, np.float64)
 
     def self_influence(self) -> np.ndarray:
@@ -170,8 +193,23 @@ class TracIn:
         return self._train_self
 
     def top_k(self, test, k: int = 10) -> pd.DataFrame:
-        """One test triple's k proponents (positive influence, strongest first) and k opponents
-        (negative, most negative first): columns head, relation, tail, influence, self_influence, role."""
+        """One test triple's k proponents (positive influence, strongest first) and k opponents (most negative first).
+
+        Fewer are listed when fewer training triples have an influence of that sign.
+
+        Args:
+            test: one label triple ``(head, relation, tail)``, or a DataFrame or triples file holding one.
+            k: proponents and opponents each, at least 1.
+
+        Returns:
+            A DataFrame with columns head, relation, tail, influence, self_influence, role
+            (``proponent`` or ``opponent``), proponents first.
+
+        Raises:
+            TracegraphError: not exactly one test triple, k below 1, an unknown label, or a TracIn
+                that holds ids only.
+            DataError: a triples file's label is unknown (naming the line).
+        """
         ids = self._test_ids(test)
         if len(ids) != 1:
             raise TracegraphError(f"top_k explains one test triple, got {len(ids)}")

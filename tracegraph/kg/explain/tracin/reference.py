@@ -22,7 +22,19 @@ def _directions(model, h, r, t):
 
 
 def triple_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Tensor:
-    """Per-triple loss [M]: the sum over its directions."""
+    """Per-triple loss [M]: the sum over its directions.
+
+    Args:
+        model: the ConvE model (or a stand-in with ``score_all``, ``score_triples``, ``inverse_relation``).
+        h: ``[M]`` head ids.
+        r: ``[M]`` base relation ids.
+        t: ``[M]`` tail ids.
+        loss: ``train-loss``, ``score`` or ``logit`` (see :func:`~tracegraph.kg.explain.tracin.factors.example_loss`).
+        label_smoothing: the label smoothing of ``train-loss`` (unused by the other losses).
+
+    Returns:
+        The ``[M]`` losses, (h, r, t)'s plus, with reciprocal relations, (t, r⁻¹, h)'s.
+    """
     M = len(h)
     hh, rr, tt = _directions(model, h, r, t)
     per = example_loss(model, hh, rr, tt, loss, label_smoothing)
@@ -30,7 +42,19 @@ def triple_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Tens
 
 
 def autograd_gradients(model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str]) -> torch.Tensor:
-    """[M, P] flattened gradients of the selected parameters, one backward per triple."""
+    """[M, P] flattened gradients of the selected parameters, one backward per triple.
+
+    Args:
+        model: the ConvE model (put in eval mode).
+        triples: ``[M, 3]`` triples as ids, on the model's device.
+        loss: the loss convention (see :func:`triple_loss`).
+        label_smoothing: the label smoothing of ``train-loss``.
+        layers: the parameter names, in the order their gradients are concatenated.
+
+    Returns:
+        ``[M, P]``, P the layers' total number of values; a parameter the loss does not reach
+        contributes zeros.
+    """
     model.eval()
     params = dict(model.named_parameters())
     chosen = [params[n] for n in layers]
@@ -46,7 +70,19 @@ def autograd_gradients(model, triples: torch.Tensor, loss: str, label_smoothing:
 
 def vmap_gradients(model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str],
                    chunk_size: int = 64) -> torch.Tensor:
-    """[M, P] flattened per-triple gradients from torch.func, ``chunk_size`` triples at a time."""
+    """[M, P] flattened per-triple gradients from torch.func, ``chunk_size`` triples at a time.
+
+    Args:
+        model: the ConvE model (put in eval mode).
+        triples: ``[M, 3]`` triples as ids, on the model's device.
+        loss: the loss convention (see :func:`triple_loss`).
+        label_smoothing: the label smoothing of ``train-loss``.
+        layers: the parameter names, in the order their gradients are concatenated.
+        chunk_size: triples per vectorised call (bounds the memory of the per-triple gradients).
+
+    Returns:
+        ``[M, P]``: :func:`autograd_gradients`'s values, up to floating-point rounding.
+    """
     from torch.func import grad, vmap
 
     model.eval()

@@ -33,8 +33,13 @@ PROPONENT, OPPONENT = "proponent", "opponent"
 
 @dataclass
 class Explanation:
-    """One explained test triple: ``meta`` (the companion JSON without its rows) and ``rows``, a
-    DataFrame with the CSV's columns (``Role`` last)."""
+    """One explained test triple: its file stem, its record and its listed rows.
+
+    Attributes:
+        name: the file stem, ``triple_NNN_<head>_<tail>``.
+        meta: the companion JSON's record (without the rows).
+        rows: a DataFrame with the CSV's columns (``Role`` last): proponents, then opponents.
+    """
 
     name: str  # the file stem, triple_NNN_<head>_<tail>
     meta: dict
@@ -42,10 +47,12 @@ class Explanation:
 
     @property
     def proponents(self) -> pd.DataFrame:
+        """The rows whose ``Role`` is proponent, in listing order."""
         return self.rows[self.rows[ROLE_COLUMN] == PROPONENT]
 
     @property
     def opponents(self) -> pd.DataFrame:
+        """The rows whose ``Role`` is opponent, most negative first."""
         return self.rows[self.rows[ROLE_COLUMN] == OPPONENT]
 
 
@@ -72,6 +79,13 @@ def pick(score: np.ndarray, walk: np.ndarray | None, top_k: int | None, signed: 
     so equal scores keep their column order, and a torchrun rank's own picks contain every global
     pick in its shard.
 
+    Args:
+        score: each row's ordering score (MethodScore if the method has one, else TracInScore).
+        walk: each row's head–tail walk length (tracin-margin-path), ordered by its margin shell
+            first; None: by score alone.
+        top_k: proponents and opponents kept each; None: every row.
+        signed: False: every kept row is a proponent, the first ``top_k`` of the order.
+
     Returns:
         ``(order, roles)``: row positions and a list of "proponent" / "opponent".
     """
@@ -97,8 +111,11 @@ def _pick(score, walk, top_k):
 
 def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None,
           walk=None, signed=True):
-    """CSV rows ordered by ``method``'s scores when given (then a MethodScore column; with ``walk``,
-    by its shell first and a HeadTailWalk column after), else TracIn; the Role last."""
+    """CSV rows ordered by ``method``'s scores when given, else TracIn's; the Role last.
+
+    With ``method`` a MethodScore column follows SelfInfluence; with ``walk`` rows are ordered by
+    its shell first and a HeadTailWalk column follows.
+    """
     order, roles = pick(scores if method is None else method, walk, top_k, signed)
     h, r, t = test
     head = [ent_labels[h], ent_names[h], rel_labels[r], rel_names[r], ent_labels[t], ent_names[t]]
@@ -112,15 +129,37 @@ def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent
 
 
 def header_of(rows) -> list[str]:
-    """The CSV header of rows built by :func:`_rows`."""
+    """The CSV header of rows built by :func:`_rows`.
+
+    Args:
+        rows: the row lists; their length says which extra columns they carry.
+
+    Returns:
+        :data:`CSV_HEADER`, then ``MethodScore`` and ``HeadTailWalk`` as the rows carry them, then ``Role``.
+    """
     n_extra = (len(rows[0]) - 1 - len(CSV_HEADER)) if rows else 0
     return [*CSV_HEADER, *EXTRA_COLUMNS[:n_extra], ROLE_COLUMN]
 
 
 def rival_records(rivals: np.ndarray, s_fact, s_rival, ent_labels, ent_names, side: str) -> list[dict]:
-    """Per test triple (h, r, t): its margin methods' rival t* (the best-scored tail neither t nor
-    known true) with both logits and the margin s(h, r, t) − s(h, r, t*); on the head side h*, the
-    logits of (t, r⁻¹, h) and (t, r⁻¹, h*)."""
+    """Per test triple, the record of its margin methods' rival: the rival, both logits and the margin.
+
+    On the tail side the rival of (h, r, t) is t*, the best-scored tail neither t nor known true,
+    and the margin is s(h, r, t) − s(h, r, t*); on the head side it is h*, with the logits of
+    (t, r⁻¹, h) and (t, r⁻¹, h*).
+
+    Args:
+        rivals: ``[T, 3]`` rival triples as ids, (h, r, t*) or (h*, r, t).
+        s_fact: ``[T]`` each test triple's logit on its side.
+        s_rival: ``[T]`` each rival's logit on that side.
+        ent_labels: entity labels by id.
+        ent_names: entity display names by id.
+        side: ``"tail"`` or ``"head"``, the side of every test triple.
+
+    Returns:
+        One dict per test triple: ``side``, the rival's label (under the key ``side``) and name,
+        ``logit`` (the rival's), ``fact_logit`` and ``logit_margin``.
+    """
     col = 0 if side == "head" else 2
     return [{"side": side, side: ent_labels[int(x[col])], f"{side}_name": ent_names[int(x[col])], "logit": float(b),
              "fact_logit": float(a), "logit_margin": float(a - b)} for x, a, b in zip(rivals, s_fact, s_rival)]

@@ -20,8 +20,9 @@ from tracegraph.runtime.distributed import batch_aligned_shard, gather_to_main, 
 
 
 def _influence_over_ranks(ctx, tracin: TracIn, union, cols_of, test_ids, progress, top_k, walk_of=None):
-    """torchrun: this rank scores a contiguous shard of whole training batches (the batches one
-    process would score, so its numbers are bitwise the same) against every test triple. Rank 0
+    """Under torchrun, score this rank's shard of whole training batches against every test triple.
+
+    The shard holds the batches one process would score, so its numbers are bitwise the same. Rank 0
     receives, per test triple, (position in its column list, score, self-influence) of every row —
     or, with ``top_k``, only each rank's own picks (:func:`~tracegraph.kg.explain.tracin.rows.pick`),
     which contain the global ones (ties included: the order is the same stable sort restricted to a
@@ -69,9 +70,10 @@ def _influence_over_ranks(ctx, tracin: TracIn, union, cols_of, test_ids, progres
 
 
 def _influence_over_devices(devices, tracin: TracIn, rows, test_ids, progress) -> InfluenceResult:
-    """One process, several devices: the test triples are split across devices, each device scores
-    the training ``rows`` (of ``tracin.train_ids``) against its share (a thread per device), and the
-    rows are stacked.
+    """In one process, split the test triples across devices and stack what each device scores.
+
+    Each device (a thread per device) scores the training ``rows`` (of ``tracin.train_ids``)
+    against its share of the test triples.
 
     Args:
         devices: the devices; no more are used than there are test triples.
