@@ -84,3 +84,39 @@ def test_report_counts_per_split_by_hand():
 def test_filter_sets_keep_only_what_the_maps_know():
     lt = LabeledTriples(["a", "a", "q"], ["r", "zz", "r"], ["b", "b", "b"], np.array([1, 2, 3]), "f")
     assert encode_known(lt, IdMap(["a", "b"]), IdMap(["r"])).tolist() == [[0, 0, 1]]
+
+
+def test_report_json_and_drop_wording_by_hand():
+    labels = [f"n{i:03d}" for i in range(101)]  # more than the JSON lists
+    splits = {"test": LabeledTriples(["a"] * 101, ["r"] * 101, labels, np.arange(1, 102), "t.txt")}
+    _, out, rep = apply_policy(IdMap(["a"]), splits, "drop")
+    assert rep.to_json() == {"policy": "drop", "entities": 101, "entity_labels": labels[:100],
+                             "entities_per_split": {"test": 101}, "triples": {"test": 101}, "dropped": True}
+    assert rep.describe() == "101 entities unseen in train, 101 in test (101 triples): their triples dropped from evaluation"
+    assert out["test"].path == "t.txt" and len(out["test"]) == 0  # the kept part still names its file
+
+
+def test_error_without_a_training_file_gives_the_id_map_message(files):
+    (files / "test2.txt").write_text("a\tr\tc\nb\tr\tzz\n")
+    with pytest.raises(TracegraphError, match=r"test2.txt.*2.*'zz'"):
+        evaluation_triples(MODEL, files / "test2.txt", "error", [])
+
+
+def test_evaluation_logs_what_the_policy_did(files):
+    import logging
+
+    from tracegraph.runtime.progress import log
+
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda rec: lines.append(rec.getMessage())
+    old = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        evaluation_triples(MODEL, files / "test.txt", "drop", [files / "train.txt"])
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old)
+    # x and y, both in test; rows 2, 3, 4 mention one
+    assert lines == ["2 entities unseen in train, 2 in test (3 triples): their triples dropped from evaluation"]
