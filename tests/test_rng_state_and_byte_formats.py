@@ -41,16 +41,63 @@ def test_captured_state_restores_every_generator():
     _draws()
     set_rng_state(state)
     assert [_draws() for _ in range(3)] == want
-    # the state is plain tensors and ints: a weights_only checkpoint can hold it
-    assert all(isinstance(v, (torch.Tensor, int)) for v in state.values())
+    # the state is plain tensors and numbers: a weights_only checkpoint can hold it
+    assert all(isinstance(v, (torch.Tensor, int, float)) for v in state.values())
+
+
+@pytest.mark.parametrize("seed", [100, 2**32 + 5])
+def test_seed_reaches_each_generator_as_documented(seed):
+    # the documented rule restated with fresh generators: Python and torch take the seed as given,
+    # NumPy takes it modulo 2**32 (100 tells 2**32 from a smaller modulus; 2**32 + 5 is out of
+    # NumPy's range unless folded)
+    seed_everything(seed)
+    want = (random.Random(seed).random(), float(np.random.RandomState(seed % 2**32).rand()),
+            float(torch.rand(1, generator=torch.Generator().manual_seed(seed))))
+    assert _draws() == want
+
+
+def test_captured_state_keeps_the_pending_gaussian_of_python_and_numpy():
+    # Python's gauss() and NumPy's legacy normal draws make values in pairs and hold the second
+    # one back; a state captured between the two must hand that same value out after restore
+    seed_everything(11)
+    random.gauss(0.0, 1.0)
+    np.random.standard_normal()
+    state = rng_state()
+    want = (random.gauss(0.0, 1.0), float(np.random.standard_normal()), _draws())
+    seed_everything(12)
+    random.gauss(0.0, 1.0)
+    np.random.standard_normal()  # the other seed leaves its own value pending
+    set_rng_state(state)
+    assert (random.gauss(0.0, 1.0), float(np.random.standard_normal()), _draws()) == want
+
+
+def test_captured_state_with_nothing_pending_restores_normal_draws():
+    seed_everything(5)
+    state = rng_state()
+    want = [float(np.random.standard_normal()) for _ in range(3)] + [random.gauss(0.0, 1.0)]
+    seed_everything(6)
+    set_rng_state(state)
+    assert [float(np.random.standard_normal()) for _ in range(3)] + [random.gauss(0.0, 1.0)] == want
+
+
+def test_state_from_before_the_pending_gaussian_was_recorded_still_restores():
+    # checkpoints written before the pending normal draw was kept hold only these four entries
+    seed_everything(8)
+    state = {k: rng_state()[k] for k in ("python", "numpy_keys", "numpy_pos", "torch")}
+    want = [float(np.random.standard_normal()) for _ in range(3)] + [random.gauss(0.0, 1.0), _draws()]
+    seed_everything(9)
+    set_rng_state(state)
+    assert [float(np.random.standard_normal()) for _ in range(3)] + [random.gauss(0.0, 1.0), _draws()] == want
 
 
 def test_state_survives_a_weights_only_checkpoint(tmp_path):
     seed_everything(3)
+    random.gauss(0.0, 1.0)
+    np.random.standard_normal()  # a value pending in each: the checkpoint must carry it
     torch.save({"rng": rng_state()}, tmp_path / "s.pt")
-    want = _draws()
+    want = (random.gauss(0.0, 1.0), float(np.random.standard_normal()), _draws())
     set_rng_state(torch.load(tmp_path / "s.pt", weights_only=True)["rng"])
-    assert _draws() == want
+    assert (random.gauss(0.0, 1.0), float(np.random.standard_normal()), _draws()) == want
 
 
 @pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"),
