@@ -1,17 +1,23 @@
 """Runtime helpers: one seed fixes Python, NumPy and torch; a captured RNG state restored later
 gives the same draws from all three (what resume relies on); byte counts read as a person would."""
 
+import gc
 import random
+import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from tracegraph.runtime import memory
 from tracegraph.runtime.memory import (
+    cleanup,
     current_rss_bytes,
     format_bytes,
     peak_memory_bytes,
     peak_rss_bytes,
+    reset_peak,
 )
 from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
 
@@ -110,3 +116,55 @@ def test_memory_probes_on_cpu_are_the_process_rss():
     cur, peak = current_rss_bytes(), peak_rss_bytes()
     assert 10 * 1024**2 < cur <= peak * 1.01 + 4096  # a Python process with torch holds > 10 MiB
     assert peak_memory_bytes(torch.device("cpu")) >= peak
+
+
+class _Usage:
+    ru_maxrss = 1000
+
+
+@pytest.mark.parametrize("platform, want", [("linux", 1000 * 1024), ("darwin", 1000)])
+def test_peak_rss_reads_getrusage_in_each_platforms_unit(monkeypatch, platform, want):
+    # getrusage(2): ru_maxrss is in kilobytes on Linux, in bytes on macOS
+    monkeypatch.setattr(memory.sys, "platform", platform)
+    monkeypatch.setattr(memory.resource, "getrusage", lambda who: _Usage())
+    assert peak_rss_bytes() == want
+
+
+def _status_kib(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(field)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_current_rss_is_the_resident_memory_now_not_the_peak():
+    block = np.ones(200 * 1024**2 // 8)  # 200 MiB touched, then returned to the OS
+    del block
+    gc.collect()
+    before = _status_kib("VmRSS") * 1024
+    cur = current_rss_bytes()
+    after = _status_kib("VmRSS") * 1024
+    slack = 8 * 1024**2
+    assert before - slack <= cur <= after + slack  # the kernel's own VmRSS, read beside it
+    assert peak_rss_bytes() > after + 100 * 1024**2  # the peak still holds the freed block
+
+
+def test_cpu_peak_cannot_be_reset_and_cleanup_collects_garbage():
+    cpu = torch.device("cpu")
+    reset_peak(cpu)  # nothing to reset on CPU: no error, the lifetime peak stays
+    assert peak_memory_bytes(cpu) >= current_rss_bytes() * 0.99
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a reference cycle: only the collector frees it
+    gone = weakref.ref(a)
+    gc.disable()
+    try:
+        del a, b
+        cleanup(cpu)
+        assert gone() is None
+    finally:
+        gc.enable()
