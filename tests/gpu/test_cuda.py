@@ -15,6 +15,8 @@ from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influe
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 from tracegraph.runtime.checkpoints import load_checkpoint
+from tracegraph.runtime.memory import cleanup, peak_memory_bytes, reset_peak
+from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
 
 pytestmark = pytest.mark.gpu
 CUDA = "cuda"
@@ -93,3 +95,28 @@ def test_exact_tracin_on_cuda_equals_autograd_with_tf32_on(umls_dir, tmp_path, l
                             torch.device("cpu"))
     assert_rel_close(ex.scores, ref.scores)
     assert_rel_close(ex.train_self, ref.train_self)
+
+
+def test_captured_state_restores_the_cuda_generator():
+    seed_everything(4)
+    torch.rand(3, device=CUDA)
+    state = rng_state()
+    want = torch.rand(5, device=CUDA).cpu()
+    seed_everything(5)
+    torch.rand(3, device=CUDA)
+    set_rng_state(state)
+    assert torch.equal(torch.rand(5, device=CUDA).cpu(), want)
+
+
+def test_cuda_peak_counts_tensors_resets_and_cleanup_returns_the_cache():
+    cuda = torch.device(CUDA)
+    size = 64 * 1024**2
+    reset_peak(cuda)
+    block = torch.empty(size, dtype=torch.uint8, device=cuda)
+    assert peak_memory_bytes(cuda) >= size
+    del block
+    reserved = torch.cuda.memory_reserved(cuda)
+    cleanup(cuda)
+    assert torch.cuda.memory_reserved(cuda) <= reserved - size  # the freed block left the cache
+    reset_peak(cuda)
+    assert peak_memory_bytes(cuda) < size

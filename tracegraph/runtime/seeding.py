@@ -22,12 +22,18 @@ def seed_everything(seed: int) -> None:
 def rng_state() -> dict:
     """All RNG states as tensors/plain types, so a checkpoint stays weights_only-loadable."""
     np_state = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
     state = {
-        "python": _python_state_to_tensor(random.getstate()),
+        "python": _python_state_to_tensor((version, internal, None)),
         "numpy_keys": torch.from_numpy(np_state[1].astype(np.int64)),
         "numpy_pos": int(np_state[2]),
+        # normal draws come in pairs; the second waits here (Python: gauss(), NumPy: legacy normals)
+        "numpy_has_gauss": int(np_state[3]),
+        "numpy_gauss": float(np_state[4]),
         "torch": torch.get_rng_state(),
     }
+    if gauss_next is not None:
+        state["python_gauss"] = float(gauss_next)
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -39,9 +45,12 @@ def set_rng_state(state: dict) -> None:
     Args:
         state: The saved states; CUDA states are restored only when CUDA is available.
     """
-    random.setstate(_tensor_to_python_state(state["python"]))
+    version, internal, _ = _tensor_to_python_state(state["python"])
+    random.setstate((version, internal, state.get("python_gauss")))
     keys = state["numpy_keys"].numpy().astype(np.uint32)
-    np.random.set_state(("MT19937", keys, int(state["numpy_pos"]), 0, 0.0))
+    # states saved without the pending normal draw (older checkpoints) had none recorded
+    np.random.set_state(("MT19937", keys, int(state["numpy_pos"]),
+                         int(state.get("numpy_has_gauss", 0)), float(state.get("numpy_gauss", 0.0))))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -49,7 +58,7 @@ def set_rng_state(state: dict) -> None:
 
 def _python_state_to_tensor(st) -> torch.Tensor:
     version, internal, gauss = st
-    # version 3, 625 ints, gauss None: store ints; gauss is always None with random.getstate()
+    # version 3, 625 ints; the pending gauss() value is stored beside it (rng_state)
     return torch.tensor([version, *internal], dtype=torch.int64)
 
 
