@@ -1,7 +1,9 @@
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from tracegraph.errors import DataError
 from tracegraph.trees.paths import enumerate_paths, enumerate_paths_naive
 
 
@@ -52,3 +54,27 @@ def test_count_on_trees_is_linear_and_matches_degree_formula():
         assert count <= n * 3 * 2 * 2
         ratios.append(count / n)
     assert max(ratios) / min(ratios) < 1.5
+
+
+def test_no_edges_give_no_chains_as_an_empty_long_tensor():
+    for empty in (torch.empty(2, 0, dtype=torch.long), [], np.zeros((2, 0), np.int32)):
+        p = enumerate_paths(empty, 5)
+        assert p.shape == (4, 0) and p.dtype == torch.long
+
+
+def test_chains_are_long_whatever_integer_type_the_edges_come_in():
+    # a path 0-1-2-3 has exactly two chains: 0→1→2→3 and 3→2→1→0
+    for ei in ([[0, 1, 2], [1, 2, 3]], np.array([[0, 1, 2], [1, 2, 3]], np.int32)):
+        p = enumerate_paths(ei, 4)
+        assert p.dtype == torch.long and _as_set(p) == {(0, 1, 2, 3), (3, 2, 1, 0)}
+
+
+def test_bad_edge_lists_are_one_error_naming_the_problem():
+    for bad, shape in ((torch.zeros(3, 4, dtype=torch.long), "(3, 4)"), (torch.zeros(4, dtype=torch.long), "(4,)")):
+        with pytest.raises(DataError) as e:
+            enumerate_paths(bad, 5)
+        assert str(e.value) == f"edge_index must have shape (2, E), got {shape}"
+    for node in (-1, 5):  # one past either end of 0..4, the other nodes in range
+        with pytest.raises(DataError) as e:
+            enumerate_paths(torch.tensor([[0, 1], [1, node]]), 5)
+        assert str(e.value) == "edge_index refers to nodes outside 0..4"
