@@ -41,8 +41,24 @@ def main():
     # entities only in the test triple would be unknown: keep the test triple's ends in train
     run = tmp / "run"
     train(TrainConfig(train=str(tmp / "train.txt"), output_dir=str(run), epochs=1, batch_size=1024, device=args.device))
-    cmd = [sys.executable, "-m", "tracegraph", "explain", "--model-dir", str(run), "--train", str(tmp / "train.txt"),
-           "--test-triples", str(tmp / "test.txt"), "-o", str(tmp / "expl"), "--device", args.device, "--loss", args.loss]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracegraph",
+        "explain",
+        "--model-dir",
+        str(run),
+        "--train",
+        str(tmp / "train.txt"),
+        "--test-triples",
+        str(tmp / "test.txt"),
+        "-o",
+        str(tmp / "expl"),
+        "--device",
+        args.device,
+        "--loss",
+        args.loss,
+    ]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -50,9 +66,22 @@ def main():
         print(res.stderr[-3000:], file=sys.stderr)
         raise SystemExit(res.returncode)
     name = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu"
-    print(json.dumps(dict(benchmark="explain_1m", training_triples=len(ids) - 1, test_triples=1,
-                          entities=args.entities, loss=args.loss, seconds_end_to_end=round(wall, 2), target_s=30,
-                          ratio_to_target=round(wall / 30, 3), device=name)), flush=True)
+    print(
+        json.dumps(
+            dict(
+                benchmark="explain_1m",
+                training_triples=len(ids) - 1,
+                test_triples=1,
+                entities=args.entities,
+                loss=args.loss,
+                seconds_end_to_end=round(wall, 2),
+                target_s=30,
+                ratio_to_target=round(wall / 30, 3),
+                device=name,
+            )
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -46,9 +46,21 @@ def power_law_triples(n_edges: int, n_nodes: int, alpha: float, n_rel: int, seed
 
 
 def emit(setting: str, value: float, target: float, unit: str = "s", **extra) -> None:
-    print(json.dumps({"benchmark": "filter_speed", "setting": setting, "value": round(value, 4), "unit": unit,
-                      "target": target, "ratio_to_target": round(value / target, 4),
-                      "peak_rss_mb": round(peak_rss_bytes() / 2**20, 1), **extra}), flush=True)
+    print(
+        json.dumps(
+            {
+                "benchmark": "filter_speed",
+                "setting": setting,
+                "value": round(value, 4),
+                "unit": unit,
+                "target": target,
+                "ratio_to_target": round(value / target, 4),
+                "peak_rss_mb": round(peak_rss_bytes() / 2**20, 1),
+                **extra,
+            }
+        ),
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -76,9 +88,15 @@ def main() -> None:
     index = GraphIndex.build(train, args.nodes)
     build_s = time.perf_counter() - t0
     deg = index.degree
-    graph = {"edges": len(train), "nodes": args.nodes, "alpha": args.alpha, "generate_s": round(gen_s, 2),
-             "max_degree": int(deg.max()), "median_degree": float(np.median(deg)),
-             "mean_degree": round(float(deg.mean()), 2)}
+    graph = {
+        "edges": len(train),
+        "nodes": args.nodes,
+        "alpha": args.alpha,
+        "generate_s": round(gen_s, 2),
+        "max_degree": int(deg.max()),
+        "median_degree": float(np.median(deg)),
+        "mean_degree": round(float(deg.mean()), 2),
+    }
     emit("build", build_s, 30.0, graph=graph)
 
     if not args.skip_cache:
@@ -100,8 +118,10 @@ def main() -> None:
     # neighbourhoods cover most of the graph (time then grows with the edges inside the set).
     hubs = np.argsort(-deg)[: 2 * args.hub_triples].reshape(-1, 2)
     hub_tests = np.stack([hubs[:, 0], np.zeros(len(hubs), np.int64), hubs[:, 1]], axis=1)
-    settings = [("2hop", FilterOptions(n_hops=2, min_degree=2), tests),
-                ("2hop_path3", FilterOptions(n_hops=2, min_degree=2, path_filtering=True, max_path_length=3), tests)]
+    settings = [
+        ("2hop", FilterOptions(n_hops=2, min_degree=2), tests),
+        ("2hop_path3", FilterOptions(n_hops=2, min_degree=2, path_filtering=True, max_path_length=3), tests),
+    ]
     if args.hub_triples:
         settings += [(name + "_hubs", opts, hub_tests) for name, opts, _ in settings]
     for name, opts, triples in settings:
@@ -111,13 +131,25 @@ def main() -> None:
             times.append(res.seconds)
             hop_nodes.append(res.hop_nodes)
             kept.append(res.edges_kept)
-            print(f"{name} h={h} (deg {deg[h]}) t={t} (deg {deg[t]}): {res.hop_nodes} nodes, "
-                  f"{res.edges_kept} edges kept, {res.seconds:.3f} s", file=sys.stderr)
+            print(
+                f"{name} h={h} (deg {deg[h]}) t={t} (deg {deg[t]}): {res.hop_nodes} nodes, "
+                f"{res.edges_kept} edges kept, {res.seconds:.3f} s",
+                file=sys.stderr,
+            )
         times = np.array(times)
-        emit(name, float(times.mean()), 1.0, unit="s/triple", max_s=round(float(times.max()), 4),
-             median_s=round(float(np.median(times)), 4), triples=len(times),
-             median_hop_nodes=int(np.median(hop_nodes)), max_hop_nodes=int(max(hop_nodes)),
-             median_edges_kept=int(np.median(kept)), max_edges_kept=int(max(kept)))
+        emit(
+            name,
+            float(times.mean()),
+            1.0,
+            unit="s/triple",
+            max_s=round(float(times.max()), 4),
+            median_s=round(float(np.median(times)), 4),
+            triples=len(times),
+            median_hop_nodes=int(np.median(hop_nodes)),
+            max_hop_nodes=int(max(hop_nodes)),
+            median_edges_kept=int(np.median(kept)),
+            max_edges_kept=int(max(kept)),
+        )
 
 
 if __name__ == "__main__":

@@ -48,18 +48,29 @@ def emit(**kw):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--data", default=str(UMLS), help="folder with train.txt, valid.txt, test.txt (default: bundled UMLS)")
+    ap.add_argument(
+        "--data", default=str(UMLS), help="folder with train.txt, valid.txt, test.txt (default: bundled UMLS)"
+    )
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--model", choices=["small", "default"], default="small")
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--k", default="4")
-    ap.add_argument("--methods", default="tracin-margin-path,tracin-margin",
-                    help="arms; the first is the method the targets are checked for (default: explain's default)")
+    ap.add_argument(
+        "--methods",
+        default="tracin-margin-path,tracin-margin",
+        help="arms; the first is the method the targets are checked for (default: explain's default)",
+    )
     ap.add_argument("--seeds", default="0", help="transfer: retrain the seed-0 run's removals with these seeds")
-    ap.add_argument("--replicates", default=None, help="independent replicates: train, explain, remove, retrain per seed")
+    ap.add_argument(
+        "--replicates", default=None, help="independent replicates: train, explain, remove, retrain per seed"
+    )
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--sides", default="auto", help="which answer a fact is: tail, head, both (auto: both, the model is reciprocal)")
-    ap.add_argument("--checkpoint-every", type=int, default=None, help="epochs between checkpoints (small: 5, default: 1)")
+    ap.add_argument(
+        "--sides", default="auto", help="which answer a fact is: tail, head, both (auto: both, the model is reciprocal)"
+    )
+    ap.add_argument(
+        "--checkpoint-every", type=int, default=None, help="epochs between checkpoints (small: 5, default: 1)"
+    )
     ap.add_argument("--loss", default="logit", help="TracIn loss convention (score, logit, train-loss)")
     ap.add_argument("--checkpoints", default="all", help="all, or every:N (every N-th saved epoch)")
     ap.add_argument("--local-candidates", type=int, default=8)
@@ -75,16 +86,34 @@ def main():
     mean = lambda arm, key: float(sum(per[s]["summary"][arm][key]["mean"] for s in seeds) / len(seeds))
     for arm in arms:
         first = per[seeds[0]]["summary"][arm]
-        names = {"above_far_hits@1": "above_far_mean", "delta_hits@1_tail": "delta_hits1_tail_mean",
-                 "delta_hits@1_head": "delta_hits1_head_mean"}
+        names = {
+            "above_far_hits@1": "above_far_mean",
+            "delta_hits@1_tail": "delta_hits1_tail_mean",
+            "delta_hits@1_head": "delta_hits1_head_mean",
+        }
         extra = {out: mean(arm, key) for key, out in names.items() if key in first}
-        emit(figure="necessity_replicates", arm=arm, seeds=seeds, k=k,
-             delta_hits1=[per[s]["summary"][arm]["delta_hits@1"]["mean"] for s in seeds],
-             delta_hits1_mean=mean(arm, "delta_hits@1"), delta_mrr_mean=mean(arm, "delta_mrr"), **extra)
+        emit(
+            figure="necessity_replicates",
+            arm=arm,
+            seeds=seeds,
+            k=k,
+            delta_hits1=[per[s]["summary"][arm]["delta_hits@1"]["mean"] for s in seeds],
+            delta_hits1_mean=mean(arm, "delta_hits@1"),
+            delta_mrr_mean=mean(arm, "delta_mrr"),
+            **extra,
+        )
     chosen = a.methods.split(",")[0]
     d, nb, far = (mean(f"{x}@{k}", "delta_hits@1") for x in (chosen, "neighbour", "far"))
-    emit(figure="necessity_replicates_targets", method=chosen, k=k, seeds=seeds, delta_hits1_mean=d, neighbour=nb,
-         far=far, target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05))
+    emit(
+        figure="necessity_replicates_targets",
+        method=chosen,
+        k=k,
+        seeds=seeds,
+        delta_hits1_mean=d,
+        neighbour=nb,
+        far=far,
+        target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05),
+    )
 
 
 def replicate(a, out: Path, seed: int | None) -> dict:
@@ -95,30 +124,59 @@ def replicate(a, out: Path, seed: int | None) -> dict:
     t0 = time.perf_counter()
     if not (run / "final_model.pt").is_file():
         small = a.model == "small"
-        train(TrainConfig(train=str(data / "train.txt"), valid=str(data / "valid.txt"), test=str(data / "test.txt"),
-                          output_dir=str(run), epochs=a.epochs, device=a.device, eval_every=25,
-                          checkpoint_every=a.checkpoint_every or (5 if small else 1),
-                          **({} if seed is None else {"seed": seed}),
-                          model=dict(embedding_dim=64, embedding_height=8, embedding_width=8, output_channels=16)
-                          if small else {}))
+        train(
+            TrainConfig(
+                train=str(data / "train.txt"),
+                valid=str(data / "valid.txt"),
+                test=str(data / "test.txt"),
+                output_dir=str(run),
+                epochs=a.epochs,
+                device=a.device,
+                eval_every=25,
+                checkpoint_every=a.checkpoint_every or (5 if small else 1),
+                **({} if seed is None else {"seed": seed}),
+                model=dict(embedding_dim=64, embedding_height=8, embedding_width=8, output_channels=16)
+                if small
+                else {},
+            )
+        )
     train_s = time.perf_counter() - t0
     ckpts = None
     if a.checkpoints.startswith("every:"):
         step = int(a.checkpoints.split(":")[1])
         found = sorted((run / "checkpoints").glob("epoch_*.pt"))
-        ckpts = [str(p) for p in found[step - 1::step]]
+        ckpts = [str(p) for p in found[step - 1 :: step]]
     ks = [int(x) for x in a.k.split(",")]
-    cfg = NecessityConfig(model_dir=str(run), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
-                          n=a.n, ks=ks, methods=a.methods.split(","),
-                          seeds=None if seed is not None else [int(s) for s in a.seeds.split(",")],
-                          checkpoints=ckpts, device=a.device, loss=a.loss, sides=a.sides,
-                          local=LocalRetrainOptions(candidates=a.local_candidates, steps=a.local_steps, k=max(ks)))
+    cfg = NecessityConfig(
+        model_dir=str(run),
+        train=str(data / "train.txt"),
+        output_dir=str(out / "necessity"),
+        n=a.n,
+        ks=ks,
+        methods=a.methods.split(","),
+        seeds=None if seed is not None else [int(s) for s in a.seeds.split(",")],
+        checkpoints=ckpts,
+        device=a.device,
+        loss=a.loss,
+        sides=a.sides,
+        local=LocalRetrainOptions(candidates=a.local_candidates, steps=a.local_steps, k=max(ks)),
+    )
     res = run_necessity(cfg)
     tag = {} if seed is None else {"replicate_seed": seed}
     for arm, e in res["summary"].items():
-        sides = {f"delta_hits1_{x}": e[f"delta_hits@1_{x}"]["mean"] for x in ("tail", "head") if f"delta_hits@1_{x}" in e}
-        emit(figure=f"necessity_{name}", arm=arm, delta_hits1=e["delta_hits@1"], delta_mrr=e["delta_mrr"]["mean"],
-             hits1_after=e["hits@1"]["mean"], removed=e["triples_removed"], **sides, **tag)
+        sides = {
+            f"delta_hits1_{x}": e[f"delta_hits@1_{x}"]["mean"] for x in ("tail", "head") if f"delta_hits@1_{x}" in e
+        }
+        emit(
+            figure=f"necessity_{name}",
+            arm=arm,
+            delta_hits1=e["delta_hits@1"],
+            delta_mrr=e["delta_mrr"]["mean"],
+            hits1_after=e["hits@1"]["mean"],
+            removed=e["triples_removed"],
+            **sides,
+            **tag,
+        )
     k = max(ks)
     s = res["summary"]
     nb, far = s[f"neighbour@{k}"]["delta_hits@1"]["mean"], s[f"far@{k}"]["delta_hits@1"]["mean"]
@@ -126,13 +184,26 @@ def replicate(a, out: Path, seed: int | None) -> dict:
     chosen = cfg.methods[0]
     best = max(cfg.methods, key=lambda m: s[f"{m}@{k}"]["delta_hits@1"]["mean"])
     d = s[f"{chosen}@{k}"]["delta_hits@1"]["mean"]
-    emit(figure=f"necessity_{name}_targets", n_facts=res["n_facts"],
-         head_side_facts=sum(x == "head" for x in res["fact_sides"]), k=k, method=chosen, delta_hits1=d,
-         most_necessary=best, neighbour=nb, far=far, ratio_to_neighbour=d / nb if nb > 0 else None,
-         target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05), train_seconds=train_s,
-         explain_seconds=res["explain_seconds"], necessity_seconds=res["seconds"],
-         retrain_seconds=[v["seconds"] for sd in res["seeds"].values() for v in sd.values()], **tag)
+    emit(
+        figure=f"necessity_{name}_targets",
+        n_facts=res["n_facts"],
+        head_side_facts=sum(x == "head" for x in res["fact_sides"]),
+        k=k,
+        method=chosen,
+        delta_hits1=d,
+        most_necessary=best,
+        neighbour=nb,
+        far=far,
+        ratio_to_neighbour=d / nb if nb > 0 else None,
+        target_met=bool(d >= 0.3 and d >= 2 * nb and abs(far) <= 0.05),
+        train_seconds=train_s,
+        explain_seconds=res["explain_seconds"],
+        necessity_seconds=res["seconds"],
+        retrain_seconds=[v["seconds"] for sd in res["seeds"].values() for v in sd.values()],
+        **tag,
+    )
     return res
+
 
 if __name__ == "__main__":
     main()

@@ -26,8 +26,15 @@ from torch.profiler import ProfilerActivity, profile
 def profile_train(args):
     import tracegraph.kg.model.train as tr
 
-    cfg = tr.TrainConfig(train=f"{args.data}/train.txt", output_dir=tempfile.mkdtemp(), epochs=1,
-                         batch_size=args.batch_size, device="cuda", cuda_graphs=False, checkpoint_every=1000)
+    cfg = tr.TrainConfig(
+        train=f"{args.data}/train.txt",
+        output_dir=tempfile.mkdtemp(),
+        epochs=1,
+        batch_size=args.batch_size,
+        device="cuda",
+        cuda_graphs=False,
+        checkpoint_every=1000,
+    )
     tr.train(cfg)  # warm: allocator, cuDNN algorithm choice
     original = tr.SampleStore.epoch
     tr.SampleStore.epoch = lambda self, order: original(self, order[: args.steps])
@@ -75,8 +82,17 @@ def main():
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.top))
     kernels = [e for e in prof.key_averages() if getattr(getattr(e, "device_type", None), "name", "") == "CUDA"]
     total = sum(getattr(e, "device_time_total", 0) for e in kernels) / 1000
-    print(json.dumps(dict(benchmark="profile_gpu", what=args.what, device=torch.cuda.get_device_name(),
-                          kernel_ms_total=round(total, 2), kernel_ms_per_unit=round(total / per, 3))))
+    print(
+        json.dumps(
+            dict(
+                benchmark="profile_gpu",
+                what=args.what,
+                device=torch.cuda.get_device_name(),
+                kernel_ms_total=round(total, 2),
+                kernel_ms_per_unit=round(total / per, 3),
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

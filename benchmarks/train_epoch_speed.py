@@ -53,17 +53,29 @@ def graph10k_dir(tmp: Path) -> Path:
 
 
 def run(data: Path, out: Path, device: str, epochs: int, batch: int, **kw) -> dict:
-    cfg = TrainConfig(train=str(data / "train.txt"), output_dir=str(out), epochs=epochs, batch_size=batch,
-                      checkpoint_every=10_000, device=device, **kw)
+    cfg = TrainConfig(
+        train=str(data / "train.txt"),
+        output_dir=str(out),
+        epochs=epochs,
+        batch_size=batch,
+        checkpoint_every=10_000,
+        device=device,
+        **kw,
+    )
     train(cfg)
     hist = json.loads((out / "training_history.json").read_text())
     conf = json.loads((out / "config.json").read_text())
     n_batches = -(-conf["sizes"]["training_samples"] // batch)
     secs = [h["seconds"] for h in hist]
     steady = statistics.median(secs[1:]) if len(secs) > 1 else secs[0]
-    return dict(s_per_epoch=round(steady, 3), ms_per_batch=round(1000 * steady / n_batches, 3),
-                first_epoch_s=round(secs[0], 3), batches_per_epoch=n_batches, final_loss=round(hist[-1]["loss"], 5),
-                peak_memory_mib=round(hist[-1]["peak_memory_bytes"] / 2**20, 1))
+    return dict(
+        s_per_epoch=round(steady, 3),
+        ms_per_batch=round(1000 * steady / n_batches, 3),
+        first_epoch_s=round(secs[0], 3),
+        batches_per_epoch=n_batches,
+        final_loss=round(hist[-1]["loss"], 5),
+        peak_memory_mib=round(hist[-1]["peak_memory_bytes"] / 2**20, 1),
+    )
 
 
 def main():
@@ -78,8 +90,12 @@ def main():
     args = ap.parse_args()
     dev = torch.device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-    variants = {"fp32+graphs": {}, "fp32 eager": dict(cuda_graphs=False), "bf16+graphs": dict(precision="bf16"),
-                "fp32 no-tf32": dict(tf32=False)}
+    variants = {
+        "fp32+graphs": {},
+        "fp32 eager": dict(cuda_graphs=False),
+        "bf16+graphs": dict(precision="bf16"),
+        "fp32 no-tf32": dict(tf32=False),
+    }
     if args.compile:
         variants["fp32+graphs+compile"] = dict(compile=True)
     if args.variants:
@@ -92,9 +108,22 @@ def main():
         for vname, kw in variants.items():
             r = run(data, tmp / f"{setting}-{vname.replace(' ', '_')}", args.device, args.epochs, batch, **kw)
             ratio = round(pykeen / r["s_per_epoch"], 1) if pykeen else None
-            print(json.dumps(dict(benchmark="train_epoch_speed", setting=setting, variant=vname, batch_size=batch,
-                                  device=name, target=target, pykeen_s_per_epoch_issue13=pykeen,
-                                  speedup_vs_pykeen=ratio, **r)), flush=True)
+            print(
+                json.dumps(
+                    dict(
+                        benchmark="train_epoch_speed",
+                        setting=setting,
+                        variant=vname,
+                        batch_size=batch,
+                        device=name,
+                        target=target,
+                        pykeen_s_per_epoch_issue13=pykeen,
+                        speedup_vs_pykeen=ratio,
+                        **r,
+                    )
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -75,8 +75,13 @@ def worker(a) -> dict:
     peak_fb = peak_rss_bytes()
     opt.step()
     float(loss.detach())
-    return {"rss_model": rss_model, "peak_forward_backward": peak_fb, "peak_step": peak_rss_bytes(),
-            "seconds": time.perf_counter() - t0, "loss": float(loss.detach())}
+    return {
+        "rss_model": rss_model,
+        "peak_forward_backward": peak_fb,
+        "peak_step": peak_rss_bytes(),
+        "seconds": time.perf_counter() - t0,
+        "loss": float(loss.detach()),
+    }
 
 
 def _rss_of(pid: int) -> int:
@@ -91,8 +96,18 @@ def _rss_of(pid: int) -> int:
 
 
 def run(name: str, n: int, a, max_rss: float) -> dict | None:
-    cmd = [sys.executable, HERE, "--worker", name, "--entities", str(n), "--batch-size", str(a.batch_size),
-           "--relations", str(a.relations)]
+    cmd = [
+        sys.executable,
+        HERE,
+        "--worker",
+        name,
+        "--entities",
+        str(n),
+        "--batch-size",
+        str(a.batch_size),
+        "--relations",
+        str(a.relations),
+    ]
     print(f"[{name} N={n}] running (kill above {max_rss / GB:.1f} GB RSS)", file=sys.stderr, flush=True)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     killed = {"at": None}
@@ -147,15 +162,26 @@ def main() -> None:
     results = {}
     for name in a.settings.split(","):
         res = run(name, N, a, max_rss)
-        line = {"benchmark": "train_memory_1m", "setting": name, "entities": N, "batch_size": B,
-                "loadavg": [round(x, 2) for x in os.getloadavg()], "logits_gb": round(B * N * 4 / GB, 2),
-                "weights_gb": round(N * d * 4 / GB, 2), "adam_state_gb": round(2 * N * d * 4 / GB, 2)}
+        line = {
+            "benchmark": "train_memory_1m",
+            "setting": name,
+            "entities": N,
+            "batch_size": B,
+            "loadavg": [round(x, 2) for x in os.getloadavg()],
+            "logits_gb": round(B * N * 4 / GB, 2),
+            "weights_gb": round(N * d * 4 / GB, 2),
+            "adam_state_gb": round(2 * N * d * 4 / GB, 2),
+        }
         if res and "peak_step" in res:
-            line.update(estimated=False, value=round(res["peak_step"] / GB, 3), unit="GB peak RSS (step)",
-                        peak_forward_backward_gb=round(res["peak_forward_backward"] / GB, 3),
-                        rss_after_model_gb=round(res["rss_model"] / GB, 3),
-                        loss_overhead_gb=round((res["peak_forward_backward"] - res["rss_model"]) / GB, 3),
-                        seconds=round(res["seconds"], 1))
+            line.update(
+                estimated=False,
+                value=round(res["peak_step"] / GB, 3),
+                unit="GB peak RSS (step)",
+                peak_forward_backward_gb=round(res["peak_forward_backward"] / GB, 3),
+                rss_after_model_gb=round(res["rss_model"] / GB, 3),
+                loss_overhead_gb=round((res["peak_forward_backward"] - res["rss_model"]) / GB, 3),
+                seconds=round(res["seconds"], 1),
+            )
         else:
             # too big for this machine (or failed): fit a + b·N at smaller N and extrapolate
             pts = [(n, run(name, n, a, max_rss)) for n in fit_n]
@@ -165,11 +191,15 @@ def main() -> None:
             if len(pts) >= 2:
                 (n1, p1), (n2, p2) = pts[0], pts[-1]
                 ext = lambda key: p1[key] + (p2[key] - p1[key]) * (N - n1) / (n2 - n1)
-                line.update(estimated=True, value=round(ext("peak_step") / GB, 3), unit="GB peak RSS (step)",
-                            peak_forward_backward_gb=round(ext("peak_forward_backward") / GB, 3),
-                            rss_after_model_gb=round(ext("rss_model") / GB, 3),
-                            loss_overhead_gb=round((ext("peak_forward_backward") - ext("rss_model")) / GB, 3),
-                            fit_points=[[n, round(p["peak_step"] / GB, 3)] for n, p in pts])
+                line.update(
+                    estimated=True,
+                    value=round(ext("peak_step") / GB, 3),
+                    unit="GB peak RSS (step)",
+                    peak_forward_backward_gb=round(ext("peak_forward_backward") / GB, 3),
+                    rss_after_model_gb=round(ext("rss_model") / GB, 3),
+                    loss_overhead_gb=round((ext("peak_forward_backward") - ext("rss_model")) / GB, 3),
+                    fit_points=[[n, round(p["peak_step"] / GB, 3)] for n, p in pts],
+                )
             else:
                 line.update(estimated=True, value=None, unit="GB peak RSS (step)")
         results[name] = line
@@ -180,8 +210,18 @@ def main() -> None:
     for other in ("standard", "dense_labels"):
         o = results.get(other, {}).get("value")
         if f and o:
-            print(json.dumps({"benchmark": "train_memory_1m", "setting": f"{other}_over_fused", "value": round(o / f, 2),
-                              "unit": "ratio of peak RSS", "estimated": results[other].get("estimated")}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "benchmark": "train_memory_1m",
+                        "setting": f"{other}_over_fused",
+                        "value": round(o / f, 2),
+                        "unit": "ratio of peak RSS",
+                        "estimated": results[other].get("estimated"),
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,9 @@ def worker_tracegraph(a, fused: bool, compile: bool = False, paired: bool = Fals
 
     torch.manual_seed(0)
     ids = make_graph(a.entities, a.relations, a.triples)
-    mcfg = ConvEConfig(num_entities=a.entities, num_relations=a.relations, embedding_dim=200,
-                       embedding_height=10, embedding_width=20)
+    mcfg = ConvEConfig(
+        num_entities=a.entities, num_relations=a.relations, embedding_dim=200, embedding_height=10, embedding_width=20
+    )
     train_ids = with_reciprocals(ids, a.relations)
     known = KnownTails([train_ids], mcfg.num_relation_rows)
     samples = np.stack(known.pairs(), axis=1)
@@ -93,7 +94,7 @@ def worker_tracegraph(a, fused: bool, compile: bool = False, paired: bool = Fals
     floor_pass = _floor_pass(a) if paired else None
     times, cpu, floors = [], [], []
     for i in range(a.warmup + a.batches):
-        s = samples[order[(i * a.batch_size) % len(samples):][: a.batch_size]]
+        s = samples[order[(i * a.batch_size) % len(samples) :][: a.batch_size]]
         bi, tails = known.batch(s[:, 0], s[:, 1])  # data preparation is outside the timed step
         h, r = torch.from_numpy(s[:, 0]), torch.from_numpy(s[:, 1])
         bi, tails = torch.as_tensor(bi), torch.as_tensor(tails)
@@ -108,9 +109,18 @@ def worker_tracegraph(a, fused: bool, compile: bool = False, paired: bool = Fals
         cpu.append(time.process_time() - c0)
         if floor_pass is not None:
             floors.append(floor_pass())
-        print(f"  tracegraph{'_fused' if fused else ''}{'_compile' if compile else ''} batch {i}: {times[-1]:.3f}s", file=sys.stderr, flush=True)
-    return {"times": times[a.warmup:], "cpu": cpu[a.warmup:], "floors": floors[a.warmup:], "pairs": len(samples),
-            "triples": len(ids)}
+        print(
+            f"  tracegraph{'_fused' if fused else ''}{'_compile' if compile else ''} batch {i}: {times[-1]:.3f}s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return {
+        "times": times[a.warmup :],
+        "cpu": cpu[a.warmup :],
+        "floors": floors[a.warmup :],
+        "pairs": len(samples),
+        "triples": len(ids),
+    }
 
 
 def _floor_pass(a):
@@ -139,14 +149,22 @@ def worker_pykeen(a) -> dict:
 
     torch.manual_seed(0)
     ids = make_graph(a.entities, a.relations, a.triples)
-    tf = CoreTriplesFactory(torch.from_numpy(ids), num_entities=a.entities, num_relations=a.relations,
-                            create_inverse_triples=True)
-    model = ConvE(triples_factory=tf, embedding_dim=200, embedding_height=10, embedding_width=20,
-                  output_channels=32, kernel_height=3, kernel_width=3, random_seed=0)
+    tf = CoreTriplesFactory(
+        torch.from_numpy(ids), num_entities=a.entities, num_relations=a.relations, create_inverse_triples=True
+    )
+    model = ConvE(
+        triples_factory=tf,
+        embedding_dim=200,
+        embedding_height=10,
+        embedding_width=20,
+        output_channels=32,
+        kernel_height=3,
+        kernel_width=3,
+        random_seed=0,
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
     loop = LCWATrainingLoop(model=model, triples_factory=tf, optimizer=opt)
-    loader = loop._create_training_data_loader(tf, sampler=None, batch_size=a.batch_size, shuffle=True,
-                                               drop_last=False)
+    loader = loop._create_training_data_loader(tf, sampler=None, batch_size=a.batch_size, shuffle=True, drop_last=False)
     model.train()
     times, cpu = [], []
     it = iter(loader)
@@ -161,19 +179,26 @@ def worker_pykeen(a) -> dict:
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         print(f"  pykeen batch {i}: {times[-1]:.3f}s", file=sys.stderr, flush=True)
-    return {"times": times[a.warmup:], "cpu": cpu[a.warmup:], "pairs": len(loader.dataset)}
+    return {"times": times[a.warmup :], "cpu": cpu[a.warmup :], "pairs": len(loader.dataset)}
 
 
 def gemm_shapes(B: int, N: int, d: int = 200, C: int = 32, k: int = 3, H: int = 20, W: int = 20):
     """(m, k, n) of every matmul in one ConvE training batch: forward, grad-input, grad-weight."""
     P = (H - k + 1) * (W - k + 1)  # output positions per image
     F = C * P  # flattened feature size
-    fwd = [(B * P, k * k, C),  # conv as GEMM (im2col [B·P, k²] × [k², C])
-           (B, F, d),  # fc
-           (B, d, N)]  # scores x·Eᵀ
-    bwd = [(B * P, C, k * k), (k * k, B * P, C),  # conv: grad wrt im2col, grad wrt filters
-           (B, d, F), (d, B, F),  # fc: grad wrt input, grad wrt W
-           (B, N, d), (N, B, d)]  # scores: grad wrt x, grad wrt E
+    fwd = [
+        (B * P, k * k, C),  # conv as GEMM (im2col [B·P, k²] × [k², C])
+        (B, F, d),  # fc
+        (B, d, N),
+    ]  # scores x·Eᵀ
+    bwd = [
+        (B * P, C, k * k),
+        (k * k, B * P, C),  # conv: grad wrt im2col, grad wrt filters
+        (B, d, F),
+        (d, B, F),  # fc: grad wrt input, grad wrt W
+        (B, N, d),
+        (N, B, d),
+    ]  # scores: grad wrt x, grad wrt E
     return fwd, bwd
 
 
@@ -182,7 +207,7 @@ def worker_gemm(a) -> dict:
 
     fwd, bwd = gemm_shapes(a.batch_size, a.entities)
     total_flops, total_time, total_cpu, per = 0.0, 0.0, 0.0, []
-    for (m, kk, n) in fwd + bwd:
+    for m, kk, n in fwd + bwd:
         x, y = torch.randn(m, kk), torch.randn(kk, n)
         out = torch.empty(m, n)
         for _ in range(3):
@@ -200,17 +225,38 @@ def worker_gemm(a) -> dict:
         total_cpu += ct
         per.append({"shape": [m, kk, n], "seconds": t, "gflops": fl / t / 1e9})
     fwd_flops = sum(2.0 * m * kk * n for m, kk, n in fwd)
-    return {"gemm_gflops": total_flops / total_time / 1e9, "gemm_gflops_per_cpu_s": total_flops / total_cpu / 1e9, "batch_flops": 3 * fwd_flops,
-            "batch_flops_counted": total_flops, "gemm_seconds_sum": total_time, "per_shape": per}
+    return {
+        "gemm_gflops": total_flops / total_time / 1e9,
+        "gemm_gflops_per_cpu_s": total_flops / total_cpu / 1e9,
+        "batch_flops": 3 * fwd_flops,
+        "batch_flops_counted": total_flops,
+        "gemm_seconds_sum": total_time,
+        "per_shape": per,
+    }
 
 
 # --------------------------------------------------------------------------- driver
 
 
 def run_worker(name: str, a) -> dict:
-    cmd = [sys.executable, HERE, "--worker", name, "--entities", str(a.entities), "--relations", str(a.relations),
-           "--triples", str(a.triples), "--batch-size", str(a.batch_size), "--batches", str(a.batches),
-           "--warmup", str(a.warmup)]
+    cmd = [
+        sys.executable,
+        HERE,
+        "--worker",
+        name,
+        "--entities",
+        str(a.entities),
+        "--relations",
+        str(a.relations),
+        "--triples",
+        str(a.triples),
+        "--batch-size",
+        str(a.batch_size),
+        "--batches",
+        str(a.batches),
+        "--warmup",
+        str(a.warmup),
+    ]
     print(f"[{name}] {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if p.returncode != 0:
@@ -248,8 +294,11 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=512)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--systems", default="gemm,tracegraph,tracegraph_fused,pykeen",
-                    help="comma-separated; also tracegraph_compile (train --compile: torch.compile, needs a C++ compiler)")
+    ap.add_argument(
+        "--systems",
+        default="gemm,tracegraph,tracegraph_fused,pykeen",
+        help="comma-separated; also tracegraph_compile (train --compile: torch.compile, needs a C++ compiler)",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
@@ -262,20 +311,37 @@ def main() -> None:
     if "tracegraph" in names and "gemm" in names:
         names.append("tracegraph_paired")  # the ratio's robust figure: step and floor interleaved
     res = {name: run_worker(name, a) for name in names}
-    common = {"benchmark": "train_vs_pykeen", "entities": a.entities, "relations": a.relations,
-              "triples": a.triples, "batch_size": a.batch_size, "timed_batches": a.batches,
-              "cpu_threads": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
-              "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    common = {
+        "benchmark": "train_vs_pykeen",
+        "entities": a.entities,
+        "relations": a.relations,
+        "triples": a.triples,
+        "batch_size": a.batch_size,
+        "timed_batches": a.batches,
+        "cpu_threads": os.cpu_count(),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
     floor = floor_cpu = None
     if "gemm" in res:
         g = res["gemm"]
         floor = g["batch_flops"] / (g["gemm_gflops"] * 1e9)
         floor_cpu = g["batch_flops"] / (g["gemm_gflops_per_cpu_s"] * 1e9)
-        print(json.dumps({**common, "setting": "floor", "value": round(floor, 4), "unit": "s/batch",
-                          "cpu_s": round(floor_cpu, 4),
-                          "batch_gflop": round(g["batch_flops"] / 1e9, 3), "gemm_gflops": round(g["gemm_gflops"], 2),
-                          "per_shape_gflops": [[*p["shape"], round(p["gflops"], 1)] for p in g["per_shape"]]}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    **common,
+                    "setting": "floor",
+                    "value": round(floor, 4),
+                    "unit": "s/batch",
+                    "cpu_s": round(floor_cpu, 4),
+                    "batch_gflop": round(g["batch_flops"] / 1e9, 3),
+                    "gemm_gflops": round(g["gemm_gflops"], 2),
+                    "per_shape_gflops": [[*p["shape"], round(p["gflops"], 1)] for p in g["per_shape"]],
+                }
+            ),
+            flush=True,
+        )
     report_systems(res, common, floor, floor_cpu)
 
 
@@ -289,27 +355,51 @@ def report_systems(res: dict, common: dict, floor, floor_cpu) -> None:
             continue
         r = res[name]
         s, c = statistics.median(r["times"]), statistics.median(r["cpu"])
-        line = {**common, "setting": name, "value": round(s, 4), "unit": "s/batch", "cpu_s": round(c, 4),
-                "min_s": round(min(r["times"]), 4), "max_s": round(max(r["times"]), 4),
-                "peak_rss_mb": round(r["peak_rss_bytes"] / 2**20, 1), "kvsall_pairs": r["pairs"]}
+        line = {
+            **common,
+            "setting": name,
+            "value": round(s, 4),
+            "unit": "s/batch",
+            "cpu_s": round(c, 4),
+            "min_s": round(min(r["times"]), 4),
+            "max_s": round(max(r["times"]), 4),
+            "peak_rss_mb": round(r["peak_rss_bytes"] / 2**20, 1),
+            "kvsall_pairs": r["pairs"],
+        }
         if floor:
-            line.update(ratio_to_floor=round(s / floor, 3), target_ratio_to_floor=1.5,
-                        cpu_ratio_to_floor=round(c / floor_cpu, 3))
+            line.update(
+                ratio_to_floor=round(s / floor, 3),
+                target_ratio_to_floor=1.5,
+                cpu_ratio_to_floor=round(c / floor_cpu, 3),
+            )
         if name == "tracegraph" and "tracegraph_paired" in res:
             p = res["tracegraph_paired"]
             ratios = [t / f for t, f in zip(p["times"], p["floors"])]
             q1, q3 = np.percentile(ratios, [25, 75])
-            line.update(paired_ratio_to_floor=round(statistics.median(ratios), 3),
-                        paired_ratio_iqr=[round(q1, 3), round(q3, 3)])
+            line.update(
+                paired_ratio_to_floor=round(statistics.median(ratios), 3), paired_ratio_iqr=[round(q1, 3), round(q3, 3)]
+            )
         if pk:
-            line.update(speedup_vs_pykeen=round(pk_s / s, 2), target_speedup=10.0, cpu_speedup_vs_pykeen=round(pk_c / c, 2),
-                        memory_fraction_of_pykeen=round(r["peak_rss_bytes"] / pk["peak_rss_bytes"], 3),
-                        target_memory_fraction=0.2)
+            line.update(
+                speedup_vs_pykeen=round(pk_s / s, 2),
+                target_speedup=10.0,
+                cpu_speedup_vs_pykeen=round(pk_c / c, 2),
+                memory_fraction_of_pykeen=round(r["peak_rss_bytes"] / pk["peak_rss_bytes"], 3),
+                target_memory_fraction=0.2,
+            )
         print(json.dumps(line), flush=True)
     if pk:
-        line = {**common, "setting": "pykeen", "value": round(pk_s, 4), "unit": "s/batch", "cpu_s": round(pk_c, 4),
-                "min_s": round(min(pk["times"]), 4), "max_s": round(max(pk["times"]), 4),
-                "peak_rss_mb": round(pk["peak_rss_bytes"] / 2**20, 1), "lcwa_pairs": pk["pairs"]}
+        line = {
+            **common,
+            "setting": "pykeen",
+            "value": round(pk_s, 4),
+            "unit": "s/batch",
+            "cpu_s": round(pk_c, 4),
+            "min_s": round(min(pk["times"]), 4),
+            "max_s": round(max(pk["times"]), 4),
+            "peak_rss_mb": round(pk["peak_rss_bytes"] / 2**20, 1),
+            "lcwa_pairs": pk["pairs"],
+        }
         if floor:
             line.update(ratio_to_floor=round(pk_s / floor, 3), cpu_ratio_to_floor=round(pk_c / floor_cpu, 3))
         print(json.dumps(line), flush=True)

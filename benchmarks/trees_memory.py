@@ -62,21 +62,35 @@ def worker(args) -> dict:
     dc = DataConfig(None, args.trees // 2, args.nodes, seed=0, cache_dir=args.cache_dir)
     data = load_trees(dc)
     build = time.perf_counter() - t0
-    cfg = TrainConfig(data=dc, encoder=dict(hidden_channels=64, num_interactions=3, num_rbf=20, cutoff=None),
-                      epochs=args.epochs, batch_size=args.batch_size, device=args.device,
-                      precision=args.precision, gradient_checkpointing=bool(args.checkpointing), seed=0)
+    cfg = TrainConfig(
+        data=dc,
+        encoder=dict(hidden_channels=64, num_interactions=3, num_rbf=20, cutoff=None),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        device=args.device,
+        precision=args.precision,
+        gradient_checkpointing=bool(args.checkpointing),
+        seed=0,
+    )
     with tempfile.TemporaryDirectory() as out:
         hist = pretrain(cfg, out, data=data)
     saved = activation_bytes(data, cfg, bool(args.checkpointing))
     return {
-        "benchmark": "trees_memory", "gradient_checkpointing": bool(args.checkpointing),
-        "trees": len(data), "nodes_mean": sum(d.num_nodes for d in data) / len(data),
+        "benchmark": "trees_memory",
+        "gradient_checkpointing": bool(args.checkpointing),
+        "trees": len(data),
+        "nodes_mean": sum(d.num_nodes for d in data) / len(data),
         "paths_mean": sum(d.paths.shape[1] for d in data) / len(data),
-        "epoch_seconds": min(h["seconds"] for h in hist), "peak_memory_bytes": max(h["peak_memory_bytes"] for h in hist),
+        "epoch_seconds": min(h["seconds"] for h in hist),
+        "peak_memory_bytes": max(h["peak_memory_bytes"] for h in hist),
         "peak_memory_kind": "cuda allocator" if "cuda" in args.device else "process RSS",
         "activation_bytes_per_batch": saved,
-        "data_build_seconds": build, "batch_size": args.batch_size, "precision": args.precision,
-        "device": args.device, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "data_build_seconds": build,
+        "batch_size": args.batch_size,
+        "precision": args.precision,
+        "device": args.device,
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
         "loss_last": hist[-1]["loss"],
     }
 
@@ -99,15 +113,17 @@ def main() -> None:
     results = []
     for ck in (0, 1):
         cmd = [sys.executable, __file__, *sys.argv[1:], "--checkpointing", str(ck)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                             env={**os.environ, "TRACEGRAPH_PROGRESS": "0"}).stdout
+        out = subprocess.run(
+            cmd, check=True, capture_output=True, text=True, env={**os.environ, "TRACEGRAPH_PROGRESS": "0"}
+        ).stdout
         res = json.loads(out.strip().splitlines()[-1])
         if results:
             base = results[0]
             res["memory_ratio_vs_no_checkpointing"] = res["peak_memory_bytes"] / base["peak_memory_bytes"]
             res["time_ratio_vs_no_checkpointing"] = res["epoch_seconds"] / base["epoch_seconds"]
-            res["activation_ratio_vs_no_checkpointing"] = (res["activation_bytes_per_batch"]
-                                                           / base["activation_bytes_per_batch"])
+            res["activation_ratio_vs_no_checkpointing"] = (
+                res["activation_bytes_per_batch"] / base["activation_bytes_per_batch"]
+            )
         results.append(res)
         print(json.dumps(res), flush=True)
 

@@ -46,12 +46,22 @@ def main() -> None:
         t0 = time.perf_counter()
         knn_paths = enumerate_paths(knn_edges(t.pos, args.k), t.num_nodes).shape[1]
         knn_s = time.perf_counter() - t0
-        print(json.dumps({
-            "benchmark": "trees_paths", "nodes": t.num_nodes, "tree_paths": tree_paths,
-            "tree_paths_per_node": tree_paths / t.num_nodes, "tree_seconds": tree_s,
-            f"knn{args.k}_paths": knn_paths, f"knn{args.k}_paths_per_node": knn_paths / t.num_nodes,
-            "knn_seconds": knn_s, "knn_to_tree_ratio": knn_paths / max(tree_paths, 1),
-        }), flush=True)
+        print(
+            json.dumps(
+                {
+                    "benchmark": "trees_paths",
+                    "nodes": t.num_nodes,
+                    "tree_paths": tree_paths,
+                    "tree_paths_per_node": tree_paths / t.num_nodes,
+                    "tree_seconds": tree_s,
+                    f"knn{args.k}_paths": knn_paths,
+                    f"knn{args.k}_paths_per_node": knn_paths / t.num_nodes,
+                    "knn_seconds": knn_s,
+                    "knn_to_tree_ratio": knn_paths / max(tree_paths, 1),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -56,9 +56,14 @@ def main() -> None:
         pixels.append(t.meta["skeleton_pixels"])
         trees.append(t)
     data = build_dataset([trees[i % len(trees)] for i in range(args.trees)])
-    cfg = TrainConfig(data=DataConfig(None, 0, args.max_nodes), epochs=1, batch_size=args.batch_size,
-                      encoder=dict(hidden_channels=64, num_interactions=3, num_rbf=20, cutoff=None),
-                      device=args.device, seed=0)
+    cfg = TrainConfig(
+        data=DataConfig(None, 0, args.max_nodes),
+        epochs=1,
+        batch_size=args.batch_size,
+        encoder=dict(hidden_channels=64, num_interactions=3, num_rbf=20, cutoff=None),
+        device=args.device,
+        seed=0,
+    )
 
     def epoch(d):
         with tempfile.TemporaryDirectory() as out:
@@ -70,18 +75,30 @@ def main() -> None:
     after = [epoch(b)["seconds"] for b in baseline]
     base = float(np.mean(before + after)) if baseline else None
     nodes = np.array([d.num_nodes for d in data])
-    print(json.dumps({
-        "benchmark": "trees_vessels", "image_shape": [args.height, args.width], "distinct_images": args.images,
-        "mask_to_tree_seconds_mean": float(np.mean(to_tree)), "skeleton_pixels_mean": float(np.mean(pixels)),
-        "node_spacing_used_mean": float(np.mean([t.meta.get("node_spacing", 0.0) for t in trees])),
-        "trees": len(data), "nodes_mean": float(nodes.mean()), "nodes_max": int(nodes.max()),
-        "paths_per_node": float(sum(d.paths.shape[1] for d in data) / nodes.sum()),
-        "epoch_seconds": hist[-1]["seconds"], "peak_memory_bytes": hist[-1]["peak_memory_bytes"],
-        "baseline_epoch_seconds": before + after,
-        "ratio_to_baseline": hist[-1]["seconds"] / base if base else None,
-        "batch_size": args.batch_size, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-        "device": args.device,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "trees_vessels",
+                "image_shape": [args.height, args.width],
+                "distinct_images": args.images,
+                "mask_to_tree_seconds_mean": float(np.mean(to_tree)),
+                "skeleton_pixels_mean": float(np.mean(pixels)),
+                "node_spacing_used_mean": float(np.mean([t.meta.get("node_spacing", 0.0) for t in trees])),
+                "trees": len(data),
+                "nodes_mean": float(nodes.mean()),
+                "nodes_max": int(nodes.max()),
+                "paths_per_node": float(sum(d.paths.shape[1] for d in data) / nodes.sum()),
+                "epoch_seconds": hist[-1]["seconds"],
+                "peak_memory_bytes": hist[-1]["peak_memory_bytes"],
+                "baseline_epoch_seconds": before + after,
+                "ratio_to_baseline": hist[-1]["seconds"] / base if base else None,
+                "batch_size": args.batch_size,
+                "threads": torch.get_num_threads(),
+                "cpu_count": os.cpu_count(),
+                "device": args.device,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

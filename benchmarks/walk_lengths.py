@@ -71,9 +71,20 @@ def main():
     shared_s = (time.perf_counter() - t0) / a.pairs
     assert all(np.array_equal(x, y) and np.array_equal(x, z) for x, y, z in zip(ref, one, shared))
     for name, s in (("walk_lengths_graph_per_pair", per_pair_s), ("walk_lengths_shared_graph", shared_s)):
-        print(json.dumps({"figure": name, "seconds_per_pair": round(s, 4), "python_bfs_seconds_per_pair": round(python_s, 4),
-                          "ratio_python_over_scipy": round(python_s / s, 1), "edges": a.edges, "pairs": a.pairs,
-                          "machine": machine}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "figure": name,
+                    "seconds_per_pair": round(s, 4),
+                    "python_bfs_seconds_per_pair": round(python_s, 4),
+                    "ratio_python_over_scipy": round(python_s / s, 1),
+                    "edges": a.edges,
+                    "pairs": a.pairs,
+                    "machine": machine,
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

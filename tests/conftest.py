@@ -20,6 +20,7 @@ def pytest_collection_modifyitems(config, items):
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
+
 # Bundled with the package, so a fresh clone with nothing beside it runs the whole suite.
 PACKAGE = Path(__file__).resolve().parents[1] / "tracegraph"
 UMLS = PACKAGE / "kg" / "data" / "datasets" / "umls"
@@ -68,8 +69,10 @@ def benchmark_mirror() -> Path:
     for c in candidates:
         if (c / "FB15k-237.tar.gz").is_file():
             return c
-    pytest.skip("no local benchmark mirror (set TRACEGRAPH_BENCHMARK_MIRROR to a folder holding FB15k-237.tar.gz, "
-                "WN18RR.tar.gz); the tiny self-made archive tests cover the same code")
+    pytest.skip(
+        "no local benchmark mirror (set TRACEGRAPH_BENCHMARK_MIRROR to a folder holding FB15k-237.tar.gz, "
+        "WN18RR.tar.gz); the tiny self-made archive tests cover the same code"
+    )
 
 
 def snapshot(*roots: Path) -> dict:

@@ -37,12 +37,15 @@ def test_help_is_whole_at_60_columns_when_piped(path, cmd):
     assert not [w for w in words if w.startswith("-") and w.endswith("…")] and "<bool>" not in res.stdout
 
 
-@pytest.mark.parametrize("args,contains", [
-    (["train", "--train", "x.txt", "-o", "run", "--epochs", "0"], "--epochs"),
-    (["train", "--no-such-option"], "No such option: --no-such-option"),
-    (["no-such-command"], "No such command"),
-    (["data", "get"], "Missing argument"),
-])
+@pytest.mark.parametrize(
+    "args,contains",
+    [
+        (["train", "--train", "x.txt", "-o", "run", "--epochs", "0"], "--epochs"),
+        (["train", "--no-such-option"], "No such option: --no-such-option"),
+        (["no-such-command"], "No such command"),
+        (["data", "get"], "Missing argument"),
+    ],
+)
 def test_option_errors_are_one_error_line(tmp_path, args, contains):
     run_cli_error(args, tmp_path, contains=contains)
 
@@ -68,13 +71,20 @@ def test_gz_crlf_and_plain_triples_read_the_same(tmp_path):
     read = [read_labeled_triples(tmp_path / n) for n in ("plain.txt", "crlf.txt", "packed.txt.gz")]
     assert all((lt.heads, lt.relations, lt.tails) == (["a", "b"], ["r", "s"], ["b", "c"]) for lt in read)
     (tmp_path / "broken.txt.gz").write_bytes(b"\x1f\x8b not really")
-    run_cli_error(["data", "stats", tmp_path / "broken.txt.gz"], tmp_path, contains="broken.txt.gz: not a readable gzip")
+    run_cli_error(
+        ["data", "stats", tmp_path / "broken.txt.gz"], tmp_path, contains="broken.txt.gz: not a readable gzip"
+    )
 
 
-@pytest.mark.parametrize("header,skipped", [
-    ("head\trelation\ttail", True), ("subject\tpredicate\tobject", True), ("# h\tr\tt", True),
-    ("headache\ttreated_by\taspirin", False),
-])
+@pytest.mark.parametrize(
+    "header,skipped",
+    [
+        ("head\trelation\ttail", True),
+        ("subject\tpredicate\tobject", True),
+        ("# h\tr\tt", True),
+        ("headache\ttreated_by\taspirin", False),
+    ],
+)
 def test_a_header_line_is_skipped_with_a_note(tmp_path, header, skipped, caplog):
     from tracegraph.kg.data.triples import read_labeled_triples
     from tracegraph.runtime.progress import log
@@ -157,8 +167,11 @@ def _bom_cases():
         ("tree.swc", "1 1 0 0 0 1 -1\n2 3 1 0 0 1 1\n3 3 2 0 0 1 2\n", swc),
         ("tree.json", '{"pos": [[0, 0], [1, 0], [2, 0]], "edges": [[0, 1], [1, 2]], "root": 0}', graph),
         ("labels.csv", "name,label\na,x\nb,y\n", lambda p: [(r.name, r.label) for r in read_labels(p)]),
-        ("preset.json", '{"format": "tracegraph-preset", "version": 1, "settings": {"epochs": 3}}',
-         lambda p: load_preset(p).settings),
+        (
+            "preset.json",
+            '{"format": "tracegraph-preset", "version": 1, "settings": {"epochs": 3}}',
+            lambda p: load_preset(p).settings,
+        ),
     ]
 
 
@@ -191,8 +204,22 @@ def test_kgx_nodes_with_a_byte_order_mark_import_as_without(tmp_path):
         assert (tmp_path / "bom" / "out" / f).read_bytes() == (tmp_path / "plain" / "out" / f).read_bytes()
 
 
-NATIONS = ["brazil", "burma", "china", "cuba", "egypt", "india", "indonesia", "israel", "jordan", "netherlands",
-           "poland", "uk", "usa", "ussr"]
+NATIONS = [
+    "brazil",
+    "burma",
+    "china",
+    "cuba",
+    "egypt",
+    "india",
+    "indonesia",
+    "israel",
+    "jordan",
+    "netherlands",
+    "poland",
+    "uk",
+    "usa",
+    "ussr",
+]
 
 
 def test_a_training_file_with_a_byte_order_mark_makes_no_phantom_entity(tmp_path, caplog):
@@ -205,9 +232,14 @@ def test_a_training_file_with_a_byte_order_mark_makes_no_phantom_entity(tmp_path
     (tmp_path / "train.txt").write_bytes((tmp_path / "train.txt").read_bytes() + (rows[3] + "\n").encode())
     undo = _logged(caplog)
     try:
-        run = tracegraph.train(train=tmp_path / "train.txt", output_dir=tmp_path / "run", epochs=1, device="cpu",
-                               batch_size=8, model=dict(embedding_dim=12, embedding_height=3, embedding_width=4,
-                                                        output_channels=2))
+        run = tracegraph.train(
+            train=tmp_path / "train.txt",
+            output_dir=tmp_path / "run",
+            epochs=1,
+            device="cpu",
+            batch_size=8,
+            model=dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=2),
+        )
     finally:
         undo()
     assert run.entities.labels == sorted(NATIONS) and run.config["sizes"]["entities"] == 14

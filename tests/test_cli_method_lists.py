@@ -16,7 +16,7 @@ def _method_help(path) -> str:
     assert res.exit_code == 0, res.output
     text = re.sub(r"(\w)- (\w)", r"\1-\2", " ".join(res.stdout.split()))  # unwrapped, hyphenated names whole
     start = text.index("--method")
-    return text[start:start + 700]
+    return text[start : start + 700]
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
@@ -30,8 +30,9 @@ def test_method_help_lists_what_the_registry_holds(path, monkeypatch):
     assert listed, text
     names = [n.strip() for n in listed.group(1).split(",")]
     graded = [m for m in methods.REGISTRY if m not in ("degree", "path", "random")]  # recovery grades beside these
-    assert names == ([*graded, "shiny-new-method"] if path[-1] == "recovery"
-                     else [*methods.REGISTRY, "shiny-new-method"])
+    assert names == (
+        [*graded, "shiny-new-method"] if path[-1] == "recovery" else [*methods.REGISTRY, "shiny-new-method"]
+    )
     assert "{" not in text.split("[default")[0]  # no placeholder left unfilled
 
 

@@ -17,8 +17,12 @@ def clone(tmp_path_factory):
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout (an sdist or a copy): nothing to clone")
     dest = tmp_path_factory.mktemp("fresh") / "tracegraph"
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(dest)], check=True,
-                   env=dict(os.environ, GIT_TERMINAL_PROMPT="0"), timeout=120)
+    subprocess.run(
+        ["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(dest)],
+        check=True,
+        env=dict(os.environ, GIT_TERMINAL_PROMPT="0"),
+        timeout=120,
+    )
     return dest
 
 
@@ -48,15 +52,16 @@ def test_every_bundled_file_is_in_the_clone(clone):
 
 @pytest.mark.slow
 def test_the_clone_reads_its_own_data_with_nothing_beside_it(clone):
-    code = ("from tracegraph.kg.data.datasets import split_paths; from tracegraph.kg.data.triples import read_triples; "
-            "from tracegraph.trees.data import read_swc; import pathlib; "
-            "p = split_paths('umls'); print(p['train']); print(len(read_triples(p['train']))); "
-            "swc = sorted(pathlib.Path('tracegraph/trees/datasets/neurons').glob('*.swc')); "
-            "print(len(swc), min(len(read_swc(s).pos) for s in swc))")
+    code = (
+        "from tracegraph.kg.data.datasets import split_paths; from tracegraph.kg.data.triples import read_triples; "
+        "from tracegraph.trees.data import read_swc; import pathlib; "
+        "p = split_paths('umls'); print(p['train']); print(len(read_triples(p['train']))); "
+        "swc = sorted(pathlib.Path('tracegraph/trees/datasets/neurons').glob('*.swc')); "
+        "print(len(swc), min(len(read_swc(s).pos) for s in swc))"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEGRAPH_")}
     env.update(PYTHONPATH=str(clone), TRACEGRAPH_CACHE_DIR=str(clone.parent / "cache"))
-    out = subprocess.run([sys.executable, "-c", code], cwd=clone, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     train_path, n_train, neurons = out.stdout.split("\n")[:3]
     assert train_path.startswith(str(clone)) and n_train == "5216"
@@ -66,8 +71,16 @@ def test_the_clone_reads_its_own_data_with_nothing_beside_it(clone):
 
 def test_no_path_outside_the_repository_in_readme_docs_or_code(clone):
     outside = re.compile(r"\.\./shared|/work/shared|shared/data/(umls|neurons)")
-    texts = [clone / "README.md", *(clone / "docs").rglob("*.md"), *(clone / "tracegraph").rglob("*.py"),
-             *(clone / "benchmarks").rglob("*.py")]
-    hits = [f"{p.relative_to(clone)}:{i}" for p in texts
-            for i, line in enumerate(p.read_text().splitlines(), 1) if outside.search(line)]
+    texts = [
+        clone / "README.md",
+        *(clone / "docs").rglob("*.md"),
+        *(clone / "tracegraph").rglob("*.py"),
+        *(clone / "benchmarks").rglob("*.py"),
+    ]
+    hits = [
+        f"{p.relative_to(clone)}:{i}"
+        for p in texts
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if outside.search(line)
+    ]
     assert not hits, hits

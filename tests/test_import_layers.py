@@ -21,8 +21,13 @@ LAYERS = [
     ("tracegraph.kg.model",),
     ("tracegraph.kg.explain",),
     # the facade and what it writes: the report takes a Run as an argument and imports none of these
-    ("tracegraph.kg.run", "tracegraph.kg.api", "tracegraph.kg.outputs", "tracegraph.kg.predictions",
-     "tracegraph.report"),
+    (
+        "tracegraph.kg.run",
+        "tracegraph.kg.api",
+        "tracegraph.kg.outputs",
+        "tracegraph.kg.predictions",
+        "tracegraph.report",
+    ),
     ("tracegraph.kg.demo",),
     ("tracegraph.cli", "tracegraph.__main__"),
 ]
@@ -54,7 +59,7 @@ def imports_of(name: str, path: Path, modules) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             if base.startswith("tracegraph"):
                 out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else known(base) for a in node.names}
@@ -149,15 +154,21 @@ def test_function_local_imports_count(tmp_path, monkeypatch):
     p.write_text(src)
     edges = graph()
     edges["tracegraph.kg.model.store"] = edges["tracegraph.kg.model.store"] | imports_of(
-        "tracegraph.kg.model.store", p, modules)
+        "tracegraph.kg.model.store", p, modules
+    )
     assert "tracegraph.kg.model.store -> tracegraph.kg.run" in upward_imports(edges)
     assert any("tracegraph.kg.run" in c and "tracegraph.kg.model.store" in c for c in cycles(edges))
 
 
-@pytest.mark.parametrize("edge,expected", [(("tracegraph.trees.train", "tracegraph.kg.model.conve"), False),
-                                           (("tracegraph.trees.train", "tracegraph.runtime.progress"), True),
-                                           (("tracegraph.kg.explain.methods", "tracegraph.kg.model.store"), True),
-                                           (("tracegraph.kg.demo.report", "tracegraph.cli.common"), False)])
+@pytest.mark.parametrize(
+    "edge,expected",
+    [
+        (("tracegraph.trees.train", "tracegraph.kg.model.conve"), False),
+        (("tracegraph.trees.train", "tracegraph.runtime.progress"), True),
+        (("tracegraph.kg.explain.methods", "tracegraph.kg.model.store"), True),
+        (("tracegraph.kg.demo.report", "tracegraph.cli.common"), False),
+    ],
+)
 def test_the_layer_rule_on_single_edges(edge, expected):
     assert (upward_imports({edge[0]: {edge[1]}}) == []) is expected
 

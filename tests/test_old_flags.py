@@ -11,8 +11,20 @@ from tracegraph.cli.common import EXPLAIN_OLD_FLAGS, translate_old_flags
 from tracegraph.errors import TracegraphError
 
 TRIPLES = "".join(f"e{i}\tr{i % 2}\te{(i * 5 + 1) % 10}\n" for i in range(10))
-TINY = ["--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "2",
-        "--batch-size", "8", "--device", "cpu"]
+TINY = [
+    "--embedding-dim",
+    "12",
+    "--embedding-height",
+    "3",
+    "--embedding-width",
+    "4",
+    "--output-channels",
+    "2",
+    "--batch-size",
+    "8",
+    "--device",
+    "cpu",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +40,23 @@ def old_run(data):
     """train_pytorch.py's spelling: --num-epochs, --checkpoint-frequency, --disable-memory-cleanup,
     --use-gradient-checkpointing."""
     out = data / "old_run"
-    res = run_cli(["train", "--train", data / "train.txt", "--output-dir", out, *TINY, "--num-epochs", "3",
-                   "--checkpoint-frequency", "1", "--memory-cleanup", "--disable-memory-cleanup",
-                   "--use-gradient-checkpointing"])
+    res = run_cli(
+        [
+            "train",
+            "--train",
+            data / "train.txt",
+            "--output-dir",
+            out,
+            *TINY,
+            "--num-epochs",
+            "3",
+            "--checkpoint-frequency",
+            "1",
+            "--memory-cleanup",
+            "--disable-memory-cleanup",
+            "--use-gradient-checkpointing",
+        ]
+    )
     assert res.exit_code == 0, res.output
     return out
 
@@ -38,7 +64,10 @@ def old_run(data):
 def test_train_accepts_the_training_scripts_flags_with_their_meaning(old_run):
     # every epoch checkpointed (our default, 10, would keep epoch 3 alone)
     assert sorted(p.name for p in (old_run / "checkpoints").glob("epoch_*.pt")) == [
-        "epoch_0001.pt", "epoch_0002.pt", "epoch_0003.pt"]
+        "epoch_0001.pt",
+        "epoch_0002.pt",
+        "epoch_0003.pt",
+    ]
     cfg = json.loads((old_run / "config.json").read_text())["train"]
     assert cfg["checkpoint_every"] == 1 and cfg["epochs"] == 3 and cfg["gradient_checkpointing"] is True
     assert cfg["memory_cleanup"] is False  # --disable-memory-cleanup after --memory-cleanup: it switched it off
@@ -46,8 +75,17 @@ def test_train_accepts_the_training_scripts_flags_with_their_meaning(old_run):
 
 def test_model_path_is_model_dir_for_evaluate_and_predict(data, old_run, tmp_path):
     ours = run_cli(["evaluate", "--model-dir", old_run, "--test", data / "test.txt", "-o", tmp_path / "a"])
-    theirs = run_cli(["evaluate", "--model-path", old_run / "best_model.pt" if (old_run / "best_model.pt").exists()
-                      else old_run / "final_model.pt", "--test", data / "test.txt", "-o", tmp_path / "b"])
+    theirs = run_cli(
+        [
+            "evaluate",
+            "--model-path",
+            old_run / "best_model.pt" if (old_run / "best_model.pt").exists() else old_run / "final_model.pt",
+            "--test",
+            data / "test.txt",
+            "-o",
+            tmp_path / "b",
+        ]
+    )
     assert ours.exit_code == 0 and theirs.exit_code == 0, (ours.output, theirs.output)
     a, b = (json.loads((tmp_path / x / "evaluation.json").read_text())["metrics"] for x in "ab")
     assert a == b
@@ -66,11 +104,30 @@ def test_filter_output_dir_is_its_output(data, tmp_path):
 
 
 def test_explain_flags_of_run_tracin_translate_to_ours():
-    args = ["--model-path", "run/best_model.pt", "--test", "t.txt", "--use-last-layers-only", "--num-last-layers=2",
-            "--use-mixed-precision", "--disable-memory-cleanup", "--train", "train.txt"]
+    args = [
+        "--model-path",
+        "run/best_model.pt",
+        "--test",
+        "t.txt",
+        "--use-last-layers-only",
+        "--num-last-layers=2",
+        "--use-mixed-precision",
+        "--disable-memory-cleanup",
+        "--train",
+        "train.txt",
+    ]
     assert translate_old_flags(args, EXPLAIN_OLD_FLAGS) == [
-        "--model-dir", "run/best_model.pt", "--test-triples", "t.txt", "--precision", "bf16", "--train", "train.txt",
-        "--layers", "last:2"]
+        "--model-dir",
+        "run/best_model.pt",
+        "--test-triples",
+        "t.txt",
+        "--precision",
+        "bf16",
+        "--train",
+        "train.txt",
+        "--layers",
+        "last:2",
+    ]
     with pytest.raises(TracegraphError, match="go together"):
         translate_old_flags(["--use-last-layers-only"], EXPLAIN_OLD_FLAGS)
     with pytest.raises(TracegraphError, match="--entity-to-id .*carries its own id maps"):
@@ -86,8 +143,16 @@ def test_explain_takes_the_original_flags_and_writes_the_same_ranking(data, old_
     common = ["--train", data / "train.txt", "--device", "cpu", "--method", "tracin"]
     runs = {
         "ours": ["--model-dir", old_run, "--test-triples", data / "test.txt", "--layers", "last:2"],
-        "old": ["--model-path", old_run, "--test", data / "test.txt", "--use-last-layers-only", "--num-last-layers", "2",
-                "--disable-memory-cleanup"],
+        "old": [
+            "--model-path",
+            old_run,
+            "--test",
+            data / "test.txt",
+            "--use-last-layers-only",
+            "--num-last-layers",
+            "2",
+            "--disable-memory-cleanup",
+        ],
     }
     rows = {}
     for name, args in runs.items():
@@ -95,22 +160,41 @@ def test_explain_takes_the_original_flags_and_writes_the_same_ranking(data, old_
         assert res.exit_code == 0, res.output
         rows[name] = sorted(p.read_text() for p in (tmp_path / name).glob("triple_*.csv"))
     assert rows["old"] and rows["old"] == rows["ours"]
-    full = CliRunner().invoke(app, ["explain", "--model-dir", str(old_run), "--test-triples", str(data / "test.txt"),
-                                    *map(str, common), "-o", str(tmp_path / "all")])
-    assert full.exit_code == 0 and sorted(p.read_text() for p in (tmp_path / "all").glob("triple_*.csv")) != rows["ours"]
+    full = CliRunner().invoke(
+        app,
+        [
+            "explain",
+            "--model-dir",
+            str(old_run),
+            "--test-triples",
+            str(data / "test.txt"),
+            *map(str, common),
+            "-o",
+            str(tmp_path / "all"),
+        ],
+    )
+    assert (
+        full.exit_code == 0 and sorted(p.read_text() for p in (tmp_path / "all").glob("triple_*.csv")) != rows["ours"]
+    )
 
 
 @pytest.mark.parametrize("flag", ["--use-last-layers-only", "--num-last-layers", "--enable-multi-gpu"])
 def test_an_old_flag_a_command_does_not_take_is_never_corrected_to_an_unrelated_one(data, tmp_path, flag):
-    res = run_cli_error(["filter", "--train", data / "train.txt", "--test-triples", data / "test.txt",
-                         "-o", tmp_path / "f", flag], tmp_path, contains=f"No such option: {flag}")
+    res = run_cli_error(
+        ["filter", "--train", data / "train.txt", "--test-triples", data / "test.txt", "-o", tmp_path / "f", flag],
+        tmp_path,
+        contains=f"No such option: {flag}",
+    )
     line = res.stderr.strip()
     assert "original research scripts" in line and "--save-edges-only" not in line and "Possible options" not in line
 
 
 def test_a_misspelt_option_is_still_suggested_its_near_twin(data, tmp_path):
-    res = run_cli_error(["train", "--train", data / "train.txt", "-o", tmp_path / "r", "--learning-rat", "0.1"],
-                        tmp_path, contains="--learning-rat")
+    res = run_cli_error(
+        ["train", "--train", data / "train.txt", "-o", tmp_path / "r", "--learning-rat", "0.1"],
+        tmp_path,
+        contains="--learning-rat",
+    )
     assert "--learning-rate" in res.stderr
 
 

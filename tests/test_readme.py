@@ -12,10 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # the only change made to the README's code: 100 epochs of d=200 become 1 epoch of a tiny model
-TINY = ('epochs=1, checkpoint_every=1, device="cpu", '
-        'model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8, "output_channels": 4}')
-TINY_CLI = ("--epochs 1 --checkpoint-every 1 --device cpu --embedding-dim 32 --embedding-height 4 "
-            "--embedding-width 8 --output-channels 4")
+TINY = (
+    'epochs=1, checkpoint_every=1, device="cpu", '
+    'model={"embedding_dim": 32, "embedding_height": 4, "embedding_width": 8, "output_channels": 4}'
+)
+TINY_CLI = (
+    "--epochs 1 --checkpoint-every 1 --device cpu --embedding-dim 32 --embedding-height 4 "
+    "--embedding-width 8 --output-channels 4"
+)
 
 
 def section_blocks(heading: str, language: str) -> list[str]:
@@ -58,9 +62,14 @@ def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
 @pytest.mark.slow
 def test_readme_cli_quick_start_runs(tmp_path):
     (block,) = section_blocks("CLI quick start", "bash")
-    script = "set -euo pipefail\ntracegraph() { \"$PY\" -m tracegraph \"$@\"; }\n" + block.replace("--epochs 100", TINY_CLI)
-    env = {"PY": sys.executable, "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "TRACEGRAPH_DEVICE": "cpu",
-           "PYTHONPATH": str(ROOT)}
+    script = 'set -euo pipefail\ntracegraph() { "$PY" -m tracegraph "$@"; }\n' + block.replace("--epochs 100", TINY_CLI)
+    env = {
+        "PY": sys.executable,
+        "PATH": "/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+        "TRACEGRAPH_DEVICE": "cpu",
+        "PYTHONPATH": str(ROOT),
+    }
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "runs/umls/checkpoints/epoch_0001.pt").is_file()
@@ -81,15 +90,32 @@ def test_readme_cli_quick_start_runs(tmp_path):
     assert opp["MethodScore"].is_monotonic_increasing
     # against the whole ranking (no --top-k, in the method's order): its first positive rows, and the
     # lowest margins, most negative first
-    everything = subprocess.run([sys.executable, "-m", "tracegraph", "explain", "--model-dir", "runs/umls",
-                                 "--dataset", "umls", "--test-triples", "question.txt", "-o", "all"],
-                                cwd=tmp_path, capture_output=True, text=True, env=env)
+    everything = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracegraph",
+            "explain",
+            "--model-dir",
+            "runs/umls",
+            "--dataset",
+            "umls",
+            "--test-triples",
+            "question.txt",
+            "-o",
+            "all",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert everything.returncode == 0, everything.stderr[-2000:]
     (full_csv,) = (tmp_path / "all").glob("triple_000_*_tracin.csv")
     full = pd.read_csv(full_csv)
     assert len(full) == 5216  # every UMLS training triple
-    assert _triples(pro) == _triples(full[full["MethodScore"] > 0].iloc[:len(pro)])
-    assert _triples(opp) == _triples(full.sort_values("MethodScore", kind="stable").iloc[:len(opp)])
+    assert _triples(pro) == _triples(full[full["MethodScore"] > 0].iloc[: len(pro)])
+    assert _triples(opp) == _triples(full.sort_values("MethodScore", kind="stable").iloc[: len(opp)])
     assert why["Role"].tolist() == np.where(why["MethodScore"] < 0, "opponent", "proponent").tolist()
 
 

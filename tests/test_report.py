@@ -23,6 +23,7 @@ EVIL = "<script>alert(1)</script>"  # steroid's display name: it must reach the 
 
 # ------------------------------------------------------------------ the page, parsed
 
+
 class Page(HTMLParser):
     """Every explained-triple block (``div.pred``): its heading, its summary line and its tables
     (one list of rows per table; a cell is (text, the note span's text: the id beside a name))."""
@@ -86,6 +87,7 @@ def ids_of(table) -> list[tuple[str, str, str]]:
 
 # ------------------------------------------------------------------ the reference: the CSV by hand
 
+
 def csv_rows(path: Path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
@@ -115,34 +117,69 @@ def expected_tables(rows: list[dict]) -> tuple[list, list]:
 def naive_tail_rank(run, triple, files) -> float:
     """1 + the tails scored above t for (h, r), known true tails (from the files, read by hand) left out."""
     h, r, t = triple
-    known = {tt for f in files for hh, rr, tt in (line.split("\t") for line in Path(f).read_text().splitlines() if line)
-             if (hh, rr) == (h, r) and tt != t}
+    known = {
+        tt
+        for f in files
+        for hh, rr, tt in (line.split("\t") for line in Path(f).read_text().splitlines() if line)
+        if (hh, rr) == (h, r) and tt != t
+    }
     ents = run.entities.labels
     with torch.no_grad():
-        s = run.model.score_all(torch.tensor([run.entities.id(h)]), torch.tensor([run.relations.id(r)]))[0].double().numpy()
+        s = (
+            run.model.score_all(torch.tensor([run.entities.id(h)]), torch.tensor([run.relations.id(r)]))[0]
+            .double()
+            .numpy()
+        )
     st = s[run.entities.id(t)]
     return 1.0 + float(sum(1 for e, v in zip(ents, s) if e not in known and e != t and v > st))
 
 
 # ------------------------------------------------------------------ fixtures
 
+
 @pytest.fixture(scope="module")
 def explained(tmp_path_factory):
     """A 2-epoch tiny UMLS run; two test triples explained by the default method, one by plain TracIn."""
     root = tmp_path_factory.mktemp("report")
     run_dir = root / "run"
-    tracegraph.train({"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")}, test=UMLS / "test.txt",
-                     output_dir=run_dir, epochs=2, device="cpu", model=TINY_MODEL)
+    tracegraph.train(
+        {"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")},
+        test=UMLS / "test.txt",
+        output_dir=run_dir,
+        epochs=2,
+        device="cpu",
+        model=TINY_MODEL,
+    )
     run = tracegraph.open_run(run_dir)
     names = root / "names.txt"
-    names.write_text("".join(f"{EVIL if lab == 'steroid' else lab}\t{i}\n" for i, lab in enumerate(run.entities.labels)))
+    names.write_text(
+        "".join(f"{EVIL if lab == 'steroid' else lab}\t{i}\n" for i, lab in enumerate(run.entities.labels))
+    )
     tests = root / "explain.txt"
     tests.write_text("".join("\t".join(t) + "\n" for t in EXPLAINED))
     dirs = {}
     for name, extra in (("default", []), ("tracin", ["--method", "tracin"])):
         dirs[name] = root / f"expl_{name}"
-        res = run_cli(["explain", "--model-dir", run_dir, "--train", UMLS / "train.txt", "--test-triples", tests,
-                       "-o", dirs[name], "--top-k", "6", "--node-name-dict", names, "--device", "cpu", *extra])
+        res = run_cli(
+            [
+                "explain",
+                "--model-dir",
+                run_dir,
+                "--train",
+                UMLS / "train.txt",
+                "--test-triples",
+                tests,
+                "-o",
+                dirs[name],
+                "--top-k",
+                "6",
+                "--node-name-dict",
+                names,
+                "--device",
+                "cpu",
+                *extra,
+            ]
+        )
         assert res.exit_code == 0, res.output
     return run_dir, dirs
 
@@ -151,13 +188,28 @@ def explained(tmp_path_factory):
 def page(explained, tmp_path_factory):
     run_dir, dirs = explained
     out = tmp_path_factory.mktemp("page") / "report.html"
-    res = run_cli(["report", run_dir, "--explanations", dirs["default"], "--explanations", dirs["tracin"], "-o", out,
-                   "--top", "10", "--device", "cpu"])
+    res = run_cli(
+        [
+            "report",
+            run_dir,
+            "--explanations",
+            dirs["default"],
+            "--explanations",
+            dirs["tracin"],
+            "-o",
+            out,
+            "--top",
+            "10",
+            "--device",
+            "cpu",
+        ]
+    )
     assert res.exit_code == 0, res.output
     return out.read_text(encoding="utf-8")
 
 
 # ------------------------------------------------------------------ the page
+
 
 def test_report_shows_each_explained_triple_with_its_proponent_and_opponent_tables(explained, page):
     _, dirs = explained
@@ -196,7 +248,7 @@ def test_report_metrics_match_a_naive_mrr_over_the_test_file(explained, page):
     test = [tuple(line.split("\t")) for line in (UMLS / "test.txt").read_text().splitlines() if line]
     isa = [t for t in test if t[1] == "isa"]
     mrr = np.mean([1 / naive_tail_rank(run, t, files) for t in isa])
-    row = page[page.index("<td>isa</td>"):].split("</tr>")[0]  # relation, test triples, MRR tail, …
+    row = page[page.index("<td>isa</td>") :].split("</tr>")[0]  # relation, test triples, MRR tail, …
     cells = [c.split(">")[-1] for c in row.split("</td>")][:3]
     assert cells[1] == str(len(isa)) and cells[2] == f"{mrr:.3f}", (cells, mrr)
     assert "computed now on the run's test file" in page
@@ -231,10 +283,18 @@ def test_report_reads_the_role_rank_and_score_explain_records(explained, tmp_pat
 
 # ------------------------------------------------------------------ necessity
 
+
 def _arm(d, above=None, ranks=None):
-    a = {"delta_hits@1": {"mean": d}, "delta_mrr": {"mean": d / 2}, "hits@1": {"mean": 1 - d}, "mrr": {"mean": 1 - d / 2},
-         "mean_rank": {"mean": 1 + d}, "triples_removed": 8, "removed_at_fact": 3.5,
-         "delta_hits@1_ci95_first_seed": [max(d - 0.25, 0.0), min(d + 0.25, 1.0)]}
+    a = {
+        "delta_hits@1": {"mean": d},
+        "delta_mrr": {"mean": d / 2},
+        "hits@1": {"mean": 1 - d},
+        "mrr": {"mean": 1 - d / 2},
+        "mean_rank": {"mean": 1 + d},
+        "triples_removed": 8,
+        "removed_at_fact": 3.5,
+        "delta_hits@1_ci95_first_seed": [max(d - 0.25, 0.0), min(d + 0.25, 1.0)],
+    }
     if above is not None:
         a |= {"above_far_hits@1": {"mean": above}, "above_far_hits@1_ci95_first_seed": [above - 0.25, above + 0.25]}
     return a
@@ -242,27 +302,41 @@ def _arm(d, above=None, ranks=None):
 
 def test_necessity_section_shows_intervals_above_far_and_counts_flips(explained, tmp_path):
     run_dir, _ = explained
-    nec = {"n_facts": 4, "protocol": {"facts": "<given>"},
-           "summary": {"neighbour@4": _arm(0.25, 0.25), "far@4": _arm(0.0), "tracin-margin-path@4": _arm(0.5, 0.5),
-                       "path@4": _arm(0.25, 0.25)},
-           "seeds": {"0": {"reference": {"ranks": [1, 1, 1, 1]}, "neighbour@4": {"ranks": [1, 3, 1, 1]},
-                           "far@4": {"ranks": [1, 1, 1, 1]}, "tracin-margin-path@4": {"ranks": [2, 1, 9, 1]},
-                           "path@4": {"ranks": [1, 1, 1, 4]}}}}
+    nec = {
+        "n_facts": 4,
+        "protocol": {"facts": "<given>"},
+        "summary": {
+            "neighbour@4": _arm(0.25, 0.25),
+            "far@4": _arm(0.0),
+            "tracin-margin-path@4": _arm(0.5, 0.5),
+            "path@4": _arm(0.25, 0.25),
+        },
+        "seeds": {
+            "0": {
+                "reference": {"ranks": [1, 1, 1, 1]},
+                "neighbour@4": {"ranks": [1, 3, 1, 1]},
+                "far@4": {"ranks": [1, 1, 1, 1]},
+                "tracin-margin-path@4": {"ranks": [2, 1, 9, 1]},
+                "path@4": {"ranks": [1, 1, 1, 4]},
+            }
+        },
+    }
     (tmp_path / "nec").mkdir()
     (tmp_path / "nec" / "necessity.json").write_text(json.dumps(nec))
     res = run_cli(["report", run_dir, "--necessity", tmp_path / "nec", "-o", tmp_path / "r.html", "--device", "cpu"])
     assert res.exit_code == 0, res.output
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
-    section = page[page.index("Necessity of the explanations"):]
+    section = page[page.index("Necessity of the explanations") :]
     # flips counted by hand from the ranks: 2 of 4 for the default, 1 for neighbour, 0 for far
     assert "flips <b>2 of 4</b>" in section and "same entities flips <b>1</b>" in section
     assert "elsewhere in the graph flip <b>0</b>" in section
-    row = section[section.index("<td>tracin-margin-path</td>"):].split("</tr>")[0]
+    row = section[section.index("<td>tracin-margin-path</td>") :].split("</tr>")[0]
     assert "0.500 (0.250 to 0.750)" in row and row.count("0.500 (0.250 to 0.750)") == 2  # ΔH@1 and above far
     assert "&lt;given&gt;" in section and "<given>" not in page
 
 
 # ------------------------------------------------------------------ bad input
+
 
 @pytest.mark.parametrize("case", ["no-dir", "bad-json", "not-html", "no-necessity"])
 def test_report_bad_input_is_one_error_line_and_no_file(explained, tmp_path, case):
@@ -291,14 +365,28 @@ def test_report_bad_input_is_one_error_line_and_no_file(explained, tmp_path, cas
 
 # ------------------------------------------------------------------ the demo writes with the same code
 
+
 def _recovery(default=(0.6, 0.5), path=(0.4, 0.3)):
-    figs = lambda mrr, map_: {"mrr": {"mean": mrr, "std": 0.1}, "map": {"mean": map_, "std": 0.1},
-                              **{k: {"mean": 0.5, "std": 0.1} for k in ("hits@1", "hits@3", "hits@10", "recall@10")}}
-    summ = {"tracin": figs(0.2, 0.2), "tracin-margin-path": figs(*default), "random": figs(0.1, 0.1),
-            "degree": figs(0.05, 0.05), "path": figs(*path)}
-    return {"summary": summ, "graded": 2, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
-            "influence": {"loss": "logit", "checkpoints": [{}, {}]},
-            "definition": {"candidates": "<c>", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
+    figs = lambda mrr, map_: {
+        "mrr": {"mean": mrr, "std": 0.1},
+        "map": {"mean": map_, "std": 0.1},
+        **{k: {"mean": 0.5, "std": 0.1} for k in ("hits@1", "hits@3", "hits@10", "recall@10")},
+    }
+    summ = {
+        "tracin": figs(0.2, 0.2),
+        "tracin-margin-path": figs(*default),
+        "random": figs(0.1, 0.1),
+        "degree": figs(0.05, 0.05),
+        "path": figs(*path),
+    }
+    return {
+        "summary": summ,
+        "graded": 2,
+        "mean_candidates": 4.0,
+        "mechanism_edge_coverage": 1.0,
+        "influence": {"loss": "logit", "checkpoints": [{}, {}]},
+        "definition": {"candidates": "<c>", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}},
+    }
 
 
 def test_demo_page_tags_planted_edges_in_the_general_explained_section(explained, page, tmp_path):
@@ -308,16 +396,28 @@ def test_demo_page_tags_planted_edges_in_the_general_explained_section(explained
     first = csv_rows(sorted(dirs["default"].glob("triple_000_*_tracin.csv"))[0])
     pro, opp = expected_tables(first)
     marks = {EXPLAINED[0]: {pro[1], opp[0]} if opp else {pro[1]}}
-    metrics = {s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")}
-    out = write_report(tmp_path / "demo.html", run=tracegraph.open_run(run_dir, device="cpu"),
-                       explanations=dirs["default"], metrics=metrics, counts={"test": 2}, marks=marks,
-                       fidelity={"recovery": _recovery(), "necessity": {"summary": {}, "note": "<none>"}},
-                       settings={"x": "<y>"}, stage_seconds={"train": 1.0}, n_checkpoints=2)
+    metrics = {
+        s: {"mrr": 0.5, "mr": 2.0, "hits@1": 0.5, "hits@3": 1.0, "hits@10": 1.0} for s in ("tail", "head", "both")
+    }
+    out = write_report(
+        tmp_path / "demo.html",
+        run=tracegraph.open_run(run_dir, device="cpu"),
+        explanations=dirs["default"],
+        metrics=metrics,
+        counts={"test": 2},
+        marks=marks,
+        fidelity={"recovery": _recovery(), "necessity": {"summary": {}, "note": "<none>"}},
+        settings={"x": "<y>"},
+        stage_seconds={"train": 1.0},
+        n_checkpoints=2,
+    )
     text = out.read_text(encoding="utf-8")
     demo_blocks, general = Page(text).blocks, Page(page).blocks[:2]
     drop_relation = lambda b: [[row[:2] + row[3:] for row in table] for table in b["tables"]]  # tags sit there
     assert [drop_relation(b) for b in demo_blocks] == [drop_relation(b) for b in general]  # same rows, same order
-    block = text[text.index('<div class="pred">'):text.index('<div class="pred">', text.index('<div class="pred">') + 1)]
+    block = text[
+        text.index('<div class="pred">') : text.index('<div class="pred">', text.index('<div class="pred">') + 1)
+    ]
     assert block.count('<tr class="mark">') == len(marks[EXPLAINED[0]])
     assert "&lt;none&gt;" in text and "&lt;y&gt;" in text and "&lt;c&gt;" in text and "<none>" not in text
     assert "http://" not in text and "https://" not in text

@@ -57,8 +57,11 @@ def test_seed_reaches_each_generator_as_documented(seed):
     # NumPy takes it modulo 2**32 (100 tells 2**32 from a smaller modulus; 2**32 + 5 is out of
     # NumPy's range unless folded)
     seed_everything(seed)
-    want = (random.Random(seed).random(), float(np.random.RandomState(seed % 2**32).rand()),
-            float(torch.rand(1, generator=torch.Generator().manual_seed(seed))))
+    want = (
+        random.Random(seed).random(),
+        float(np.random.RandomState(seed % 2**32).rand()),
+        float(torch.rand(1, generator=torch.Generator().manual_seed(seed))),
+    )
     assert _draws() == want
 
 
@@ -106,8 +109,18 @@ def test_state_survives_a_weights_only_checkpoint(tmp_path):
     assert (random.gauss(0.0, 1.0), float(np.random.standard_normal()), _draws()) == want
 
 
-@pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"),
-                                     (5 * 1024**2, "5.0 MiB"), (3 * 1024**3, "3.0 GiB"), (2 * 1024**5, "2048.0 TiB")])
+@pytest.mark.parametrize(
+    "n, text",
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (5 * 1024**2, "5.0 MiB"),
+        (3 * 1024**3, "3.0 GiB"),
+        (2 * 1024**5, "2048.0 TiB"),
+    ],
+)
 def test_byte_formats_by_hand(n, text):
     assert format_bytes(n) == text
 

@@ -1,4 +1,5 @@
 """Print pyproject.toml with [tool.mutmut] narrowed to one module and its tests (tools/mutation.sh)."""
+
 import re
 import sys
 from pathlib import Path
@@ -14,6 +15,11 @@ tests = tomllib.loads(text)["tool"]["tracegraph"]["mutation"]["tests"].get(modul
 q = lambda xs: "[" + ", ".join(f'"{x}"' for x in xs) + "]"
 text = re.sub(r"^only_mutate = .*?\n", f"only_mutate = {q([module])}\n", text, count=1, flags=re.MULTILINE)
 text = re.sub(r"^do_not_mutate = \[.*?\]\n", "", text, count=1, flags=re.MULTILINE | re.DOTALL)
-text = re.sub(r"^pytest_add_cli_args_test_selection = .*?\n", f"pytest_add_cli_args_test_selection = {q(tests)}\n",
-              text, count=1, flags=re.MULTILINE)
+text = re.sub(
+    r"^pytest_add_cli_args_test_selection = .*?\n",
+    f"pytest_add_cli_args_test_selection = {q(tests)}\n",
+    text,
+    count=1,
+    flags=re.MULTILINE,
+)
 sys.stdout.write(text)

@@ -12,6 +12,7 @@ appended; names already there are skipped), MUTRUN_LIMIT (seconds, default 60: a
 killed, as in mutmut), MUTRUN_WARM (do the clean run in the parent first, so session fixtures are
 built once), MUTRUN_FIRST (JSON {function-name part: [node-id parts]}: those tests first),
 MUTRUN_DIR (logs of survivors, killing tests; default /tmp/mutrun)."""
+
 import json
 import os
 import signal
@@ -111,8 +112,12 @@ def pytest_runtestloop(session):
             kp = f"{_DIR}/killers/{name}"
             if os.path.exists(kp):
                 killer = open(kp).readline().strip()
-            out.write(json.dumps({"name": name, "status": status, "code": code, "t": round(time.time() - t0, 2),
-                                  "killer": killer}) + "\n")
+            out.write(
+                json.dumps(
+                    {"name": name, "status": status, "code": code, "t": round(time.time() - t0, 2), "killer": killer}
+                )
+                + "\n"
+            )
             out.flush()
             if status != "survived":
                 try:

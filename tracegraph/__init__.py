@@ -10,11 +10,19 @@ The Python API is one run object (:mod:`tracegraph.kg.run`)::
 __version__ = "0.1.0"
 
 # Imported on first use: the CLI starts by importing this package, and torch/pandas are slow to load.
-_LAZY = {"open_run": "tracegraph.kg.api", "train": "tracegraph.kg.api", "import_pykeen": "tracegraph.kg.api",
-         "import_checkpoint": "tracegraph.kg.api", "Run": "tracegraph.kg.run", "Evaluation": "tracegraph.kg.run",
-         "IdMap": "tracegraph.kg.data.triples", "load_model": "tracegraph.kg",
-         "TracIn": "tracegraph.kg.explain.tracin.influence", "RunStore": "tracegraph.kg.model.store",
-         "errors": "tracegraph.errors"}
+_LAZY = {
+    "open_run": "tracegraph.kg.api",
+    "train": "tracegraph.kg.api",
+    "import_pykeen": "tracegraph.kg.api",
+    "import_checkpoint": "tracegraph.kg.api",
+    "Run": "tracegraph.kg.run",
+    "Evaluation": "tracegraph.kg.run",
+    "IdMap": "tracegraph.kg.data.triples",
+    "load_model": "tracegraph.kg",
+    "TracIn": "tracegraph.kg.explain.tracin.influence",
+    "RunStore": "tracegraph.kg.model.store",
+    "errors": "tracegraph.errors",
+}
 
 
 def __getattr__(name):
@@ -30,5 +38,16 @@ def __dir__():
     return sorted([*globals(), *_LAZY])
 
 
-__all__ = ["open_run", "train", "import_pykeen", "import_checkpoint", "Run", "Evaluation", "IdMap", "load_model",
-           "TracIn", "RunStore", "__version__"]
+__all__ = [
+    "open_run",
+    "train",
+    "import_pykeen",
+    "import_checkpoint",
+    "Run",
+    "Evaluation",
+    "IdMap",
+    "load_model",
+    "TracIn",
+    "RunStore",
+    "__version__",
+]

@@ -42,17 +42,22 @@ def _metavar(param, ctx) -> str | None:
 
 def _param(param, ctx) -> click.Parameter:
     if type(param).__name__.endswith("Argument"):
-        return click.Argument([param.name], required=param.required, nargs=param.nargs,
-                              metavar=param.metavar)
+        return click.Argument([param.name], required=param.required, nargs=param.nargs, metavar=param.metavar)
     decls = list(param.opts)
     if param.secondary_opts:  # a --flag/--no-flag pair
         decls = [f"{'/'.join(param.opts)}/{'/'.join(param.secondary_opts)}"]
     default = _default(param)
-    return click.Option([*decls, param.name], help=_rst(param.help), metavar=_metavar(param, ctx), required=param.required,
-                        is_flag=bool(param.is_flag), multiple=bool(param.multiple),
-                        default=default if not param.is_flag or isinstance(default, bool) else None,
-                        show_default=bool(param.show_default) and default is not None and not param.is_flag,
-                        hidden=bool(param.hidden))
+    return click.Option(
+        [*decls, param.name],
+        help=_rst(param.help),
+        metavar=_metavar(param, ctx),
+        required=param.required,
+        is_flag=bool(param.is_flag),
+        multiple=bool(param.multiple),
+        default=default if not param.is_flag or isinstance(default, bool) else None,
+        show_default=bool(param.show_default) and default is not None and not param.is_flag,
+        hidden=bool(param.hidden),
+    )
 
 
 def _mirror(cmd) -> click.Command:
@@ -65,8 +70,13 @@ def _mirror(cmd) -> click.Command:
         for sub in cmd.commands.values():
             group.add_command(_mirror(sub))
         return group
-    return click.Command(cmd.name, help=_rst(cmd.help), short_help=_rst(cmd.short_help), params=params,
-                         hidden=bool(getattr(cmd, "hidden", False)))
+    return click.Command(
+        cmd.name,
+        help=_rst(cmd.help),
+        short_help=_rst(cmd.short_help),
+        params=params,
+        hidden=bool(getattr(cmd, "hidden", False)),
+    )
 
 
 command = _mirror(typer_command)

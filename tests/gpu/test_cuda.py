@@ -23,8 +23,17 @@ CUDA = "cuda"
 
 
 def cfg(umls_dir, out, **kw):
-    base = dict(train=str(umls_dir / "train.txt"), valid=str(umls_dir / "valid.txt"), output_dir=str(out), epochs=3,
-                batch_size=128, checkpoint_every=1, device=CUDA, tf32=False, model=dict(TINY))
+    base = dict(
+        train=str(umls_dir / "train.txt"),
+        valid=str(umls_dir / "valid.txt"),
+        output_dir=str(out),
+        epochs=3,
+        batch_size=128,
+        checkpoint_every=1,
+        device=CUDA,
+        tf32=False,
+        model=dict(TINY),
+    )
     base["model"].update(kw.pop("model", {}))
     base.update(kw)
     return TrainConfig(**base)
@@ -91,8 +100,9 @@ def test_exact_tracin_on_cuda_equals_autograd_with_tf32_on(umls_dir, tmp_path, l
         assert torch.backends.cuda.matmul.allow_tf32  # ... and restore it
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
-    ref = compute_influence(ckpts, train_ids, test_ids, InfluenceOptions(loss=loss, engine="autograd", batch_size=64),
-                            torch.device("cpu"))
+    ref = compute_influence(
+        ckpts, train_ids, test_ids, InfluenceOptions(loss=loss, engine="autograd", batch_size=64), torch.device("cpu")
+    )
     assert_rel_close(ex.scores, ref.scores)
     assert_rel_close(ex.train_self, ref.train_self)
 

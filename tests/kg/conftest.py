@@ -39,8 +39,14 @@ def logs(caplog):
 def run_dir(tmp_path_factory) -> Path:
     """A 2-epoch UMLS run of a small ConvE (tracegraph.train), with a checkpoint per epoch."""
     out = tmp_path_factory.mktemp("api") / "run"
-    run = tracegraph.train({"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")},
-                           test=UMLS / "test.txt", output_dir=out, epochs=2, checkpoint_every=1, device="cpu",
-                           model=TINY_MODEL)
+    run = tracegraph.train(
+        {"train": str(UMLS / "train.txt"), "valid": str(UMLS / "valid.txt")},
+        test=UMLS / "test.txt",
+        output_dir=out,
+        epochs=2,
+        checkpoint_every=1,
+        device="cpu",
+        model=TINY_MODEL,
+    )
     assert isinstance(run, tracegraph.Run) and run.path == out
     return out

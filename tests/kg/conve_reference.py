@@ -18,8 +18,9 @@ def batch_norm(z, s, name):
 
 def scores(s, h: int, r: int, height: int, width: int) -> torch.Tensor:
     """Scores of every tail for (h, r); the entity bias when the state dict has one."""
-    img = torch.cat([s["entity.weight"][h].view(1, 1, height, width),
-                     s["relation.weight"][r].view(1, 1, height, width)], dim=2)
+    img = torch.cat(
+        [s["entity.weight"][h].view(1, 1, height, width), s["relation.weight"][r].view(1, 1, height, width)], dim=2
+    )
     z = F.conv2d(batch_norm(img, s, "bn0"), s["conv.weight"], s["conv.bias"])
     z = F.relu(batch_norm(z, s, "bn1")).flatten(1)
     x = F.relu(batch_norm(z @ s["fc.weight"].t() + s["fc.bias"], s, "bn2"))

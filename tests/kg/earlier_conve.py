@@ -9,8 +9,16 @@ class EarlierConvE(nn.Module):
     """Reference for the original research scripts' ConvE: head and relation concatenated along the *width*
     (an H×2W image), no entity bias, scores = x·Eᵀ. Its state-dict keys define the earlier format."""
 
-    def __init__(self, num_entities, num_relations, embedding_dim, embedding_height, embedding_width,
-                 output_channels=8, kernel_size=3):
+    def __init__(
+        self,
+        num_entities,
+        num_relations,
+        embedding_dim,
+        embedding_height,
+        embedding_width,
+        output_channels=8,
+        kernel_size=3,
+    ):
         super().__init__()
         self.H, self.W = embedding_height, embedding_width
         self.entity_embeddings = nn.Embedding(num_entities, embedding_dim)
@@ -36,8 +44,13 @@ def earlier_checkpoint(tmp_path, n_ent=40, n_rel=6, rows=None, seed=0):
     """Write ``old.pt`` (random weights, BatchNorm statistics away from 0/1) and its id maps in
     ``tmp_path``; returns the reference model and the checkpoint's path."""
     torch.manual_seed(seed)
-    cfg = {"num_entities": n_ent, "num_relations": rows or n_rel, "embedding_dim": 24, "embedding_height": 4,
-           "embedding_width": 6}
+    cfg = {
+        "num_entities": n_ent,
+        "num_relations": rows or n_rel,
+        "embedding_dim": 24,
+        "embedding_height": 4,
+        "embedding_width": 6,
+    }
     ref = EarlierConvE(**cfg)
     with torch.no_grad():
         for m in ref.modules():
@@ -48,8 +61,15 @@ def earlier_checkpoint(tmp_path, n_ent=40, n_rel=6, rows=None, seed=0):
                 m.running_var.uniform_(0.5, 2.0)
     ref.eval()
     f = tmp_path / "old.pt"
-    torch.save({"model_state_dict": ref.state_dict(), "model_config": cfg, "epoch": 7,
-                "optimizer_state_dict": {"param_groups": [{"lr": 0.003}]}}, f)
+    torch.save(
+        {
+            "model_state_dict": ref.state_dict(),
+            "model_config": cfg,
+            "epoch": 7,
+            "optimizer_state_dict": {"param_groups": [{"lr": 0.003}]},
+        },
+        f,
+    )
     (tmp_path / "node_dict.txt").write_text("".join(f"E{i}\t{i}\n" for i in range(n_ent)))
     (tmp_path / "rel_dict.txt").write_text("".join(f"R{i}\t{i}\n" for i in range(n_rel)))
     return ref, f

@@ -45,7 +45,8 @@ def test_no_epoch_checkpoints_falls_back_to_the_best_then_final_model(tmp_path, 
     with caplog.at_level(logging.WARNING, logger="tracegraph"):
         assert resolve_checkpoint_list(run, None, 5) == [run / "best_model.pt"]
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "no checkpoints/epoch_*.pt: using the single final/best model"]
+        "no checkpoints/epoch_*.pt: using the single final/best model"
+    ]
     (run / "best_model.pt").unlink()
     assert resolve_checkpoint_list(run, ["all"]) == [run / "final_model.pt"]
 
@@ -94,7 +95,9 @@ def test_a_store_opened_on_a_file_sums_that_checkpoint_alone(tmp_path):
     e2 = _ep(run, 2)[0]
     store, _ = _store(run, e2, e2, 2)
     assert explained_checkpoints(store, None) == (
-        [e2], "TracIn sums 1 checkpoint(s), the checkpoint given as the model (epoch_0002.pt): epoch_0002.pt")
+        [e2],
+        "TracIn sums 1 checkpoint(s), the checkpoint given as the model (epoch_0002.pt): epoch_0002.pt",
+    )
     # a spec overrides the file it was opened on
     got, line = explained_checkpoints(store, ["all"])
     assert got == _ep(run, 1, 2, 3)
@@ -117,11 +120,14 @@ def test_a_store_opened_on_a_run_sums_up_to_its_models_epoch(tmp_path):
     assert line == "TracIn sums 2 checkpoint(s), --checkpoints final best: final_model.pt, best_model.pt"
 
 
-@pytest.mark.parametrize("n,listed", [
-    (6, "epoch_0001.pt, epoch_0002.pt, epoch_0003.pt, epoch_0004.pt, epoch_0005.pt, epoch_0006.pt"),
-    (7, "epoch_0001.pt, epoch_0002.pt, epoch_0003.pt, …, epoch_0006.pt, epoch_0007.pt"),
-    (9, "epoch_0001.pt, epoch_0002.pt, epoch_0003.pt, …, epoch_0008.pt, epoch_0009.pt"),
-])
+@pytest.mark.parametrize(
+    "n,listed",
+    [
+        (6, "epoch_0001.pt, epoch_0002.pt, epoch_0003.pt, epoch_0004.pt, epoch_0005.pt, epoch_0006.pt"),
+        (7, "epoch_0001.pt, epoch_0002.pt, epoch_0003.pt, …, epoch_0006.pt, epoch_0007.pt"),
+        (9, "epoch_0001.pt, epoch_0002.pt, epoch_0003.pt, …, epoch_0008.pt, epoch_0009.pt"),
+    ],
+)
 def test_a_long_list_names_the_first_three_and_the_last_two(tmp_path, n, listed):
     run = _run(tmp_path, range(1, n + 1))
     store, _ = _store(run, run, run / "final_model.pt", n)

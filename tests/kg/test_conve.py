@@ -8,8 +8,15 @@ from tracegraph.kg.model.loss import Targets, bce_1n
 
 def small_model(**kw):
     torch.manual_seed(0)
-    cfg = ConvEConfig(num_entities=30, num_relations=4, embedding_dim=12, embedding_height=3,
-                      embedding_width=4, output_channels=4, **kw)
+    cfg = ConvEConfig(
+        num_entities=30,
+        num_relations=4,
+        embedding_dim=12,
+        embedding_height=3,
+        embedding_width=4,
+        output_channels=4,
+        **kw,
+    )
     return ConvE(cfg)
 
 

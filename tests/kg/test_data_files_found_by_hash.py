@@ -38,8 +38,11 @@ def test_record_holds_absolute_and_run_relative_paths_and_hashes(tmp_path, monke
     monkeypatch.chdir(tmp_path / "data")
     rec = record_data_files({"train": "train.txt", "valid": None, "test": test}, tmp_path / "proj" / "run")
     assert rec == {
-        "train": {"path": str(train.resolve()), "relative": os.path.join("..", "..", "data", "train.txt"),
-                  "sha256": _digest(b"h\tr\tt\n")},
+        "train": {
+            "path": str(train.resolve()),
+            "relative": os.path.join("..", "..", "data", "train.txt"),
+            "sha256": _digest(b"h\tr\tt\n"),
+        },
         "test": {"path": str(test.resolve()), "relative": "test.txt", "sha256": _digest(b"x\tr\ty\n")},
     }
 
@@ -78,12 +81,16 @@ def test_a_missing_file_is_one_error_naming_its_recorded_path_the_config_and_the
     run = tmp_path / "moved" / "run"  # neither the recorded path nor the one beside the moved run exists
     with pytest.raises(DataError) as e:
         resolve_data_files(run, _config(rec))
-    assert str(e.value) == (f"{va.resolve()}: the run's valid file is missing (recorded in {run / 'config.json'}); "
-                            "give the file with --filter (evaluate)")
+    assert str(e.value) == (
+        f"{va.resolve()}: the run's valid file is missing (recorded in {run / 'config.json'}); "
+        "give the file with --filter (evaluate)"
+    )
 
 
-@pytest.mark.parametrize("split, override", [("train", "--train (explain, predict) or --filter (evaluate)"),
-                                             ("test", "--test and --filter (evaluate)")])
+@pytest.mark.parametrize(
+    "split, override",
+    [("train", "--train (explain, predict) or --filter (evaluate)"), ("test", "--test and --filter (evaluate)")],
+)
 def test_a_changed_file_is_one_error_naming_the_place_it_was_found(tmp_path, split, override):
     old = _write(tmp_path / "old" / f"{split}.txt", b"a\tr\tb\n")
     run = tmp_path / "a" / "run"
@@ -92,8 +99,10 @@ def test_a_changed_file_is_one_error_naming_the_place_it_was_found(tmp_path, spl
     found = _write(tmp_path / "old" / f"{split}.txt", b"changed\n")  # only its own place, other bytes
     with pytest.raises(DataError) as e:
         resolve_data_files(run, _config(rec))
-    assert str(e.value) == (f"{found.resolve()}: the run's {split} file changed since the run was trained (sha256 "
-                            f"differs) (recorded in {run / 'config.json'}); give the file with {override}")
+    assert str(e.value) == (
+        f"{found.resolve()}: the run's {split} file changed since the run was trained (sha256 "
+        f"differs) (recorded in {run / 'config.json'}); give the file with {override}"
+    )
     relative_only = {split: dict(rec[split], path=str(tmp_path / "nowhere.txt"))}
     _write(run / rec[split]["relative"], b"other\n")  # found only at its run-relative place, other bytes
     with pytest.raises(DataError) as e:

@@ -85,8 +85,12 @@ def test_wrong_checksum_is_an_error_naming_both_hashes_and_caches_nothing(tiny_r
     got = make_archive(other, dict(TINY_SPLITS, **{"test.txt": "c\tr\ta\n"}))
     cache = datasets.cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    run_cli_error(["data", "get", "tiny", "--from", other, "-o", tmp_path / "out"], cache, tmp_path / "out",
-                  contains=f"expected sha256 {ds.sha256}, got {got}")
+    run_cli_error(
+        ["data", "get", "tiny", "--from", other, "-o", tmp_path / "out"],
+        cache,
+        tmp_path / "out",
+        contains=f"expected sha256 {ds.sha256}, got {got}",
+    )
     assert not cached_path(ds).exists()
 
 
@@ -117,8 +121,12 @@ def test_interrupted_download_leaves_no_cache_entry(tiny_registry, tmp_path):
         url = f"http://127.0.0.1:{server.server_port}/tiny.tar.gz"
         cache = datasets.cache_dir()
         cache.mkdir(parents=True, exist_ok=True)
-        run_cli_error(["data", "get", "tiny", "--from", url, "-o", tmp_path / "out"], cache, tmp_path / "out",
-                      contains="interrupted")
+        run_cli_error(
+            ["data", "get", "tiny", "--from", url, "-o", tmp_path / "out"],
+            cache,
+            tmp_path / "out",
+            contains="interrupted",
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -138,8 +146,11 @@ def test_archive_without_the_splits_is_refused(tiny_registry, tmp_path, monkeypa
 
 def test_unknown_dataset_and_missing_source(tmp_path):
     run_cli_error(["data", "get", "nope", "-o", tmp_path / "o"], tmp_path, contains="unknown dataset 'nope'")
-    run_cli_error(["data", "get", "wn18rr", "--from", tmp_path / "absent.tar.gz", "-o", tmp_path / "o"], tmp_path,
-                  contains="archive not found")
+    run_cli_error(
+        ["data", "get", "wn18rr", "--from", tmp_path / "absent.tar.gz", "-o", tmp_path / "o"],
+        tmp_path,
+        contains="archive not found",
+    )
 
 
 @pytest.mark.slow

@@ -13,16 +13,35 @@ def test_demo_quick_end_to_end(tmp_path):
     r = run_cli(["demo", "--quick", "-o", out])
     assert r.exit_code == 0, r.output
     page = (out / "report.html").read_text(encoding="utf-8")
-    for section in ("Training", "recovery of the planted mechanisms", "Necessity of the explanations",
-                    "best-predicted test edges", "proponents", "opponents", "mechanism", "tracin-margin-path score",
-                    "head–tail walk", "data:image/png;base64,"):
+    for section in (
+        "Training",
+        "recovery of the planted mechanisms",
+        "Necessity of the explanations",
+        "best-predicted test edges",
+        "proponents",
+        "opponents",
+        "mechanism",
+        "tracin-margin-path score",
+        "head–tail walk",
+        "data:image/png;base64,",
+    ):
         assert section in page, section
     assert "http://" not in page and "https://" not in page  # self-contained
     fid = json.loads((out / "fidelity.json").read_text())
     assert set(fid) >= {"recovery", "recovery_other_loss", "necessity"}
     rec = fid["recovery"]
-    assert set(rec["summary"]) == {"tracin", "tracin-margin", "tracin-margin-path", "tracin-cosine", "relatif", "tracin-path", "local-retrain",
-                                   "random", "degree", "path"}
+    assert set(rec["summary"]) == {
+        "tracin",
+        "tracin-margin",
+        "tracin-margin-path",
+        "tracin-cosine",
+        "relatif",
+        "tracin-path",
+        "local-retrain",
+        "random",
+        "degree",
+        "path",
+    }
     assert set(fid["recovery_other_loss"]["summary"]) == {"tracin", "random", "degree", "path"}
     assert set(rec["summary"]["tracin"]) == {"mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10"}
     assert rec["graded"] > 0 and rec["per_triple"]
@@ -46,19 +65,41 @@ def test_demo_quick_end_to_end(tmp_path):
     else:
         assert "ranked first" in nec["note"]
     summary = json.loads((out / "demo_summary.json").read_text())
-    assert set(summary["stage_seconds"]) == {"generate", "train", "evaluate", "filter", "explain", "grade",
-                                             "necessity test", "report"}
+    assert set(summary["stage_seconds"]) == {
+        "generate",
+        "train",
+        "evaluate",
+        "filter",
+        "explain",
+        "grade",
+        "necessity test",
+        "report",
+    }
     assert list((out / "explanations").glob("triple_*_tracin.csv"))
 
 
 def _recovery(default=(0.6, 0.5), path=(0.4, 0.3)):
-    figs = lambda mrr, map_: {"mrr": {"mean": mrr, "std": 0.1}, "map": {"mean": map_, "std": 0.1},
-                              **{k: {"mean": 0.5, "std": 0.1} for k in ("hits@1", "hits@3", "hits@10", "recall@10")}}
-    summ = {"tracin": figs(0.2, 0.2), "tracin-margin-path": figs(*default), "local-retrain": figs(0.7, 0.6),
-            "random": figs(0.1, 0.1), "degree": figs(0.05, 0.05), "path": figs(*path)}
-    return {"summary": summ, "graded": 1, "mean_candidates": 4.0, "mechanism_edge_coverage": 1.0,
-            "influence": {"loss": "logit", "checkpoints": [{}]},
-            "definition": {"candidates": "<c>", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}}}
+    figs = lambda mrr, map_: {
+        "mrr": {"mean": mrr, "std": 0.1},
+        "map": {"mean": map_, "std": 0.1},
+        **{k: {"mean": 0.5, "std": 0.1} for k in ("hits@1", "hits@3", "hits@10", "recall@10")},
+    }
+    summ = {
+        "tracin": figs(0.2, 0.2),
+        "tracin-margin-path": figs(*default),
+        "local-retrain": figs(0.7, 0.6),
+        "random": figs(0.1, 0.1),
+        "degree": figs(0.05, 0.05),
+        "path": figs(*path),
+    }
+    return {
+        "summary": summ,
+        "graded": 1,
+        "mean_candidates": 4.0,
+        "mechanism_edge_coverage": 1.0,
+        "influence": {"loss": "logit", "checkpoints": [{}]},
+        "definition": {"candidates": "<c>", "relevant": "r", "ties": "t", "baselines": {"degree": "d", "path": "p"}},
+    }
 
 
 def test_demo_recovery_table_marks_the_default_and_the_best_and_escapes_text():
@@ -74,9 +115,15 @@ def test_demo_recovery_table_marks_the_default_and_the_best_and_escapes_text():
 
 
 def _arm(d, above=None):
-    a = {"delta_hits@1": {"mean": d}, "delta_mrr": {"mean": d / 2}, "hits@1": {"mean": 1 - d},
-         "mrr": {"mean": 1 - d / 2}, "mean_rank": {"mean": 1 + d}, "triples_removed": 8,
-         "delta_hits@1_ci95_first_seed": [d - 0.1, d + 0.1]}
+    a = {
+        "delta_hits@1": {"mean": d},
+        "delta_mrr": {"mean": d / 2},
+        "hits@1": {"mean": 1 - d},
+        "mrr": {"mean": 1 - d / 2},
+        "mean_rank": {"mean": 1 + d},
+        "triples_removed": 8,
+        "delta_hits@1_ci95_first_seed": [d - 0.1, d + 0.1],
+    }
     return a | ({"above_far_hits@1": {"mean": above}} if above is not None else {})
 
 
@@ -84,19 +131,35 @@ def _arm(d, above=None):
 def test_demo_cards_compare_the_default_with_the_baselines_on_the_same_figures(default, path, ok):
     from tracegraph.kg.demo.report import headline_cards
 
-    nec = {"n_facts": 8, "summary": {"neighbour@4": _arm(0.125, 0.0625), "far@4": _arm(0.0),
-                                     "tracin-margin-path@4": _arm(0.625, 0.5), "path@4": _arm(0.25, 0.1875)},
-           "seeds": {"0": {"reference": {"ranks": [1] * 8}, "far@4": {"ranks": [1] * 8},
-                           "neighbour@4": {"ranks": [1] * 7 + [2]}, "path@4": {"ranks": [1] * 6 + [2, 2]},
-                           "tracin-margin-path@4": {"ranks": [2] * 5 + [1] * 3}}}}
+    nec = {
+        "n_facts": 8,
+        "summary": {
+            "neighbour@4": _arm(0.125, 0.0625),
+            "far@4": _arm(0.0),
+            "tracin-margin-path@4": _arm(0.625, 0.5),
+            "path@4": _arm(0.25, 0.1875),
+        },
+        "seeds": {
+            "0": {
+                "reference": {"ranks": [1] * 8},
+                "far@4": {"ranks": [1] * 8},
+                "neighbour@4": {"ranks": [1] * 7 + [2]},
+                "path@4": {"ranks": [1] * 6 + [2, 2]},
+                "tracin-margin-path@4": {"ranks": [2] * 5 + [1] * 3},
+            }
+        },
+    }
     metrics = {"tail": {"mrr": 0.5, "hits@10": 0.9}}
-    html = headline_cards(metrics, {"test": 8}, {"recovery": {"summary": _recovery(default, path)["summary"]},
-                                                 "necessity": nec}).html
+    html = headline_cards(
+        metrics, {"test": 8}, {"recovery": {"summary": _recovery(default, path)["summary"]}, "necessity": nec}
+    ).html
     assert "best method" not in html  # the default is named, not the winner of another grading
-    card = html[html.index("explain&#x27;s default, tracin-margin-path"):]
+    card = html[html.index("explain&#x27;s default, tracin-margin-path") :]
     cls = "ok" if ok else "bad"
-    assert card.startswith("explain&#x27;s default, tracin-margin-path: mechanism recovery MRR / MAP<b><span "
-                           f"class='{cls}'>{default[0]:.3f} / {default[1]:.3f}</span>")
+    assert card.startswith(
+        "explain&#x27;s default, tracin-margin-path: mechanism recovery MRR / MAP<b><span "
+        f"class='{cls}'>{default[0]:.3f} / {default[1]:.3f}</span>"
+    )
     assert f"baseline path: recovery MRR / MAP<b>{path[0]:.3f} / {path[1]:.3f}</b>" in html
     assert "<span class='ok'>0.625</span> / 0.125 / 0.000" in html  # 0.625 ≥ 2 × neighbour's 0.125
     assert "flips <b>5 of 8</b>" in html and "same entities flips <b>1</b>" in html  # counted from the ranks

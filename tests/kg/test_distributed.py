@@ -31,14 +31,33 @@ from tracegraph.kg.outputs import explain_files
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.runtime.distributed import (
-    ShardedBatchSampler, batch_aligned_shard, parse_devices, run_on_devices, shard_range, timeout_seconds,
+    ShardedBatchSampler,
+    batch_aligned_shard,
+    parse_devices,
+    run_on_devices,
+    shard_range,
+    timeout_seconds,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
 NO_DROPOUT = dict(input_dropout=0.0, feature_map_dropout=0.0, output_dropout=0.0)
-MODEL_FLAGS = ["--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "4",
-               "--input-dropout", "0", "--feature-map-dropout", "0", "--output-dropout", "0"]
+MODEL_FLAGS = [
+    "--embedding-dim",
+    "12",
+    "--embedding-height",
+    "3",
+    "--embedding-width",
+    "4",
+    "--output-channels",
+    "4",
+    "--input-dropout",
+    "0",
+    "--feature-map-dropout",
+    "0",
+    "--output-dropout",
+    "0",
+]
 BATCH = 255  # odd: ranks get 128 and 127 samples of every step; 1560 kvsall samples -> a last step of 30
 
 
@@ -61,8 +80,14 @@ def test_sharded_batch_sampler_partitions_every_global_batch():
     single = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(range(23), generator=gen), 5, drop_last=False)
     epochs = []
     gens = [torch.Generator().manual_seed(3) for _ in range(3)]
-    shards = [ShardedBatchSampler(torch.utils.data.BatchSampler(
-        torch.utils.data.RandomSampler(range(23), generator=g), 5, drop_last=False), r, 3) for r, g in enumerate(gens)]
+    shards = [
+        ShardedBatchSampler(
+            torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(range(23), generator=g), 5, drop_last=False),
+            r,
+            3,
+        )
+        for r, g in enumerate(gens)
+    ]
     for _ in range(2):
         ref = list(single)
         per_rank = [list(s) for s in shards]
@@ -106,8 +131,18 @@ def test_timeout_and_devices_options(monkeypatch):
 def single_run(umls_dir, tmp_path_factory):
     """The single-process reference: 3 epochs, global batch BATCH, no dropout (see docs/scaling.md)."""
     out = tmp_path_factory.mktemp("single")
-    train(TrainConfig(train=str(umls_dir / "train.txt"), valid=str(umls_dir / "valid.txt"), test=str(umls_dir / "test.txt"),
-                      output_dir=str(out), epochs=3, batch_size=BATCH, lr_decay=0.5, model=dict(TINY, **NO_DROPOUT)))
+    train(
+        TrainConfig(
+            train=str(umls_dir / "train.txt"),
+            valid=str(umls_dir / "valid.txt"),
+            test=str(umls_dir / "test.txt"),
+            output_dir=str(out),
+            epochs=3,
+            batch_size=BATCH,
+            lr_decay=0.5,
+            model=dict(TINY, **NO_DROPOUT),
+        )
+    )
     return out
 
 
@@ -118,9 +153,26 @@ def history(run: Path) -> list[dict]:
 @pytest.mark.slow
 def test_distributed_training_matches_single_process(umls_dir, single_run, tmp_path):
     out = tmp_path / "dist"
-    base = ["-m", "tracegraph", "train", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt",
-            "--test", umls_dir / "test.txt", "-o", out, "--batch-size", BATCH, "--lr-decay", "0.5", "--device", "cpu",
-            *MODEL_FLAGS]
+    base = [
+        "-m",
+        "tracegraph",
+        "train",
+        "--train",
+        umls_dir / "train.txt",
+        "--valid",
+        umls_dir / "valid.txt",
+        "--test",
+        umls_dir / "test.txt",
+        "-o",
+        out,
+        "--batch-size",
+        BATCH,
+        "--lr-decay",
+        "0.5",
+        "--device",
+        "cpu",
+        *MODEL_FLAGS,
+    ]
     # 2 epochs, then resume to 3: the resumed 2-rank curve must still be the uninterrupted 1-process one
     res = torchrun([*base, "--epochs", "2"])
     assert res.returncode == 0, res.stderr[-3000:]
@@ -144,7 +196,9 @@ def test_distributed_training_matches_single_process(umls_dir, single_run, tmp_p
     lm = load_model(out / "checkpoints" / "epoch_0003.pt")
     enc = lambda name: encode_triples(read_labeled_triples(umls_dir / name), lm.entities, lm.relations)
     R = len(lm.relations)
-    known = KnownTails([with_reciprocals(np.concatenate([enc("train.txt"), enc("valid.txt"), enc("test.txt")]), R)], 2 * R)
+    known = KnownTails(
+        [with_reciprocals(np.concatenate([enc("train.txt"), enc("valid.txt"), enc("test.txt")]), R)], 2 * R
+    )
     res, _ = evaluate(lm.model, enc("valid.txt"), known, batch_size=256)
     assert res["both"]["mrr"] == two[-1]["valid"]["mrr"]
     # against the single-process run the weights differ by float noise (Adam normalises the
@@ -168,8 +222,15 @@ def explain_inputs(single_run, umls_dir, tmp_path_factory):
 
 
 def explain_cfg(single_run, inputs, out, **kw):
-    return ExplainConfig(model_dir=str(single_run), train=str(inputs / "train.txt"), test_triples=str(inputs / "test.txt"),
-                         output_dir=str(out), batch_size=32, device="cpu", **kw)
+    return ExplainConfig(
+        model_dir=str(single_run),
+        train=str(inputs / "train.txt"),
+        test_triples=str(inputs / "test.txt"),
+        output_dir=str(out),
+        batch_size=32,
+        device="cpu",
+        **kw,
+    )
 
 
 def read_rows(path: Path):
@@ -177,8 +238,7 @@ def read_rows(path: Path):
         rows = list(csv.reader(f))
     # labels and Role; TracInScore, SelfInfluence and (methods other than tracin) MethodScore,
     # (tracin-margin-path) HeadTailWalk
-    return (rows[0], [r[:12] + r[-1:] for r in rows[1:]],
-            np.array([[float(x) for x in r[12:-1]] for r in rows[1:]]))
+    return (rows[0], [r[:12] + r[-1:] for r in rows[1:]], np.array([[float(x) for x in r[12:-1]] for r in rows[1:]]))
 
 
 def assert_same_outputs(ref: Path, got: Path) -> float:
@@ -204,18 +264,37 @@ def assert_same_outputs(ref: Path, got: Path) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method,top_k", [("tracin-margin", 5), ("tracin-margin", None), ("tracin", 5),
-                                          ("tracin-margin-path", 3)])
+@pytest.mark.parametrize(
+    "method,top_k", [("tracin-margin", 5), ("tracin-margin", None), ("tracin", 5), ("tracin-margin-path", 3)]
+)
 def test_distributed_explain_matches_single_process(single_run, explain_inputs, tmp_path, method, top_k):
     """The default (tracin-margin: each rank's top-k by margin), tracin-margin-path (each rank's
     first k by shell then margin, and its k weakest margins) and plain TracIn, against one process."""
     ref = tmp_path / "single"
     explain_files(explain_cfg(single_run, explain_inputs, ref, top_k=top_k, method=method))
-    assert ("MethodScore" in (ref / next(ref.glob("*_tracin.csv")).name).read_text().splitlines()[0]) == (method != "tracin")
+    assert ("MethodScore" in (ref / next(ref.glob("*_tracin.csv")).name).read_text().splitlines()[0]) == (
+        method != "tracin"
+    )
     got = tmp_path / "dist"
-    args = ["-m", "tracegraph", "explain", "--model-dir", single_run, "--train", explain_inputs / "train.txt",
-            "--test-triples", explain_inputs / "test.txt", "-o", got, "--batch-size", "32", "--device", "cpu",
-            "--method", method]
+    args = [
+        "-m",
+        "tracegraph",
+        "explain",
+        "--model-dir",
+        single_run,
+        "--train",
+        explain_inputs / "train.txt",
+        "--test-triples",
+        explain_inputs / "test.txt",
+        "-o",
+        got,
+        "--batch-size",
+        "32",
+        "--device",
+        "cpu",
+        "--method",
+        method,
+    ]
     if method == "tracin-margin-path":  # walks of several lengths, so the shells reorder the margin
         walks = [read_rows(p)[2][:, -1] for p in ref.glob("*_tracin.csv")]
         assert any(len(set(w[np.isfinite(w)])) > 1 for w in walks)
@@ -265,9 +344,25 @@ def test_a_failing_rank_stops_the_whole_run(umls_dir, tmp_path, mode):
     script = tmp_path / "failing.py"
     script.write_text(FAILING)
     stamp = tmp_path / "failed_at"
-    res = torchrun([script, "train", "--train", umls_dir / "train.txt", "-o", tmp_path / "run", "--epochs", "2",
-                    "--batch-size", "256", "--device", "cpu", *MODEL_FLAGS], timeout=120,
-                   extra_env={"FAIL_MODE": mode, "FAIL_STAMP": str(stamp), "TRACEGRAPH_DIST_TIMEOUT": "5"})
+    res = torchrun(
+        [
+            script,
+            "train",
+            "--train",
+            umls_dir / "train.txt",
+            "-o",
+            tmp_path / "run",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "256",
+            "--device",
+            "cpu",
+            *MODEL_FLAGS,
+        ],
+        timeout=120,
+        extra_env={"FAIL_MODE": mode, "FAIL_STAMP": str(stamp), "TRACEGRAPH_DIST_TIMEOUT": "5"},
+    )
     assert res.returncode != 0
     assert stamp.is_file(), res.stderr[-3000:]
     after_failure = res.finished_at - float(stamp.read_text())

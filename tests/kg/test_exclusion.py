@@ -15,8 +15,14 @@ TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_chan
 
 
 def _cfg(umls_dir, out, **kw):
-    base = dict(train=str(umls_dir / "train.txt"), output_dir=str(out), epochs=2, batch_size=256,
-                checkpoint_every=100, model=dict(TINY))
+    base = dict(
+        train=str(umls_dir / "train.txt"),
+        output_dir=str(out),
+        epochs=2,
+        batch_size=256,
+        checkpoint_every=100,
+        model=dict(TINY),
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -50,8 +56,9 @@ def test_exclusion_changes_only_the_batches_holding_the_triples(umls_dir, tmp_pa
     shared = next(i for i, p in enumerate(heads_rel) if heads_rel.count(p) > 2)
     chosen = [(lt.heads[i], lt.relations[i], lt.tails[i]) for i in (alone, shared)]
     write_triples(tmp_path / "exclude.txt", chosen)
-    cut = _record_batches(monkeypatch, _cfg(umls_dir, tmp_path / "cut", training_mode=mode,
-                                            exclude=str(tmp_path / "exclude.txt")))
+    cut = _record_batches(
+        monkeypatch, _cfg(umls_dir, tmp_path / "cut", training_mode=mode, exclude=str(tmp_path / "exclude.txt"))
+    )
     ents, rels = IdMap.read(tmp_path / "full" / "node_dict.txt"), IdMap.read(tmp_path / "full" / "rel_dict.txt")
     gone = {(ents.id(h), rels.id(r), ents.id(t)) for h, r, t in chosen}
     assert len(cut) == len(full)

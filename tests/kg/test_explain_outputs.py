@@ -15,8 +15,16 @@ import torch
 
 from tests.conftest import run_cli, run_cli_error
 
-TRIPLES = [("a", "r", "b"), ("b", "r", "c"), ("c", "s", "a"), ("a", "s", "d"), ("d", "r", "b"), ("c", "r", "d"),
-           ("e", "s", "f"), ("f", "r", "a")]
+TRIPLES = [
+    ("a", "r", "b"),
+    ("b", "r", "c"),
+    ("c", "s", "a"),
+    ("a", "s", "d"),
+    ("d", "r", "b"),
+    ("c", "r", "d"),
+    ("e", "s", "f"),
+    ("f", "r", "a"),
+]
 TESTS = [("a", "r", "c"), ("e", "r", "d")]
 
 
@@ -28,10 +36,19 @@ def run3(tmp_path_factory):
     d = tmp_path_factory.mktemp("run3")
     (d / "train.txt").write_text("".join("\t".join(t) + "\n" for t in TRIPLES))
     (d / "test.txt").write_text("".join("\t".join(t) + "\n" for t in TESTS))
-    train(TrainConfig(train=str(d / "train.txt"), output_dir=str(d / "run"), epochs=3, batch_size=4, lr_decay=0.5,
-                      learning_rate=0.05, checkpoint_every=1, device="cpu",
-                      model=dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2,
-                                 kernel_size=2)))
+    train(
+        TrainConfig(
+            train=str(d / "train.txt"),
+            output_dir=str(d / "run"),
+            epochs=3,
+            batch_size=4,
+            lr_decay=0.5,
+            learning_rate=0.05,
+            checkpoint_every=1,
+            device="cpu",
+            model=dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2),
+        )
+    )
     return d
 
 
@@ -42,8 +59,9 @@ def _engine_scores(run_dir, checkpoints, test):
 
     ents, rels = IdMap.read(run_dir / "node_dict.txt", "e"), IdMap.read(run_dir / "rel_dict.txt", "r")
     enc = lambda ts: np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in ts])  # noqa: E731
-    res = compute_influence(checkpoints, enc(TRIPLES), enc([test]), InfluenceOptions(engine="autograd", loss="logit"),
-                            torch.device("cpu"))
+    res = compute_influence(
+        checkpoints, enc(TRIPLES), enc([test]), InfluenceOptions(engine="autograd", loss="logit"), torch.device("cpu")
+    )
     return {tr: float(v) for tr, v in zip(TRIPLES, res.scores[0])}
 
 
@@ -77,8 +95,25 @@ def test_a_top_k_listing_holds_proponents_then_opponents_by_sign(seed, k):
 
 def test_explain_files_carry_roles_rank_and_a_note_when_opponents_run_short(run3, tmp_path):
     o = tmp_path / "x"
-    res = run_cli(["explain", "--model-dir", run3 / "run", "--train", run3 / "train.txt", "--test-triples",
-                   run3 / "test.txt", "-o", o, "--top-k", "8", "--method", "tracin", "--device", "cpu"])
+    res = run_cli(
+        [
+            "explain",
+            "--model-dir",
+            run3 / "run",
+            "--train",
+            run3 / "train.txt",
+            "--test-triples",
+            run3 / "test.txt",
+            "-o",
+            o,
+            "--top-k",
+            "8",
+            "--method",
+            "tracin",
+            "--device",
+            "cpu",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     ref = _engine_scores(run3 / "run", sorted((run3 / "run" / "checkpoints").glob("epoch_*.pt")), TESTS[0])
@@ -86,7 +121,11 @@ def test_explain_files_carry_roles_rank_and_a_note_when_opponents_run_short(run3
     entry = summary["triples"][0]
     meta = json.loads((o / entry["json"]).read_text())
     assert {k: entry[k] for k in ("index", "head", "relation", "tail")} == {
-        "index": 0, "head": "a", "relation": "r", "tail": "c"}
+        "index": 0,
+        "head": "a",
+        "relation": "r",
+        "tail": "c",
+    }
     assert entry["rank"] == meta["test_triple"]["rank"] and 1 <= entry["rank"] <= 6
     assert entry["score"] == meta["test_triple"]["score"]
     roles = [row["Role"] for row in meta["rows"]]
@@ -101,8 +140,21 @@ def test_explain_refuses_a_used_output_folder_unless_told(run3, tmp_path):
     o = tmp_path / "used"
     o.mkdir()
     (o / "triple_007_old_one_tracin.csv").write_text("old\n")
-    args = ["explain", "--model-dir", run3 / "run", "--train", run3 / "train.txt", "--test-triples",
-            run3 / "test.txt", "-o", o, "--top-k", "2", "--device", "cpu"]
+    args = [
+        "explain",
+        "--model-dir",
+        run3 / "run",
+        "--train",
+        run3 / "train.txt",
+        "--test-triples",
+        run3 / "test.txt",
+        "-o",
+        o,
+        "--top-k",
+        "2",
+        "--device",
+        "cpu",
+    ]
     err = run_cli_error(args, o, contains="not empty")
     assert "use --overwrite" in err.stderr and "or --skip-existing" in err.stderr  # the CLI names its flags
     res = run_cli([*args, "--overwrite"])
@@ -121,8 +173,25 @@ def test_a_checkpoint_file_as_model_dir_means_that_checkpoint_alone(run3, tmp_pa
     ck = run3 / "run" / "checkpoints" / "epoch_0002.pt"
     o = tmp_path / "one"
     with caplog.at_level(logging.INFO, logger="tracegraph"):
-        res = run_cli(["explain", "--model-dir", ck, "--train", run3 / "train.txt", "--test-triples",
-                       run3 / "test.txt", "-o", o, "--method", "tracin", "--device", "cpu", "--max-triples", "1"])
+        res = run_cli(
+            [
+                "explain",
+                "--model-dir",
+                ck,
+                "--train",
+                run3 / "train.txt",
+                "--test-triples",
+                run3 / "test.txt",
+                "-o",
+                o,
+                "--method",
+                "tracin",
+                "--device",
+                "cpu",
+                "--max-triples",
+                "1",
+            ]
+        )
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     assert summary["checkpoints"] == [str(ck)]
@@ -131,8 +200,9 @@ def test_a_checkpoint_file_as_model_dir_means_that_checkpoint_alone(run3, tmp_pa
     got = {(r["TrainHead"], r["TrainRel"], r["TrainTail"]): r["TracInScore"] for r in meta["rows"]}
     scale = max(abs(v) for v in ref.values())
     assert all(abs(got[t] - ref[t]) < 1e-5 * scale for t in TRIPLES)
-    assert any("TracIn sums 1 checkpoint" in r.getMessage() and "epoch_0002.pt" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "TracIn sums 1 checkpoint" in r.getMessage() and "epoch_0002.pt" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_explain_sums_checkpoints_up_to_the_best_models_epoch(run3, tmp_path, caplog):
@@ -142,8 +212,25 @@ def test_explain_sums_checkpoints_up_to_the_best_models_epoch(run3, tmp_path, ca
     assert torch.load(run / "best_model.pt", weights_only=True)["epoch"] == 2
     o = tmp_path / "best"
     with caplog.at_level(logging.INFO, logger="tracegraph"):
-        res = run_cli(["explain", "--model-dir", run, "--train", run3 / "train.txt", "--test-triples",
-                       run3 / "test.txt", "-o", o, "--method", "tracin", "--device", "cpu", "--max-triples", "1"])
+        res = run_cli(
+            [
+                "explain",
+                "--model-dir",
+                run,
+                "--train",
+                run3 / "train.txt",
+                "--test-triples",
+                run3 / "test.txt",
+                "-o",
+                o,
+                "--method",
+                "tracin",
+                "--device",
+                "cpu",
+                "--max-triples",
+                "1",
+            ]
+        )
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     want = [run / "checkpoints" / f"epoch_000{k}.pt" for k in (1, 2)]
@@ -152,13 +239,36 @@ def test_explain_sums_checkpoints_up_to_the_best_models_epoch(run3, tmp_path, ca
     meta = json.loads((o / summary["triples"][0]["json"]).read_text())
     ref = _engine_scores(run, want, TESTS[0])
     scale = max(abs(v) for v in ref.values())
-    assert all(abs(r["TracInScore"] - ref[(r["TrainHead"], r["TrainRel"], r["TrainTail"])]) < 1e-5 * scale
-               for r in meta["rows"])
+    assert all(
+        abs(r["TracInScore"] - ref[(r["TrainHead"], r["TrainRel"], r["TrainTail"])]) < 1e-5 * scale
+        for r in meta["rows"]
+    )
     # --checkpoints all still means every epoch
     o2 = tmp_path / "all"
-    assert run_cli(["explain", "--model-dir", run, "--train", run3 / "train.txt", "--test-triples", run3 / "test.txt",
-                    "-o", o2, "--method", "tracin", "--device", "cpu", "--max-triples", "1",
-                    "--checkpoints", "all"]).exit_code == 0
+    assert (
+        run_cli(
+            [
+                "explain",
+                "--model-dir",
+                run,
+                "--train",
+                run3 / "train.txt",
+                "--test-triples",
+                run3 / "test.txt",
+                "-o",
+                o2,
+                "--method",
+                "tracin",
+                "--device",
+                "cpu",
+                "--max-triples",
+                "1",
+                "--checkpoints",
+                "all",
+            ]
+        ).exit_code
+        == 0
+    )
     assert len(json.loads((o2 / "summary.json").read_text())["checkpoints"]) == 3
 
 
@@ -207,13 +317,15 @@ def test_tracin_object_influence_top_k_and_self_influence(run3):
         assert np.abs(got[j] - [ref[tr] for tr in TRIPLES]).max() < 1e-5 * scale
     ents, rels = IdMap.read(run3 / "run" / "node_dict.txt", "e"), IdMap.read(run3 / "run" / "rel_dict.txt", "r")
     ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in TRIPLES])
-    ref_self = compute_influence(ckpts, ids, ids[:1], InfluenceOptions(engine="autograd", loss="logit"),
-                                 torch.device("cpu")).train_self
+    ref_self = compute_influence(
+        ckpts, ids, ids[:1], InfluenceOptions(engine="autograd", loss="logit"), torch.device("cpu")
+    ).train_self
     np.testing.assert_allclose(tracin.self_influence(), ref_self, rtol=1e-5)
     top = tracin.top_k(TESTS[0], k=2)
     s = got[0]
-    want = ([i for i in sorted(range(len(s)), key=lambda i: (-s[i], i)) if s[i] > 0][:2]
-            + [i for i in sorted(range(len(s)), key=lambda i: (s[i], i)) if s[i] < 0][:2])
+    want = [i for i in sorted(range(len(s)), key=lambda i: (-s[i], i)) if s[i] > 0][:2] + [
+        i for i in sorted(range(len(s)), key=lambda i: (s[i], i)) if s[i] < 0
+    ][:2]
     assert list(zip(top["head"], top["relation"], top["tail"])) == [TRIPLES[i] for i in want]
     assert top["role"].tolist() == ["proponent" if s[i] > 0 else "opponent" for i in want]
 
@@ -222,10 +334,21 @@ def test_python_train_takes_the_clis_settings_flat(run3, tmp_path):
     import tracegraph
 
     assert {"embedding_dim", "output_channels", "learning_rate", "epochs"} <= set(
-        inspect.signature(tracegraph.train).parameters)
-    run = tracegraph.train(train=run3 / "train.txt", output_dir=tmp_path / "flat", epochs=1, batch_size=4,
-                           embedding_dim=8, embedding_height=2, embedding_width=4, output_channels=2, kernel_size=2,
-                           device="cpu", quiet=True)
+        inspect.signature(tracegraph.train).parameters
+    )
+    run = tracegraph.train(
+        train=run3 / "train.txt",
+        output_dir=tmp_path / "flat",
+        epochs=1,
+        batch_size=4,
+        embedding_dim=8,
+        embedding_height=2,
+        embedding_width=4,
+        output_channels=2,
+        kernel_size=2,
+        device="cpu",
+        quiet=True,
+    )
     c = run.model.config
     assert (c.embedding_dim, c.embedding_height, c.embedding_width, c.output_channels, c.kernel_size) == (8, 2, 4, 2, 2)
     with pytest.raises(tracegraph.errors.TracegraphError, match="embeding_dim"):

@@ -41,12 +41,20 @@ def test_write_explanations_writes_csv_json_and_summary(tmp_path):
     e2 = _explanation("triple_001_h_u", [LABELS + [1.0, 3.0, 7.5, "proponent"]], extra=["MethodScore"])
     out = tmp_path / "deep" / "out"
     written = outputs.write_explanations(ExplainResult([e1, e2], {"method": "tracin", "n": 2}), out)
-    assert written == ["triple_000_h_t_tracin.csv", "triple_000_h_t_tracin.json", "triple_001_h_u_tracin.csv",
-                       "triple_001_h_u_tracin.json", "summary.json"]
+    assert written == [
+        "triple_000_h_t_tracin.csv",
+        "triple_000_h_t_tracin.json",
+        "triple_001_h_u_tracin.csv",
+        "triple_001_h_u_tracin.json",
+        "summary.json",
+    ]
     assert sorted(p.name for p in out.iterdir()) == sorted(written)
     lines = (out / "triple_000_h_t_tracin.csv").read_text(encoding="utf-8").splitlines()
-    assert lines == [",".join([*CSV_HEADER, "Role"]), ",".join(LABELS) + ",0.5,2.0,proponent",
-                     ",".join(LABELS) + ",-0.25,1.0,opponent"]
+    assert lines == [
+        ",".join([*CSV_HEADER, "Role"]),
+        ",".join(LABELS) + ",0.5,2.0,proponent",
+        ",".join(LABELS) + ",-0.25,1.0,opponent",
+    ]
     j = json.loads((out / "triple_001_h_u_tracin.json").read_text())
     row = dict(zip([*CSV_HEADER, "MethodScore", "Role"], LABELS + [1.0, 3.0, 7.5, "proponent"]))
     assert j == {"test_triple": {"head": "h", "rank": 2}, "rows": [row]}
@@ -72,8 +80,10 @@ def test_a_folder_in_use_is_refused_unless_overwrite_or_skip(tmp_path):
     (out / "notes.txt").write_text("mine")
     with pytest.raises(TracegraphError) as e:
         outputs.prepare_output_dir(out, _cfg())
-    assert str(e.value) == (f"{out}: the output folder is not empty; use overwrite=True to replace its "
-                            f"explanations or skip_existing=True to add to them")
+    assert str(e.value) == (
+        f"{out}: the output folder is not empty; use overwrite=True to replace its "
+        f"explanations or skip_existing=True to add to them"
+    )
     outputs.prepare_output_dir(out, _cfg(skip_existing=True))  # no summary.json: nothing to compare
     assert (out / "notes.txt").exists()
 
@@ -81,8 +91,14 @@ def test_a_folder_in_use_is_refused_unless_overwrite_or_skip(tmp_path):
 def test_overwrite_deletes_only_earlier_explanation_files(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
-    for n in ("triple_000_a_b_tracin.csv", "triple_000_a_b_tracin.json", "summary.json", "notes.txt",
-              "triple_000_a_b.csv", "other_tracin.csv"):
+    for n in (
+        "triple_000_a_b_tracin.csv",
+        "triple_000_a_b_tracin.json",
+        "summary.json",
+        "notes.txt",
+        "triple_000_a_b.csv",
+        "other_tracin.csv",
+    ):
         (out / n).write_text("x")
     outputs.prepare_output_dir(out, _cfg(), overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "other_tracin.csv", "triple_000_a_b.csv"]
@@ -90,22 +106,33 @@ def test_overwrite_deletes_only_earlier_explanation_files(tmp_path):
     outputs.prepare_output_dir(out, _cfg(), overwrite=True)  # no summary.json to delete: fine
 
 
-@pytest.mark.parametrize("key,before,now,kw", [
-    ("method", "tracin", "tracin-margin-path", {}),
-    ("engine", "autograd", "exact", {}),
-    ("loss", "train-loss", "logit", {}),
-    ("side", "head", "tail", {}),
-    ("top_k", 5, 10, {"top_k": 10}),
-])
+@pytest.mark.parametrize(
+    "key,before,now,kw",
+    [
+        ("method", "tracin", "tracin-margin-path", {}),
+        ("engine", "autograd", "exact", {}),
+        ("loss", "train-loss", "logit", {}),
+        ("side", "head", "tail", {}),
+        ("top_k", 5, 10, {"top_k": 10}),
+    ],
+)
 def test_skip_existing_refuses_a_folder_written_with_other_settings(tmp_path, key, before, now, kw):
     out = tmp_path / "o"
     out.mkdir()
-    same = {"method": "tracin-margin-path", "engine": "exact", "loss": "logit", "side": "tail", "top_k": kw.get("top_k")}
+    same = {
+        "method": "tracin-margin-path",
+        "engine": "exact",
+        "loss": "logit",
+        "side": "tail",
+        "top_k": kw.get("top_k"),
+    }
     (out / "summary.json").write_text(json.dumps(dict(same, **{key: before})))
     with pytest.raises(TracegraphError) as e:
         outputs.prepare_output_dir(out, _cfg(skip_existing=True, **kw))
-    assert str(e.value) == (f"{out}: skip_existing would mix two explanation runs: the folder's {key} is "
-                            f"{before!r}, this run's {now!r} (use overwrite, or another folder)")
+    assert str(e.value) == (
+        f"{out}: skip_existing would mix two explanation runs: the folder's {key} is "
+        f"{before!r}, this run's {now!r} (use overwrite, or another folder)"
+    )
     (out / "summary.json").write_text(json.dumps(same))
     outputs.prepare_output_dir(out, _cfg(skip_existing=True, **kw))  # the same settings: kept
 
@@ -121,11 +148,21 @@ def test_skip_existing_names_the_first_setting_that_differs_and_ignores_unrecord
 
 
 def test_the_recorded_method_is_the_default_one_for_the_loss():
-    assert outputs._settings(_cfg(loss="train-loss")) == {"method": "tracin", "engine": "exact", "loss": "train-loss",
-                                                         "side": "tail", "top_k": None}
+    assert outputs._settings(_cfg(loss="train-loss")) == {
+        "method": "tracin",
+        "engine": "exact",
+        "loss": "train-loss",
+        "side": "tail",
+        "top_k": None,
+    }
     assert outputs._settings(_cfg())["method"] == "tracin-margin-path"
     assert outputs._settings(_cfg(method="relatif", engine="vmap", side="head", top_k=3)) == {
-        "method": "relatif", "engine": "vmap", "loss": "logit", "side": "head", "top_k": 3}
+        "method": "relatif",
+        "engine": "vmap",
+        "loss": "logit",
+        "side": "head",
+        "top_k": 3,
+    }
 
 
 @pytest.mark.parametrize("main", [True, False])
@@ -156,8 +193,10 @@ def test_csv_is_utf8_whatever_the_locale(tmp_path):
     import sys
 
     p = tmp_path / "u.csv"
-    code = ("import sys; from tracegraph.kg.outputs import write_csv; from tracegraph.kg.explain.tracin.rows import "
-            "CSV_HEADER; write_csv(sys.argv[1], [['\\u00e9'] * 12 + [1.0, 2.0]], CSV_HEADER)")
+    code = (
+        "import sys; from tracegraph.kg.outputs import write_csv; from tracegraph.kg.explain.tracin.rows import "
+        "CSV_HEADER; write_csv(sys.argv[1], [['\\u00e9'] * 12 + [1.0, 2.0]], CSV_HEADER)"
+    )
     env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
     done = subprocess.run([sys.executable, "-c", code, str(p)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

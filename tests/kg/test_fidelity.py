@@ -40,8 +40,14 @@ def test_ranking_metrics_hand_computed():
     assert isclose(m["rr"], 1 / 12) and m["hits@10"] == 0.0 and m["recall@10"] == 0.0
     assert isclose(fid.ranking_metrics([False] * 9 + [True] + [False, True])["recall@10"], 0.5)
 
-    assert fid.ranking_metrics([False, False]) == {"rr": 0.0, "ap": 0.0, "hits@1": 0.0, "hits@3": 0.0,
-                                                   "hits@10": 0.0, "recall@10": 0.0}
+    assert fid.ranking_metrics([False, False]) == {
+        "rr": 0.0,
+        "ap": 0.0,
+        "hits@1": 0.0,
+        "hits@3": 0.0,
+        "hits@10": 0.0,
+        "recall@10": 0.0,
+    }
 
 
 def test_ranked_order_descending_with_tiebreak():
@@ -103,8 +109,10 @@ def test_ground_truth_recovery_small():
 
 def test_read_mechanisms(tmp_path):
     p = tmp_path / "m.tsv"
-    p.write_text("test_head\ttest_relation\ttest_tail\tedge_head\tedge_relation\tedge_tail\n"
-                 "a\ttreats\tb\ta\taffects\tg\na\ttreats\tb\tg\tcauses\tb\n\n")
+    p.write_text(
+        "test_head\ttest_relation\ttest_tail\tedge_head\tedge_relation\tedge_tail\n"
+        "a\ttreats\tb\ta\taffects\tg\na\ttreats\tb\tg\tcauses\tb\n\n"
+    )
     assert fid.read_mechanisms(p) == {("a", "treats", "b"): {("a", "affects", "g"), ("g", "causes", "b")}}
     (tmp_path / "bad.tsv").write_text("h\tr\tt\n")
     with pytest.raises(DataError, match="missing"):
@@ -138,16 +146,36 @@ def test_write_without_and_random_neighbours(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("fid")
-    cfg = SyntheticConfig.quick(n_drugs=20, n_genes=40, n_pathways=8, n_diseases=15, n_phenotypes=15, n_modules=3,
-                                n_test=4, n_valid_treats=2, n_valid_other=10)
+    cfg = SyntheticConfig.quick(
+        n_drugs=20,
+        n_genes=40,
+        n_pathways=8,
+        n_diseases=15,
+        n_phenotypes=15,
+        n_modules=3,
+        n_test=4,
+        n_valid_treats=2,
+        n_valid_other=10,
+    )
     write(generate(cfg, seed=1), root / "data")
     d = root / "data"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(TrainConfig(train=str(d / "train.txt"), valid=str(d / "valid.txt"), test=str(d / "test.txt"),
-                          entity_map=str(d / "node_dict.txt"), relation_map=str(d / "rel_dict.txt"),
-                          output_dir=str(root / "run"), epochs=3, checkpoint_every=1, eval_every=3, model=dict(TINY)))
+        train(
+            TrainConfig(
+                train=str(d / "train.txt"),
+                valid=str(d / "valid.txt"),
+                test=str(d / "test.txt"),
+                entity_map=str(d / "node_dict.txt"),
+                relation_map=str(d / "rel_dict.txt"),
+                output_dir=str(root / "run"),
+                epochs=3,
+                checkpoint_every=1,
+                eval_every=3,
+                model=dict(TINY),
+            )
+        )
     finally:
         torch.set_num_threads(threads)
     return root
@@ -155,9 +183,15 @@ def tiny_run(tmp_path_factory):
 
 def test_removal_test_removes_exactly_those_triples(tiny_run):
     d = tiny_run / "data"
-    cfg = fid.FidelityConfig(model_dir=str(tiny_run / "run"), train=str(d / "train.txt"), test=str(d / "test.txt"),
-                             mechanisms=str(d / "mechanisms.tsv"), output_dir=str(tiny_run / "fid"), device="cpu",
-                             removal_options=fid.RemovalOptions(k=3, n_triples=1, max_rank=1e9, random_draws=1))
+    cfg = fid.FidelityConfig(
+        model_dir=str(tiny_run / "run"),
+        train=str(d / "train.txt"),
+        test=str(d / "test.txt"),
+        mechanisms=str(d / "mechanisms.tsv"),
+        output_dir=str(tiny_run / "fid"),
+        device="cpu",
+        removal_options=fid.RemovalOptions(k=3, n_triples=1, max_rank=1e9, random_draws=1),
+    )
     ctx = fid.prepare(cfg)
     fid.compute_tracin(ctx)
     fid.rank_test(ctx)
@@ -173,7 +207,13 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
     j = case["index"]
     top3 = ctx.subsets[j][np.argsort(-ctx.scores[j], kind="stable")][:3]
     for arm in case["arms"]:
-        sub = tiny_run / "fid" / "removal" / f"triple_{j:03d}" / ("proponents" if arm["arm"] == "proponents" else "random_0")
+        sub = (
+            tiny_run
+            / "fid"
+            / "removal"
+            / f"triple_{j:03d}"
+            / ("proponents" if arm["arm"] == "proponents" else "random_0")
+        )
         lt = read_labeled_triples(sub / "train.txt")
         kept = list(zip(lt.heads, lt.relations, lt.tails))
         removed = [tuple(x) for x in arm["removed"]]
@@ -197,13 +237,46 @@ def test_removal_test_removes_exactly_those_triples(tiny_run):
 def test_fidelity_cli(tiny_run):
     d = tiny_run / "data"
     out = tiny_run / "cli"
-    r = run_cli(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test", d / "test.txt",
-                 "--mechanisms", d / "mechanisms.tsv", "-o", out, "--no-removal", "--device", "cpu"])
+    r = run_cli(
+        [
+            "fidelity",
+            "recovery",
+            "--model-dir",
+            tiny_run / "run",
+            "--train",
+            d / "train.txt",
+            "--test",
+            d / "test.txt",
+            "--mechanisms",
+            d / "mechanisms.tsv",
+            "-o",
+            out,
+            "--no-removal",
+            "--device",
+            "cpu",
+        ]
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((out / "fidelity.json").read_text())
     assert set(res["recovery"]["summary"]) == {"tracin", "random", "degree", "path"}
     assert set(res["recovery"]["summary"]["tracin"]) == set(fid.METRICS)
     assert res["recovery"]["influence"]["loss"] == "logit"  # the default convention
     assert res["recovery"]["per_triple"] and "removal" not in res
-    run_cli_error(["fidelity", "recovery", "--model-dir", tiny_run / "run", "--train", d / "train.txt", "--test",
-                   d / "test.txt", "--mechanisms", d / "train.txt", "-o", out], out, tiny_run / "run")
+    run_cli_error(
+        [
+            "fidelity",
+            "recovery",
+            "--model-dir",
+            tiny_run / "run",
+            "--train",
+            d / "train.txt",
+            "--test",
+            d / "test.txt",
+            "--mechanisms",
+            d / "train.txt",
+            "-o",
+            out,
+        ],
+        out,
+        tiny_run / "run",
+    )

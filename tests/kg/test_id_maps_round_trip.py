@@ -2,7 +2,6 @@
 and labels are a bijection, and ``from_labels`` numbers labels in sorted order whatever their
 order or repetition (Hypothesis properties)."""
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +21,8 @@ from tracegraph.kg.data.triples import (
 
 # labels as a file can hold them: no tab, no newline / carriage return, not blank
 label = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=8).filter(
-    lambda s: s.strip() and "\t" not in s)
+    lambda s: s.strip() and "\t" not in s
+)
 labels = st.lists(label, min_size=1, max_size=25, unique=True)
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

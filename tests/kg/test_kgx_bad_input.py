@@ -18,22 +18,29 @@ def _run(tmp_path, nodes, edges):
     return import_kgx(tmp_path / "nodes.jsonl", tmp_path / "edges.jsonl", tmp_path / "out")
 
 
-@pytest.mark.parametrize("which, text, line, message", [
-    ("nodes", "", None, "JSON Lines file is empty"),
-    ("nodes", "\n  \n", None, "JSON Lines file is empty"),
-    ("nodes", NODE + "\n{broken\n", 2, "invalid JSON: "),
-    ("nodes", NODE + "\n[1, 2]\n", 2, "each line must be a JSON object"),
-    ("nodes", NODE + "\n" + NODE + "\n", 2, "duplicate node id 'A:1'"),
-    ("nodes", json.dumps({"name": "x"}) + "\n", 1, "field 'id' missing or not a non-empty string"),
-    ("nodes", json.dumps({"id": 5}) + "\n", 1, "field 'id' missing or not a non-empty string"),
-    ("nodes", json.dumps({"id": "  "}) + "\n", 1, "field 'id' missing or not a non-empty string"),
-    ("nodes", json.dumps({"id": "a\tb"}) + "\n", 1, "field 'id' contains a tab or newline"),
-    ("nodes", json.dumps({"id": "a\nb"}) + "\n", 1, "field 'id' contains a tab or newline"),
-    ("edges", "\n" + EDGE + "\n" + json.dumps({"subject": "A:1", "object": "A:1"}) + "\n", 3,
-     "field 'predicate' missing or not a non-empty string"),
-    ("edges", json.dumps({"subject": "A:1", "predicate": "p"}) + "\n", 1, "field 'object' missing"),
-    ("edges", json.dumps({"predicate": "p", "object": "A:1"}) + "\n", 1, "field 'subject' missing"),
-])
+@pytest.mark.parametrize(
+    "which, text, line, message",
+    [
+        ("nodes", "", None, "JSON Lines file is empty"),
+        ("nodes", "\n  \n", None, "JSON Lines file is empty"),
+        ("nodes", NODE + "\n{broken\n", 2, "invalid JSON: "),
+        ("nodes", NODE + "\n[1, 2]\n", 2, "each line must be a JSON object"),
+        ("nodes", NODE + "\n" + NODE + "\n", 2, "duplicate node id 'A:1'"),
+        ("nodes", json.dumps({"name": "x"}) + "\n", 1, "field 'id' missing or not a non-empty string"),
+        ("nodes", json.dumps({"id": 5}) + "\n", 1, "field 'id' missing or not a non-empty string"),
+        ("nodes", json.dumps({"id": "  "}) + "\n", 1, "field 'id' missing or not a non-empty string"),
+        ("nodes", json.dumps({"id": "a\tb"}) + "\n", 1, "field 'id' contains a tab or newline"),
+        ("nodes", json.dumps({"id": "a\nb"}) + "\n", 1, "field 'id' contains a tab or newline"),
+        (
+            "edges",
+            "\n" + EDGE + "\n" + json.dumps({"subject": "A:1", "object": "A:1"}) + "\n",
+            3,
+            "field 'predicate' missing or not a non-empty string",
+        ),
+        ("edges", json.dumps({"subject": "A:1", "predicate": "p"}) + "\n", 1, "field 'object' missing"),
+        ("edges", json.dumps({"predicate": "p", "object": "A:1"}) + "\n", 1, "field 'subject' missing"),
+    ],
+)
 def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, which, text, line, message):
     nodes, edges = (text, EDGE + "\n") if which == "nodes" else (NODE + "\n", text)
     with pytest.raises(DataError) as e:
@@ -45,14 +52,23 @@ def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, which, text,
 
 
 def test_node_fields_by_hand(tmp_path):
-    nodes = "\n".join([
-        json.dumps({"id": "A:1", "name": "  spaced\tname  ", "category": ["biolink:Drug", "biolink:X"]}),
-        json.dumps({"id": "B:2", "name": "   ", "category": []}),
-        json.dumps({"id": "C:3", "name": 7, "category": "biolink: Gene"}),  # whitespace folded away
-        "",
-    ])
-    edges = "\n".join([json.dumps({"subject": "A:1", "predicate": "p", "object": "B:2"}),
-                       json.dumps({"subject": "C:3", "predicate": "p", "object": "A:1"})]) + "\n"
+    nodes = "\n".join(
+        [
+            json.dumps({"id": "A:1", "name": "  spaced\tname  ", "category": ["biolink:Drug", "biolink:X"]}),
+            json.dumps({"id": "B:2", "name": "   ", "category": []}),
+            json.dumps({"id": "C:3", "name": 7, "category": "biolink: Gene"}),  # whitespace folded away
+            "",
+        ]
+    )
+    edges = (
+        "\n".join(
+            [
+                json.dumps({"subject": "A:1", "predicate": "p", "object": "B:2"}),
+                json.dumps({"subject": "C:3", "predicate": "p", "object": "A:1"}),
+            ]
+        )
+        + "\n"
+    )
     res = _run(tmp_path, nodes, edges)
     assert (res.triples, res.entities, res.relations, res.nodes_only_in_edges) == (2, 3, 1, 0)
     names = (tmp_path / "out" / "node_name_dict.txt").read_text().splitlines()

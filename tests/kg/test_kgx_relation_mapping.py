@@ -11,15 +11,27 @@ from hypothesis import strategies as st
 from tracegraph.kg.data.kgx import import_kgx
 
 PREDICATES = ["biolink:affects", "biolink:treats"]
-QUALIFIERS = ["object_direction_qualifier", "qualified_predicate", "object_aspect_qualifier", "subject_form_or_variant_qualifier"]
+QUALIFIERS = [
+    "object_direction_qualifier",
+    "qualified_predicate",
+    "object_aspect_qualifier",
+    "subject_form_or_variant_qualifier",
+]
 IRRELEVANT = ["publications", "knowledge_level", "primary_knowledge_source", "id", "qualifiers", "direction"]
 
 edge = st.fixed_dictionaries(
-    {"subject": st.sampled_from(["A:1", "A:2", "B:3"]), "predicate": st.sampled_from(PREDICATES),
-     "object": st.sampled_from(["B:3", "C:4", "C:5"])},
-    optional={q: st.sampled_from(["increased", "decreased", "", None, "activity"]) for q in QUALIFIERS})
-noise = st.dictionaries(st.sampled_from(IRRELEVANT), st.one_of(st.text(max_size=5), st.lists(st.integers(), max_size=2),
-                                                               st.none()), max_size=3)
+    {
+        "subject": st.sampled_from(["A:1", "A:2", "B:3"]),
+        "predicate": st.sampled_from(PREDICATES),
+        "object": st.sampled_from(["B:3", "C:4", "C:5"]),
+    },
+    optional={q: st.sampled_from(["increased", "decreased", "", None, "activity"]) for q in QUALIFIERS},
+)
+noise = st.dictionaries(
+    st.sampled_from(IRRELEVANT),
+    st.one_of(st.text(max_size=5), st.lists(st.integers(), max_size=2), st.none()),
+    max_size=3,
+)
 
 
 def _write(d, edges):
@@ -37,10 +49,14 @@ def _key(e):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edges=st.lists(edge, min_size=1, max_size=12), extra=st.lists(noise, min_size=12, max_size=12),
-       shuffle_seed=st.integers(0, 100))
-def test_relations_are_predicate_plus_qualifiers_whatever_else_the_edge_holds(tmp_path_factory, edges, extra,
-                                                                              shuffle_seed):
+@given(
+    edges=st.lists(edge, min_size=1, max_size=12),
+    extra=st.lists(noise, min_size=12, max_size=12),
+    shuffle_seed=st.integers(0, 100),
+)
+def test_relations_are_predicate_plus_qualifiers_whatever_else_the_edge_holds(
+    tmp_path_factory, edges, extra, shuffle_seed
+):
     root = tmp_path_factory.mktemp("kgx")
     rel, emap = _write(root / "plain", edges)
     # same relation <=> same predicate and qualifiers
@@ -51,8 +67,9 @@ def test_relations_are_predicate_plus_qualifiers_whatever_else_the_edge_holds(tm
     first = list(dict.fromkeys(_key(e) for e in edges))
     assert [f"predicate:{first.index(_key(e))}" for e in edges] == rel
     # edge_map: the sorted-key JSON of predicate + qualifiers -> label
-    assert emap == {json.dumps({"predicate": p, **dict(q)}, sort_keys=True): f"predicate:{n}"
-                    for n, (p, q) in enumerate(first)}
+    assert emap == {
+        json.dumps({"predicate": p, **dict(q)}, sort_keys=True): f"predicate:{n}" for n, (p, q) in enumerate(first)
+    }
     # irrelevant fields added and the fields of every edge written in another order: same relations
     rng = random.Random(shuffle_seed)
     noisy = []

@@ -38,18 +38,25 @@ def _naive(score, walk, k, signed=True):
     return pro + opp, ["proponent"] * len(pro) + ["opponent"] * len(opp)
 
 
-scores = st.lists(st.sampled_from([-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, -math.inf, math.inf]),
-                  min_size=0, max_size=12)
+scores = st.lists(
+    st.sampled_from([-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, -math.inf, math.inf]), min_size=0, max_size=12
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(score=scores, k=st.one_of(st.none(), st.integers(0, 6)), signed=st.booleans(), with_walk=st.booleans(),
-       data=st.data())
+@given(
+    score=scores,
+    k=st.one_of(st.none(), st.integers(0, 6)),
+    signed=st.booleans(),
+    with_walk=st.booleans(),
+    data=st.data(),
+)
 def test_pick_matches_a_naive_sort(score, k, signed, with_walk, data):
     walk = None
     if with_walk:
-        walk = data.draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, math.inf]), min_size=len(score),
-                                  max_size=len(score)))
+        walk = data.draw(
+            st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, math.inf]), min_size=len(score), max_size=len(score))
+        )
     order, roles = rw.pick(np.array(score), None if walk is None else np.array(walk), k, signed)
     want_order, want_roles = _naive(score, walk, k, signed)
     assert [int(i) for i in order] == want_order
@@ -108,9 +115,11 @@ def test_rows_carry_the_test_and_training_triples_scores_and_role():
     self_inf = np.array([10.0, 20.0, 30.0])
     out = rw._rows(scores, self_inf, train, (3, 1, 0), None, ENT, REL, ENT_N, REL_N)
     test = ["e3", "E3", "r1", "R1", "e0", "E0"]
-    assert out == [test + ["e2", "E2", "r0", "R0", "e3", "E3", 3.0, 30.0, "proponent"],
-                   test + ["e0", "E0", "r0", "R0", "e1", "E1", 1.0, 10.0, "proponent"],
-                   test + ["e1", "E1", "r1", "R1", "e2", "E2", -2.0, 20.0, "opponent"]]
+    assert out == [
+        test + ["e2", "E2", "r0", "R0", "e3", "E3", 3.0, 30.0, "proponent"],
+        test + ["e0", "E0", "r0", "R0", "e1", "E1", 1.0, 10.0, "proponent"],
+        test + ["e1", "E1", "r1", "R1", "e2", "E2", -2.0, 20.0, "opponent"],
+    ]
     assert rw.header_of(out) == rw.CSV_HEADER + ["Role"]
     assert all(isinstance(v, float) for row in out for v in row[12:14])
 
@@ -132,8 +141,19 @@ def test_rows_order_by_the_method_score_and_carry_it_and_the_walk():
 
 
 def test_rows_with_unsigned_method_are_all_proponents():
-    out = rw._rows(np.array([1.0, 2.0]), np.zeros(2), [(0, 0, 1), (1, 0, 2)], (0, 0, 1), 5, ENT, REL, ENT_N, REL_N,
-                   method=np.array([-2.0, -1.0]), signed=False)
+    out = rw._rows(
+        np.array([1.0, 2.0]),
+        np.zeros(2),
+        [(0, 0, 1), (1, 0, 2)],
+        (0, 0, 1),
+        5,
+        ENT,
+        REL,
+        ENT_N,
+        REL_N,
+        method=np.array([-2.0, -1.0]),
+        signed=False,
+    )
     assert [r[12] for r in out] == [2.0, 1.0] and [r[-1] for r in out] == ["proponent", "proponent"]
 
 
@@ -144,16 +164,16 @@ def test_rival_records_name_the_rival_on_its_side_and_the_margin(side, col):
     want = []
     for x, a, b in [(rivals[0], 2.5, 1.0), (rivals[1], -1.0, 0.5)]:
         e = int(x[col])
-        want.append({"side": side, side: ENT[e], f"{side}_name": ENT_N[e], "logit": b, "fact_logit": a,
-                     "logit_margin": a - b})
+        want.append(
+            {"side": side, side: ENT[e], f"{side}_name": ENT_N[e], "logit": b, "fact_logit": a, "logit_margin": a - b}
+        )
     assert recs == want
     assert all(type(v) is float for r in recs for v in (r["logit"], r["fact_logit"], r["logit_margin"]))
 
 
 def test_explanation_splits_rows_by_role_and_result_stacks_them():
     cols = rw.CSV_HEADER + ["Role"]
-    a = pd.DataFrame([["x"] * 14 + ["proponent"], ["y"] * 14 + ["opponent"], ["z"] * 14 + ["proponent"]],
-                     columns=cols)
+    a = pd.DataFrame([["x"] * 14 + ["proponent"], ["y"] * 14 + ["opponent"], ["z"] * 14 + ["proponent"]], columns=cols)
     b = pd.DataFrame([["w"] * 14 + ["opponent"]], columns=cols)
     ea, eb = rw.Explanation("triple_000_x_y", {}, a), rw.Explanation("triple_001_w_v", {}, b)
     assert ea.proponents["TestHead"].tolist() == ["x", "z"] and ea.opponents["TestHead"].tolist() == ["y"]

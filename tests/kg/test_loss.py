@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from tracegraph.kg.model.loss import Targets, bce_1n, fused_bce_1n, stored_bce_1n
 
 
-
 @pytest.fixture(autouse=True)
 def float64_default():
     old = torch.get_default_dtype()
@@ -90,8 +89,11 @@ def test_stored_logits_loss_equals_dense(mode, eps, with_bias, reduction, monkey
     b = torch.randn(N, generator=gen, requires_grad=True) if with_bias else None
     t = make_targets(mode, B, N, gen)
     pad = torch.randint(0, N, (4,), generator=gen)  # padding rows point at arbitrary entities
-    padded = Targets(torch.cat([t.batch_index, torch.tensor([0, 2, 5, 5])]), torch.cat([t.entity_index, pad]),
-                     torch.cat([torch.ones(len(t.batch_index)), torch.zeros(4)]))
+    padded = Targets(
+        torch.cat([t.batch_index, torch.tensor([0, 2, 5, 5])]),
+        torch.cat([t.entity_index, pad]),
+        torch.cat([torch.ones(len(t.batch_index)), torch.zeros(4)]),
+    )
     scores = x @ E.t() + (b if b is not None else 0)
     want = dense_reference(scores, t, eps, reduction)
     w = torch.randn(want.shape, generator=gen)
@@ -132,16 +134,32 @@ def test_tied_lookup_objective_gradients_equal_dense(mode, ckpt):
     from tracegraph.kg.model.train import TrainingObjective
 
     gen = torch.Generator().manual_seed(5)
-    m = ConvE(ConvEConfig(num_entities=23, num_relations=3, embedding_dim=12, embedding_height=3,
-                          embedding_width=4, output_channels=4, input_dropout=0, feature_map_dropout=0,
-                          output_dropout=0)).double().train()
+    m = (
+        ConvE(
+            ConvEConfig(
+                num_entities=23,
+                num_relations=3,
+                embedding_dim=12,
+                embedding_height=3,
+                embedding_width=4,
+                output_channels=4,
+                input_dropout=0,
+                feature_map_dropout=0,
+                output_dropout=0,
+            )
+        )
+        .double()
+        .train()
+    )
     m.gradient_checkpointing = ckpt
     h = torch.tensor([0, 3, 3, 7, 22, 5])  # repeated heads, and heads that are also targets
     r = torch.tensor([0, 1, 5, 2, 4, 0])
     t = make_targets(mode, 6, 23, gen)
     if not ((t.batch_index == 1) & (t.entity_index == 3)).any():  # sample 1's head is also its tail
         keep = t.batch_index != 1 if mode == "1vsall" else torch.ones_like(t.batch_index, dtype=torch.bool)
-        t = Targets(torch.cat([t.batch_index[keep], torch.tensor([1])]), torch.cat([t.entity_index[keep], torch.tensor([3])]))
+        t = Targets(
+            torch.cat([t.batch_index[keep], torch.tensor([1])]), torch.cat([t.entity_index[keep], torch.tensor([3])])
+        )
     grads = {}
     for fused in (False, True):
         m.zero_grad()

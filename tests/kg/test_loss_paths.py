@@ -138,8 +138,9 @@ def test_losses_follow_their_inputs_device():
     t = Targets.one_per_sample(torch.tensor([1, 2, 9], device="meta"))
     assert t.batch_index.device.type == "meta"
     sink: dict = {}
-    loss = fused_bce_1n(tied_lookup(E, torch.tensor([0, 4, 4], device="meta"), sink) + x, E, b, t, 0.1,
-                        chunk_size=4, sink=sink)
+    loss = fused_bce_1n(
+        tied_lookup(E, torch.tensor([0, 4, 4], device="meta"), sink) + x, E, b, t, 0.1, chunk_size=4, sink=sink
+    )
     grads = torch.autograd.grad(loss, (x, E, b))
     assert loss.device.type == "meta" and all(g.device.type == "meta" for g in grads)
     assert bce_1n(x @ E.t() + b, t, 0.1).device.type == "meta"

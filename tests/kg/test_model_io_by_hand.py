@@ -28,8 +28,17 @@ ENTS, RELS = ["aspirin", "headache", "water"], ["treats", "causes"]
 
 def _model(seed=0):
     torch.manual_seed(seed)
-    model = ConvE(ConvEConfig(num_entities=3, num_relations=2, embedding_dim=12, embedding_height=3,
-                              embedding_width=4, output_channels=2, reciprocal=True))
+    model = ConvE(
+        ConvEConfig(
+            num_entities=3,
+            num_relations=2,
+            embedding_dim=12,
+            embedding_height=3,
+            embedding_width=4,
+            output_channels=2,
+            reciprocal=True,
+        )
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.5)
@@ -109,8 +118,10 @@ def test_a_payload_without_weights_or_config_is_not_a_tracegraph_checkpoint(tmp_
     del payload[missing]
     with pytest.raises(DataError) as e:
         build_model(payload, tmp_path / "x.pt")
-    assert str(e.value) == (f"{tmp_path / 'x.pt'}: not a tracegraph checkpoint (needs 'model' and 'model_config'); "
-                            "use `tracegraph import` for other formats")
+    assert str(e.value) == (
+        f"{tmp_path / 'x.pt'}: not a tracegraph checkpoint (needs 'model' and 'model_config'); "
+        "use `tracegraph import` for other formats"
+    )
 
 
 def test_weights_of_another_shape_are_one_error_naming_the_checkpoint(tmp_path):
@@ -125,8 +136,9 @@ def test_weights_of_another_shape_are_one_error_naming_the_checkpoint(tmp_path):
 def test_a_folder_without_checkpoints_or_a_missing_file_is_one_error(tmp_path):
     with pytest.raises(DataError) as e:
         resolve_checkpoint(tmp_path)
-    assert str(e.value) == (f"{tmp_path}: no best_model.pt, final_model.pt or checkpoints/epoch_*.pt in model "
-                            "directory")
+    assert str(e.value) == (
+        f"{tmp_path}: no best_model.pt, final_model.pt or checkpoints/epoch_*.pt in model directory"
+    )
     with pytest.raises(DataError) as e:
         resolve_checkpoint(tmp_path / "gone.pt")
     assert str(e.value) == f"{tmp_path / 'gone.pt'}: model checkpoint not found"
@@ -156,8 +168,9 @@ def test_label_smoothing_comes_from_the_run_config_else_zero(tmp_path):
 
 
 def test_a_folder_with_only_epoch_checkpoints_means_its_last_epoch(tmp_path):
-    run, _ = _run(tmp_path, names=("checkpoints/epoch_0001.pt", "checkpoints/epoch_0002.pt",
-                                    "checkpoints/epoch_0003.pt"))
+    run, _ = _run(
+        tmp_path, names=("checkpoints/epoch_0001.pt", "checkpoints/epoch_0002.pt", "checkpoints/epoch_0003.pt")
+    )
     assert resolve_checkpoint(run) == run / "checkpoints" / "epoch_0003.pt"
 
 

@@ -12,9 +12,22 @@ from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.necessity import (
-    NecessityConfig, arm_rows, fact_margins, fact_ranks, choose_facts, resolve_sides, run_necessity, top_rows,
+    NecessityConfig,
+    arm_rows,
+    fact_margins,
+    fact_ranks,
+    choose_facts,
+    resolve_sides,
+    run_necessity,
+    top_rows,
 )
-from tracegraph.kg.explain.necessity_summary import add_above_far, add_margin_halves, add_split, bootstrap_mean, summarize_arm
+from tracegraph.kg.explain.necessity_summary import (
+    add_above_far,
+    add_margin_halves,
+    add_split,
+    bootstrap_mean,
+    summarize_arm,
+)
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.reference import autograd_gradients
@@ -32,8 +45,17 @@ def tiny_umls(tmp_path_factory, umls_dir):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(TrainConfig(train=str(umls_dir / "train.txt"), test=str(umls_dir / "test.txt"), output_dir=str(out),
-                          epochs=3, batch_size=256, checkpoint_every=1, model=dict(TINY)))
+        train(
+            TrainConfig(
+                train=str(umls_dir / "train.txt"),
+                test=str(umls_dir / "test.txt"),
+                output_dir=str(out),
+                epochs=3,
+                batch_size=256,
+                checkpoint_every=1,
+                model=dict(TINY),
+            )
+        )
     finally:
         torch.set_num_threads(threads)
     return out
@@ -68,14 +90,19 @@ def test_cosine_and_relatif_equal_float64_brute_force(tiny_umls, umls_dir, loss)
         dots = g_fact @ g_train.T
         tracin += lr * dots
         cos += lr * dots / np.outer(np.linalg.norm(g_fact, axis=1), np.linalg.norm(g_train, axis=1))
-        self_inf += lr * (g_train ** 2).sum(1)
+        self_inf += lr * (g_train**2).sum(1)
     relatif = tracin / np.sqrt(self_inf)
     for j, rows in enumerate(subsets):
         pos = np.searchsorted(union, rows)
-        for got, ref in ((parts.tracin[j], tracin[j, pos]), (parts.cosine[j], cos[j, pos]),
-                         (parts.relatif[j], relatif[j, pos])):
+        for got, ref in (
+            (parts.tracin[j], tracin[j, pos]),
+            (parts.cosine[j], cos[j, pos]),
+            (parts.relatif[j], relatif[j, pos]),
+        ):
             np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * np.abs(ref).max())
-    assert np.all(np.abs(np.concatenate(parts.cosine)) <= len(ckpts) * max(float(load_checkpoint(p)["lr"]) for p in ckpts) + 1e-9)
+    assert np.all(
+        np.abs(np.concatenate(parts.cosine)) <= len(ckpts) * max(float(load_checkpoint(p)["lr"]) for p in ckpts) + 1e-9
+    )
 
 
 # --------------------------------------------------------------------------- local retrain
@@ -117,8 +144,9 @@ def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
     refit = LocalRefit(model, train_ids, known, 0.1, opts, torch.device("cpu"))
     oriented, rows = refit.side(0, np.zeros(0, np.int64))
     # the head's triples, written with it first (reciprocal: (4, r2, 0) is (0, r2⁻¹, 4))
-    assert sorted(map(tuple, oriented.tolist())) == sorted([(0, 0, 1), (0, 1, 2), (0, 1, 3), (0, 5, 4), (0, 2, 5),
-                                                              (0, 5, 6)])
+    assert sorted(map(tuple, oriented.tolist())) == sorted(
+        [(0, 0, 1), (0, 1, 2), (0, 1, 3), (0, 5, 4), (0, 2, 5), (0, 5, 6)]
+    )
     removals = [np.zeros(0, np.int64), np.array([1]), np.array([1, 2]), np.array([3, 0])]
     got = refit.margins(fact, oriented, rows, removals)
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
@@ -131,8 +159,10 @@ def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
     keys, rec = refit.explain(fact, cands, pre, np.zeros(0, np.int64))
     tail_side = (5, 3, 0)
     o_t, r_t = refit.side(5, np.zeros(0, np.int64))
-    sides = [(fact, list(zip(map(tuple, oriented.tolist()), rows.tolist()))),
-             (tail_side, list(zip(map(tuple, o_t.tolist()), r_t.tolist())))]
+    sides = [
+        (fact, list(zip(map(tuple, oriented.tolist()), rows.tolist()))),
+        (tail_side, list(zip(map(tuple, o_t.tolist()), r_t.tolist()))),
+    ]
 
     margins: dict = {}  # the naive refit depends only on the side and the side's removed rows
 
@@ -201,14 +231,20 @@ def test_above_far_is_paired_by_fact():
     ref = np.ones(6)
     far = np.array([1.0, 1.0, 2.0, 1.0, 1.0, 3.0])  # loses facts 2 and 5
     arm = np.array([4.0, 1.0, 2.0, 9.0, 1.0, 3.0])  # loses 0, 2, 3, 5
-    arms = {"reference": {"ranks": ref.tolist()},
-            "far@4": dict(summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist()),
-            "m@4": dict(summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist()),
-            "m@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
-            "far@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist())}
+    arms = {
+        "reference": {"ranks": ref.tolist()},
+        "far@4": dict(summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist()),
+        "m@4": dict(summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist()),
+        "m@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
+        "far@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
+    }
     add_above_far(arms, [2, 4], 2000, 0)
     a = arms["m@4"]
-    assert a["above_far_hits@1"] == pytest.approx(2 / 6) == pytest.approx(a["delta_hits@1"] - arms["far@4"]["delta_hits@1"])
+    assert (
+        a["above_far_hits@1"]
+        == pytest.approx(2 / 6)
+        == pytest.approx(a["delta_hits@1"] - arms["far@4"]["delta_hits@1"])
+    )
     # paired: the facts both lose cancel, so every resample's difference is 0, 1/6, … never negative
     lo, hi = a["above_far_hits@1_ci95"]
     assert 0.0 <= lo < 2 / 6 < hi <= 4 / 6
@@ -223,8 +259,12 @@ def _brute_force_side(model, known, fact, head: bool):
     R, N = model.config.num_relations, model.config.num_entities
     q_ent, q_rel, answer = (t, r + R, h) if head else (h, r, t)
     with torch.no_grad():
-        scores = np.array([float(model.score_triples(torch.tensor([q_ent]), torch.tensor([q_rel]), torch.tensor([e]))[0])
-                           for e in range(N)])
+        scores = np.array(
+            [
+                float(model.score_triples(torch.tensor([q_ent]), torch.tensor([q_rel]), torch.tensor([e]))[0])
+                for e in range(N)
+            ]
+        )
     keep = np.ones(N, bool)
     keep[known.tails_of(q_ent, q_rel)] = False
     keep[answer] = True
@@ -247,15 +287,18 @@ def test_fact_margins_equal_the_brute_force_filtered_runner_up(tiny_umls, umls_d
         scores[answer] = -np.inf
         best = int(scores.argmax())
         planted.append((best, f[1], f[2]) if head else (f[0], f[1], best))
-    known = KnownTails([with_reciprocals(np.concatenate([train_ids, np.array(planted)]), R)],
-                       lm.model.config.num_relation_rows)
+    known = KnownTails(
+        [with_reciprocals(np.concatenate([train_ids, np.array(planted)]), R)], lm.model.config.num_relation_rows
+    )
     side = np.full(len(facts), head)
     got = fact_margins(lm.model, facts, known, side)
     ranks = fact_ranks(lm.model, facts, side, known)
     for j, f in enumerate(facts):
         scores, keep, answer = _brute_force_side(lm.model, known, f, head)
         assert not keep[planted[j][0 if head else 2]]
-        assert got[j] == pytest.approx(scores[answer] - scores[_brute_force_rival(lm.model, known, f, head)], rel=1e-5, abs=1e-5)
+        assert got[j] == pytest.approx(
+            scores[answer] - scores[_brute_force_rival(lm.model, known, f, head)], rel=1e-5, abs=1e-5
+        )
         greater, equal = (scores[keep] > scores[answer]).sum(), (scores[keep] == scores[answer]).sum() - 1
         assert ranks[j] == pytest.approx(1 + greater + equal / 2, abs=1.01 if equal else 1e-9)
 
@@ -274,7 +317,9 @@ def test_side_split_weights_to_the_whole():
     arms = {"reference": {"ranks": [1.0] * 5}, "m@4": {"ranks": [2.0, 1.0, 1.0, 3.0, 1.0]}}
     tail = np.array([True, True, False, False, False])
     add_split(arms, tail, ("tail", "head"))
-    assert arms["m@4"]["delta_hits@1_tail"] == pytest.approx(1 / 2) and arms["m@4"]["delta_hits@1_head"] == pytest.approx(1 / 3)
+    assert arms["m@4"]["delta_hits@1_tail"] == pytest.approx(1 / 2) and arms["m@4"][
+        "delta_hits@1_head"
+    ] == pytest.approx(1 / 3)
     only_tail = {"reference": {"ranks": [1.0]}, "m@4": {"ranks": [2.0]}}
     add_split(only_tail, np.array([True]), ("tail", "head"))
     assert "delta_hits@1_tail" not in only_tail["m@4"]
@@ -282,8 +327,7 @@ def test_side_split_weights_to_the_whole():
 
 def test_margin_halves_split_at_the_median():
     ref = np.ones(6)
-    arms = {"reference": {"ranks": ref.tolist()},
-            "m@4": {"ranks": [2.0, 1.0, 3.0, 1.0, 1.0, 5.0]}}
+    arms = {"reference": {"ranks": ref.tolist()}, "m@4": {"ranks": [2.0, 1.0, 3.0, 1.0, 1.0, 5.0]}}
     margins = np.array([0.1, 2.0, 0.3, 0.2, 3.0, 4.0])  # low half: facts 0, 2, 3; high: 1, 4, 5
     add_margin_halves(arms, margins)
     assert arms["m@4"]["delta_hits@1_low_margin"] == pytest.approx(2 / 3)  # facts 0 and 2 lost
@@ -300,16 +344,32 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
 
     out = tmp_path / "nec"
     with make_progress() as progress:
-        res = run_necessity(NecessityConfig(model_dir=str(tiny_umls), train=str(umls_dir / "train.txt"),
-                                            output_dir=str(out), n=1000, ks=[1, 2], methods=["tracin", "degree"],
-                                            bootstrap=50, device="cpu", checkpoints=["final"]), progress=progress)
+        res = run_necessity(
+            NecessityConfig(
+                model_dir=str(tiny_umls),
+                train=str(umls_dir / "train.txt"),
+                output_dir=str(out),
+                n=1000,
+                ks=[1, 2],
+                methods=["tracin", "degree"],
+                bootstrap=50,
+                device="cpu",
+                checkpoints=["final"],
+            ),
+            progress=progress,
+        )
     assert [(t.description, t.total, t.completed) for t in progress.tasks] == [("retrain", 8, 8)]  # 4 arms × 2 k
     # every (test triple, side) the run ranks first, found by scoring every entity at once
     from tracegraph.kg.model.model_io import load_model
+
     lm = load_model(tiny_umls)
     R = len(lm.relations)
-    filt = np.concatenate([encode_triples(read_labeled_triples(umls_dir / f), lm.entities, lm.relations)
-                           for f in ("train.txt", "test.txt")])  # the run's filter (tiny_umls has no valid file)
+    filt = np.concatenate(
+        [
+            encode_triples(read_labeled_triples(umls_dir / f), lm.entities, lm.relations)
+            for f in ("train.txt", "test.txt")
+        ]
+    )  # the run's filter (tiny_umls has no valid file)
     known = KnownTails([with_reciprocals(filt, R)], lm.model.config.num_relation_rows)
     test_ids = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)
     e, r = lm.entities.labels, lm.relations.labels
@@ -319,7 +379,9 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
         with torch.no_grad():
             scores = lm.model.eval().score_all(torch.as_tensor(test_ids[:, q]), torch.as_tensor(rels)).numpy()
         for j, (x, y, z) in enumerate(test_ids):
-            others = np.setdiff1d(np.arange(scores.shape[1]), [*known.tails_of(int(test_ids[j, q]), int(rels[j])), test_ids[j, ans]])
+            others = np.setdiff1d(
+                np.arange(scores.shape[1]), [*known.tails_of(int(test_ids[j, q]), int(rels[j])), test_ids[j, ans]]
+            )
             if (scores[j, others] < scores[j, test_ids[j, ans]]).all():
                 first.add((e[x], r[y], e[z], side))
     assert {(*f, s) for f, s in zip(res["facts"], res["fact_sides"])} == first  # n is above their number
@@ -327,7 +389,9 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
     assert n == len(first) and all(r == 1.0 for r in res["base_ranks"])
     head = np.array(res["fact_sides"]) == "head"
     assert head.any() and not head.all()  # a reciprocal run: facts on both sides
-    assert res["environment"]["torch_threads"] == torch.get_num_threads() and res["environment"]["explain_device"] == "cpu"
+    assert (
+        res["environment"]["torch_threads"] == torch.get_num_threads() and res["environment"]["explain_device"] == "cpu"
+    )
     arms = res["seeds"]["0"]
     assert set(arms) == {"reference", *(f"{a}@{k}" for a in ("tracin", "degree", "neighbour", "far") for k in (1, 2))}
     lt = read_labeled_triples(umls_dir / "train.txt")
@@ -343,7 +407,9 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
         ends = [(f[0], f[2]) for f in res["facts"]]
         touching = [any(h in e or t in e for e in ends) for h, _, t in removed]
         # at each fact: the removed triples touching its head or tail, by a plain count
-        assert arm["removed_at_fact"] == pytest.approx(np.mean([sum(h in e or t in e for h, _, t in removed) for e in ends]))
+        assert arm["removed_at_fact"] == pytest.approx(
+            np.mean([sum(h in e or t in e for h, _, t in removed) for e in ends])
+        )
         if not name.startswith("far"):  # explanations and neighbour draws: candidates touch their fact
             assert all(touching)
         rc = json.loads((out / "retrains" / f"seed0_{name.replace('@', '_k')}" / "run" / "config.json").read_text())
@@ -368,8 +434,9 @@ def test_necessity_end_to_end(tiny_umls, umls_dir, tmp_path):
             if f"delta_hits@1_{part}" in a:
                 other = "high_margin" if part == "low_margin" else "head"
                 n_part = mask.sum()
-                assert (n_part * a[f"delta_hits@1_{part}"] + (len(mask) - n_part) * a[f"delta_hits@1_{other}"]) / n == \
-                    pytest.approx(a["delta_hits@1"])
+                assert (
+                    n_part * a[f"delta_hits@1_{part}"] + (len(mask) - n_part) * a[f"delta_hits@1_{other}"]
+                ) / n == pytest.approx(a["delta_hits@1"])
         assert "delta_hits@1_tail" in a
 
 
@@ -378,8 +445,28 @@ def test_cli_necessity_prints_the_arms_not_the_retrains_epochs(tiny_umls, umls_d
     from tests.conftest import run_cli
 
     out = tmp_path / "cli"
-    res = run_cli(["fidelity", "necessity", "--model-dir", tiny_umls, "--train", umls_dir / "train.txt", "--n", "2",
-                   "--k", "1", "--method", "degree", "--bootstrap", "20", "--device", "cpu", "-o", out])
+    res = run_cli(
+        [
+            "fidelity",
+            "necessity",
+            "--model-dir",
+            tiny_umls,
+            "--train",
+            umls_dir / "train.txt",
+            "--n",
+            "2",
+            "--k",
+            "1",
+            "--method",
+            "degree",
+            "--bootstrap",
+            "20",
+            "--device",
+            "cpu",
+            "-o",
+            out,
+        ]
+    )
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert [ln.split(":")[0] for ln in lines[:3]] == ["neighbour@1", "far@1", "degree@1"]
@@ -396,8 +483,21 @@ def test_explain_method_relatif_is_tracin_over_root_self_influence(tiny_umls, um
     from tests.conftest import run_cli
 
     (tmp_path / "t.txt").write_text("".join((umls_dir / "test.txt").read_text().splitlines(True)[:2]))
-    base = ["explain", "--model-dir", tiny_umls, "--train", umls_dir / "train.txt", "--test-triples", tmp_path / "t.txt",
-            "--device", "cpu", "--checkpoints", "final", "--n-hops", "1"]
+    base = [
+        "explain",
+        "--model-dir",
+        tiny_umls,
+        "--train",
+        umls_dir / "train.txt",
+        "--test-triples",
+        tmp_path / "t.txt",
+        "--device",
+        "cpu",
+        "--checkpoints",
+        "final",
+        "--n-hops",
+        "1",
+    ]
     r = run_cli(base + ["-o", tmp_path / "rel", "--method", "relatif", "--loss", "score"])
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(open(next((tmp_path / "rel").glob("triple_000_*.csv")))))
@@ -434,7 +534,9 @@ def test_path_lengths_equal_networkx_on_random_graphs():
     rng = np.random.default_rng(0)
     for _ in range(60):
         n = int(rng.integers(2, 30))
-        cand = np.stack([rng.integers(0, n, 50), np.zeros(50, np.int64), rng.integers(0, n, 50)], 1)[:rng.integers(1, 50)]
+        cand = np.stack([rng.integers(0, n, 50), np.zeros(50, np.int64), rng.integers(0, n, 50)], 1)[
+            : rng.integers(1, 50)
+        ]
         fact = (int(rng.integers(0, n + 2)), 0, int(rng.integers(0, n + 2)))  # n, n+1: not in the graph
         np.testing.assert_array_equal(path_lengths(cand[:, [0, 2]], fact[0], fact[2]), networkx_walks(cand, fact))
 
@@ -449,11 +551,21 @@ def test_tracin_path_orders_by_networkx_path_shell_then_tracin(tiny_umls, umls_d
     lm = load_model(tiny_umls)
     train_ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
     facts = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:2]
-    subsets = [np.flatnonzero(np.isin(train_ids[:, 0], f[[0, 2]]) | np.isin(train_ids[:, 2], f[[0, 2]]))[:60]
-               for f in facts]
+    subsets = [
+        np.flatnonzero(np.isin(train_ids[:, 0], f[[0, 2]]) | np.isin(train_ids[:, 2], f[[0, 2]]))[:60] for f in facts
+    ]
     ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
-    keys = method_keys_all(["tracin-path", "tracin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids,
-                           facts=facts, subsets=subsets, known=None, opts=MethodOptions(), device=torch.device("cpu"))
+    keys = method_keys_all(
+        ["tracin-path", "tracin"],
+        model=lm.model,
+        checkpoints=ckpts,
+        train_ids=train_ids,
+        facts=facts,
+        subsets=subsets,
+        known=None,
+        opts=MethodOptions(),
+        device=torch.device("cpu"),
+    )
     for j, (f, rows) in enumerate(zip(facts, subsets)):
         shell = networkx_walks(train_ids[rows], f)
         tracin = np.asarray(keys["tracin"][j][0])
@@ -508,9 +620,18 @@ def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tin
         assert list(rival) == list(want)
     subsets = [np.arange(0, 30), np.arange(20, 50), np.array([7, 300, 800])]
     ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
-    keys = method_keys_all(["tracin-margin"], model=lm.model, checkpoints=ckpts, train_ids=train_ids, facts=facts,
-                           subsets=subsets, known=known, opts=MethodOptions(loss=loss), device=torch.device("cpu"),
-                           head_side=side)
+    keys = method_keys_all(
+        ["tracin-margin"],
+        model=lm.model,
+        checkpoints=ckpts,
+        train_ids=train_ids,
+        facts=facts,
+        subsets=subsets,
+        known=known,
+        opts=MethodOptions(loss=loss),
+        device=torch.device("cpu"),
+        head_side=side,
+    )
     union = np.unique(np.concatenate(subsets))
     _, ref = _margin_reference(tiny_umls, train_ids, facts, rivals, union, loss)
     for j, rows in enumerate(subsets):
@@ -531,8 +652,14 @@ def test_one_default_method_everywhere():
     from tracegraph.kg.explain.methods import default_method
 
     assert ExplainConfig("m", "t", "x", "o").method is None  # resolved by run_explain from the loss
-    assert default_method("logit") == default_method("score") == DEFAULT_EXPLAINER and default_method("train-loss") == "tracin"
-    assert NecessityConfig("m", "t", "o").methods == [DEFAULT_EXPLAINER] and Preset().necessity_methods[0] == DEFAULT_EXPLAINER
+    assert (
+        default_method("logit") == default_method("score") == DEFAULT_EXPLAINER
+        and default_method("train-loss") == "tracin"
+    )
+    assert (
+        NecessityConfig("m", "t", "o").methods == [DEFAULT_EXPLAINER]
+        and Preset().necessity_methods[0] == DEFAULT_EXPLAINER
+    )
     assert inspect.signature(necessity).parameters["method"].default.default == DEFAULT_EXPLAINER
 
 
@@ -550,11 +677,29 @@ def test_tracin_margin_path_orders_by_networkx_shell_then_brute_force_margin(tin
     facts = facts[[j for j, f in enumerate(facts) if direct(f).sum() >= 2][:3]]  # facts with direct head–tail edges
     known = KnownTails([with_reciprocals(train_ids, len(lm.relations))], lm.model.config.num_relation_rows)
     # candidates touching the fact (the necessity test's) plus far rows, and the fact itself where it is a training row
-    subsets = [np.unique(np.concatenate([np.flatnonzero(np.isin(train_ids[:, 0], f[[0, 2]]) | np.isin(train_ids[:, 2], f[[0, 2]]))[:40],
-                                         np.arange(100, 130)])) for f in facts]
+    subsets = [
+        np.unique(
+            np.concatenate(
+                [
+                    np.flatnonzero(np.isin(train_ids[:, 0], f[[0, 2]]) | np.isin(train_ids[:, 2], f[[0, 2]]))[:40],
+                    np.arange(100, 130),
+                ]
+            )
+        )
+        for f in facts
+    ]
     ckpts = sorted((tiny_umls / "checkpoints").glob("epoch_*.pt"))
-    keys = method_keys_all(["tracin-margin-path"], model=lm.model, checkpoints=ckpts, train_ids=train_ids, facts=facts,
-                           subsets=subsets, known=known, opts=MethodOptions(), device=torch.device("cpu"))
+    keys = method_keys_all(
+        ["tracin-margin-path"],
+        model=lm.model,
+        checkpoints=ckpts,
+        train_ids=train_ids,
+        facts=facts,
+        subsets=subsets,
+        known=known,
+        opts=MethodOptions(),
+        device=torch.device("cpu"),
+    )
     union = np.unique(np.concatenate(subsets))
     _, ref = _margin_reference(tiny_umls, train_ids, facts, competitors(lm.model, facts, known), union, "logit")
     seen, merged_differs = set(), False
@@ -598,7 +743,9 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     train_ids = encode_triples(read_labeled_triples(tmp_path / "train.txt"), lm.entities, lm.relations)
     facts = encode_triples(read_labeled_triples(tmp_path / "test.txt"), lm.entities, lm.relations)
     # the run's filter: its train and test files (tiny_umls has no valid file)
-    filt = np.concatenate([full_train, encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)])
+    filt = np.concatenate(
+        [full_train, encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)]
+    )
     rivals = facts.copy()
     known = KnownTails([with_reciprocals(filt, len(lm.relations))], lm.model.config.num_relation_rows)
     head = side == "head"
@@ -607,9 +754,18 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
     extra = ({} if explainer is None else {"method": explainer}) | ({"side": side} if head else {})
     for top_k in (None, 3):
         out = tmp_path / f"out{top_k}"
-        summary = explain_files(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
-                                            test_triples=str(tmp_path / "test.txt"), output_dir=str(out), top_k=top_k,
-                                            device="cpu", batch_size=32, **extra))
+        summary = explain_files(
+            ExplainConfig(
+                model_dir=str(tiny_umls),
+                train=str(tmp_path / "train.txt"),
+                test_triples=str(tmp_path / "test.txt"),
+                output_dir=str(out),
+                top_k=top_k,
+                device="cpu",
+                batch_size=32,
+                **extra,
+            )
+        )
         assert summary["method"] == (explainer or "tracin-margin-path") and summary["loss"] == "logit"
         assert summary["explained"] == 2
         for j, path in enumerate(sorted(out.glob("*_tracin.csv"))):
@@ -627,13 +783,15 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             # with --top-k: the first k of the order with a positive margin, then the k most negative
             against = sorted((i for i in range(len(train_ids)) if margin[j, i] < 0), key=lambda i: (margin[j, i], i))
             if not walked:
-                want = by_margin if top_k is None else [i for i in by_margin if margin[j, i] > 0][:top_k] + against[:top_k]
+                want = (
+                    by_margin if top_k is None else [i for i in by_margin if margin[j, i] > 0][:top_k] + against[:top_k]
+                )
             else:
                 walk = networkx_walks(train_ids, facts[j])
                 assert [float(r[15]) for r in rows[1:]] == walk[col].tolist()
                 shell = np.where(np.isfinite(walk), np.maximum(walk, 2), np.inf)
                 order = sorted(range(len(train_ids)), key=lambda i: (shell[i], -margin[j, i], i))
-                assert len(set(shell[np.isfinite(shell)])) > 1 and order[:top_k or 20] != by_margin[:top_k or 20]
+                assert len(set(shell[np.isfinite(shell)])) > 1 and order[: top_k or 20] != by_margin[: top_k or 20]
                 want = order if top_k is None else [i for i in order if margin[j, i] > 0][:top_k] + against[:top_k]
             assert col == want
             assert [r[-1] for r in rows[1:]] == ["opponent" if margin[j, i] < 0 else "proponent" for i in want]
@@ -648,16 +806,23 @@ def test_explain_default_is_the_logit_margin_against_brute_force(tiny_umls, umls
             assert meta["rival"]["logit_margin"] == pytest.approx(s_fact - s_rival, abs=1e-5)
     if explainer is None and not head:  # a filtered subgraph per test triple: walks inside it, not the whole graph
         sub = {tuple(f[[0, 2]]): np.flatnonzero(np.isin(train_ids[:, [0, 2]], f[[0, 2]]).any(1))[::2] for f in facts}
-        explain_files(ExplainConfig(model_dir=str(tiny_umls), train=str(tmp_path / "train.txt"),
-                                  test_triples=str(tmp_path / "test.txt"), output_dir=str(tmp_path / "sub"),
-                                  device="cpu", batch_size=32), lambda h, t: sub[(h, t)])
+        explain_files(
+            ExplainConfig(
+                model_dir=str(tiny_umls),
+                train=str(tmp_path / "train.txt"),
+                test_triples=str(tmp_path / "test.txt"),
+                output_dir=str(tmp_path / "sub"),
+                device="cpu",
+                batch_size=32,
+            ),
+            lambda h, t: sub[(h, t)],
+        )
         for f, path in zip(facts, sorted((tmp_path / "sub").glob("*_tracin.csv"))):
             rows = list(csv.reader(open(path, newline="")))[1:]
             ids = [(lm.entities.id(r[6]), lm.relations.id(r[8]), lm.entities.id(r[10])) for r in rows]
             cand = train_ids[sub[tuple(f[[0, 2]])]]
             walk = dict(zip(map(tuple, cand.tolist()), networkx_walks(cand, f)))
             assert len(rows) == len(cand) and [float(r[15]) for r in rows] == [walk[x] for x in ids]
-
 
 
 def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
@@ -667,15 +832,29 @@ def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
     from tracegraph.kg.outputs import explain_files
 
     run = tmp_path / "run"
-    train(TrainConfig(train=str(umls_dir / "train.txt"), test=str(umls_dir / "test.txt"), output_dir=str(run),
-                      epochs=1, batch_size=512, model=dict(TINY, reciprocal=False)))
+    train(
+        TrainConfig(
+            train=str(umls_dir / "train.txt"),
+            test=str(umls_dir / "test.txt"),
+            output_dir=str(run),
+            epochs=1,
+            batch_size=512,
+            model=dict(TINY, reciprocal=False),
+        )
+    )
     common = dict(model_dir=str(run), train=str(umls_dir / "train.txt"), device="cpu")
     with pytest.raises(TracegraphError, match="side head needs a model with reciprocal relations"):
-        explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
-                                  side="head"))
+        explain_files(
+            ExplainConfig(
+                **common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"), side="head"
+            )
+        )
     with pytest.raises(TracegraphError, match="side must be tail or head"):
-        explain_files(ExplainConfig(**common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"),
-                                  side="both"))
+        explain_files(
+            ExplainConfig(
+                **common, test_triples=str(umls_dir / "test.txt"), output_dir=str(tmp_path / "x"), side="both"
+            )
+        )
     for sides in ("head", "both"):
         with pytest.raises(TracegraphError, match=f"--sides {sides}: head-side facts need a model with reciprocal"):
             run_necessity(NecessityConfig(**common, output_dir=str(tmp_path / "n"), sides=sides))
@@ -689,9 +868,15 @@ def test_summary_over_seeds_carries_counts_intervals_and_above_far():
     per_seed = {}
     for seed, (far, arm) in {"0": ([1.0, 1, 1, 2], [3.0, 2, 1, 2]), "1": ([1.0, 1, 1, 1], [5.0, 1, 1, 1])}.items():
         far, arm = np.array(far), np.array(arm)
-        arms = {"reference": {"ranks": ref.tolist()},
-                "far@4": dict(summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist(), triples_removed=8, removed_at_fact=0.0),
-                "m@4": dict(summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist(), triples_removed=8, removed_at_fact=2.0)}
+        arms = {
+            "reference": {"ranks": ref.tolist()},
+            "far@4": dict(
+                summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist(), triples_removed=8, removed_at_fact=0.0
+            ),
+            "m@4": dict(
+                summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist(), triples_removed=8, removed_at_fact=2.0
+            ),
+        }
         add_above_far(arms, [4], 200, 0)
         per_seed[seed] = arms
     out = across_seeds(per_seed, ["far", "m"], [4])

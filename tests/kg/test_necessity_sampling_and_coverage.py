@@ -6,12 +6,7 @@ import numpy as np
 import pytest
 
 from tracegraph.kg.explain.necessity import arm_rows, choose_facts
-from tracegraph.kg.explain.necessity_summary import (
-    across_seeds,
-    bootstrap_mean,
-    removed_at_fact,
-    summarize_arm,
-)
+from tracegraph.kg.explain.necessity_summary import across_seeds, bootstrap_mean, removed_at_fact, summarize_arm
 
 # --------------------------------------------------------------------------- which facts
 
@@ -46,8 +41,22 @@ def test_every_rank_one_fact_is_equally_likely_to_be_drawn():
 # --------------------------------------------------------------------------- random arms
 
 
-TRAIN = np.array([[0, 0, 1], [0, 1, 2], [3, 0, 1], [2, 1, 3], [4, 0, 5], [5, 1, 6], [1, 2, 0], [6, 0, 4],
-                  [7, 1, 8], [8, 0, 9], [2, 2, 2], [0, 0, 1]])  # the fact (0, 0, 1) twice: rows 0 and 11
+TRAIN = np.array(
+    [
+        [0, 0, 1],
+        [0, 1, 2],
+        [3, 0, 1],
+        [2, 1, 3],
+        [4, 0, 5],
+        [5, 1, 6],
+        [1, 2, 0],
+        [6, 0, 4],
+        [7, 1, 8],
+        [8, 0, 9],
+        [2, 2, 2],
+        [0, 0, 1],
+    ]
+)  # the fact (0, 0, 1) twice: rows 0 and 11
 
 
 def test_far_arm_draws_from_exactly_the_rows_not_touching_the_fact():
@@ -128,9 +137,20 @@ def test_removed_triples_at_each_fact_by_hand():
 
 def test_across_seeds_mean_min_max_by_hand():
     def arm(d, mrr, flipped):
-        return {"delta_hits@1": d, "delta_mrr": mrr, "hits@1": 1 - d, "mrr": 0.5, "mean_rank": 2.0,
-                "flipped": flipped, "gained": 0, "triples_removed": 3, "removed_at_fact": 1.0,
-                "delta_hits@1_ci95": [d - 0.1, d + 0.1], "delta_mrr_ci95": [mrr - 0.1, mrr + 0.1]}
+        return {
+            "delta_hits@1": d,
+            "delta_mrr": mrr,
+            "hits@1": 1 - d,
+            "mrr": 0.5,
+            "mean_rank": 2.0,
+            "flipped": flipped,
+            "gained": 0,
+            "triples_removed": 3,
+            "removed_at_fact": 1.0,
+            "delta_hits@1_ci95": [d - 0.1, d + 0.1],
+            "delta_mrr_ci95": [mrr - 0.1, mrr + 0.1],
+        }
+
     per_seed = {"0": {"far@1": arm(0.1, 0.2, 1)}, "1": {"far@1": arm(0.3, 0.0, 3)}, "2": {"far@1": arm(0.2, 0.1, 2)}}
     e = across_seeds(per_seed, ["far"], [1])["far@1"]
     assert e["flipped"] == pytest.approx({"mean": 2.0, "min": 1.0, "max": 3.0})

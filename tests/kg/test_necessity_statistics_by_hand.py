@@ -129,9 +129,21 @@ def test_adjacent_float32_margins_still_split_in_two():
 
 
 def _seed_arm(d, ci, above_ci, removed, at_fact):
-    return {"delta_hits@1": d, "delta_mrr": d / 2, "hits@1": 1 - d, "mrr": 0.5, "mean_rank": 2.0, "flipped": 1,
-            "gained": 0, "triples_removed": removed, "removed_at_fact": at_fact, "delta_hits@1_ci95": ci,
-            "delta_mrr_ci95": ci, "above_far_hits@1": d / 4, "above_far_hits@1_ci95": above_ci}
+    return {
+        "delta_hits@1": d,
+        "delta_mrr": d / 2,
+        "hits@1": 1 - d,
+        "mrr": 0.5,
+        "mean_rank": 2.0,
+        "flipped": 1,
+        "gained": 0,
+        "triples_removed": removed,
+        "removed_at_fact": at_fact,
+        "delta_hits@1_ci95": ci,
+        "delta_mrr_ci95": ci,
+        "above_far_hits@1": d / 4,
+        "above_far_hits@1_ci95": above_ci,
+    }
 
 
 def test_one_seed_summary_carries_its_own_intervals_and_counts():
@@ -143,8 +155,10 @@ def test_one_seed_summary_carries_its_own_intervals_and_counts():
 
 
 def test_summary_takes_the_first_seeds_intervals_and_the_mean_removed_at_fact():
-    per_seed = {"0": {"m@2": _seed_arm(0.5, [0.25, 0.75], [0.0, 0.5], 6, 1.0)},
-                "1": {"m@2": _seed_arm(0.25, [0.0, 0.5], [0.1, 0.2], 8, 2.0)}}
+    per_seed = {
+        "0": {"m@2": _seed_arm(0.5, [0.25, 0.75], [0.0, 0.5], 6, 1.0)},
+        "1": {"m@2": _seed_arm(0.25, [0.0, 0.5], [0.1, 0.2], 8, 2.0)},
+    }
     out = across_seeds(per_seed, ["m"], [2])["m@2"]
     assert out["above_far_hits@1_ci95_first_seed"] == [0.0, 0.5]
     assert out["triples_removed"] == 6  # the first seed's count
@@ -154,11 +168,15 @@ def test_summary_takes_the_first_seeds_intervals_and_the_mean_removed_at_fact():
 # --------------------------------------------------------------------------- necessity.md
 
 
-HEADER = ("| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
-          "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |\n"
-          "|---|---|---|---|---|---|---|---|---|---|\n")
-INTRO = ("Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
-         "(docs/demo.md, 'Necessity').\n\n")
+HEADER = (
+    "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
+    "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|\n"
+)
+INTRO = (
+    "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
+    "(docs/demo.md, 'Necessity').\n\n"
+)
 
 
 def _stat(mean, lo=None, hi=None):
@@ -166,32 +184,67 @@ def _stat(mean, lo=None, hi=None):
 
 
 def _summary_entry(**extra):
-    e = {"delta_hits@1": _stat(0.25, 0.125, 0.375), "delta_hits@1_ci95_first_seed": [0.05, 0.45],
-         "delta_mrr": _stat(0.125), "hits@1": _stat(0.5), "mean_rank": _stat(2.25), "triples_removed": 12,
-         "removed_at_fact": 1.5}
+    e = {
+        "delta_hits@1": _stat(0.25, 0.125, 0.375),
+        "delta_hits@1_ci95_first_seed": [0.05, 0.45],
+        "delta_mrr": _stat(0.125),
+        "hits@1": _stat(0.5),
+        "mean_rank": _stat(2.25),
+        "triples_removed": 12,
+        "removed_at_fact": 1.5,
+    }
     e.update(extra)
     return e
 
 
 def test_necessity_markdown_written_out_by_hand():
-    res = {"n_facts": 3, "seeds": {"0": {}, "1": {}}, "summary": {
-        "tracin-margin@4": _summary_entry(**{
-            "above_far_hits@1": _stat(0.125), "above_far_hits@1_ci95_first_seed": [0.0, 0.25],
-            "delta_hits@1_low_margin": _stat(0.5), "delta_hits@1_high_margin": _stat(0.0),
-            "delta_hits@1_tail": _stat(0.3), "delta_hits@1_head": _stat(0.2)}),
-        "far@4": _summary_entry(**{"delta_hits@1": _stat(0.1, 0.0, 0.2), "delta_hits@1_ci95_first_seed": [-0.1, 0.3],
-                                   "delta_mrr": _stat(0.05), "hits@1": _stat(0.75), "mean_rank": _stat(1.5),
-                                   "removed_at_fact": 0.5})}}
+    res = {
+        "n_facts": 3,
+        "seeds": {"0": {}, "1": {}},
+        "summary": {
+            "tracin-margin@4": _summary_entry(
+                **{
+                    "above_far_hits@1": _stat(0.125),
+                    "above_far_hits@1_ci95_first_seed": [0.0, 0.25],
+                    "delta_hits@1_low_margin": _stat(0.5),
+                    "delta_hits@1_high_margin": _stat(0.0),
+                    "delta_hits@1_tail": _stat(0.3),
+                    "delta_hits@1_head": _stat(0.2),
+                }
+            ),
+            "far@4": _summary_entry(
+                **{
+                    "delta_hits@1": _stat(0.1, 0.0, 0.2),
+                    "delta_hits@1_ci95_first_seed": [-0.1, 0.3],
+                    "delta_mrr": _stat(0.05),
+                    "hits@1": _stat(0.75),
+                    "mean_rank": _stat(1.5),
+                    "removed_at_fact": 0.5,
+                }
+            ),
+        },
+    }
     assert necessity_markdown(res) == (
-        "## Necessity (3 facts, seeds 0, 1)\n\n" + INTRO + HEADER +
-        "| tracin-margin | 4 | 0.250 [0.125, 0.375] (0.050–0.450) | 0.125 (0.000–0.250) | 0.500 / 0.000 "
+        "## Necessity (3 facts, seeds 0, 1)\n\n"
+        + INTRO
+        + HEADER
+        + "| tracin-margin | 4 | 0.250 [0.125, 0.375] (0.050–0.450) | 0.125 (0.000–0.250) | 0.500 / 0.000 "
         "| 0.300 / 0.200 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
-        "| far | 4 | 0.100 [0.000, 0.200] (-0.100–0.300) | — | — | — | 0.050 | 0.750 | 1.50 | 12 (0.5) |\n")
+        "| far | 4 | 0.100 [0.000, 0.200] (-0.100–0.300) | — | — | — | 0.050 | 0.750 | 1.50 | 12 (0.5) |\n"
+    )
 
 
 def test_necessity_markdown_of_one_seed_has_no_spread():
-    res = {"n_facts": 2, "seeds": {"5": {}}, "summary": {"neighbour@1": _summary_entry(**{
-        "delta_hits@1_tail": _stat(1.0), "delta_hits@1_head": _stat(0.0)})}}
+    res = {
+        "n_facts": 2,
+        "seeds": {"5": {}},
+        "summary": {
+            "neighbour@1": _summary_entry(**{"delta_hits@1_tail": _stat(1.0), "delta_hits@1_head": _stat(0.0)})
+        },
+    }
     assert necessity_markdown(res) == (
-        "## Necessity (2 facts, seeds 5)\n\n" + INTRO + HEADER +
-        "| neighbour | 1 | 0.250 (0.050–0.450) | — | — | 1.000 / 0.000 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n")
+        "## Necessity (2 facts, seeds 5)\n\n"
+        + INTRO
+        + HEADER
+        + "| neighbour | 1 | 0.250 (0.050–0.450) | — | — | 1.000 / 0.000 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
+    )

@@ -36,6 +36,7 @@ def reference(ids: np.ndarray, n: int, h: int, t: int, o: FilterOptions) -> list
     nodes = (set(dh) & set(dt)) | {h, t}
     rows = [r for r, (a, _, b) in enumerate(ids.tolist()) if a in nodes and b in nodes]
     if not o.strict_path:
+
         def keep(r):
             a, b = ids[r, 0], ids[r, 2]
             if o.preserve_test_edges and {a, b} & {h, t}:
@@ -75,8 +76,16 @@ def ref_on_path(ids, rows, h, t, L, r) -> bool:
 
 
 ALL_OPTIONS = [
-    FilterOptions(n_hops=nh, min_degree=md, preserve_test_edges=pr, strict_hop=sh,
-                  path_filtering=pf, max_path_length=L, strict_path=spf, edges_only=eo)
+    FilterOptions(
+        n_hops=nh,
+        min_degree=md,
+        preserve_test_edges=pr,
+        strict_hop=sh,
+        path_filtering=pf,
+        max_path_length=L,
+        strict_path=spf,
+        edges_only=eo,
+    )
     for nh, md, pr, sh, eo in itertools.product((1, 2, 3), (1, 2, 3, 4), (True, False), (True, False), (True, False))
     for pf, L, spf in [(False, 3, False)] + [(True, L, s) for L in (1, 2, 3, 4) for s in (False, True)]
 ]
@@ -138,8 +147,10 @@ def test_path_edges_match_all_simple_paths(graph, L, dense):
 
 def test_hand_made_cases_for_simple_paths():
     # h=0, t=3. Walk 0-1-0-... is not simple; 0-1-2-3 and triangle tricks.
-    ids = np.array([[0, 0, 1], [1, 0, 2], [2, 0, 3], [1, 0, 3], [0, 0, 4], [4, 0, 0], [4, 0, 4],
-                    [5, 0, 1], [5, 0, 0]], dtype=np.int64)
+    ids = np.array(
+        [[0, 0, 1], [1, 0, 2], [2, 0, 3], [1, 0, 3], [0, 0, 4], [4, 0, 0], [4, 0, 4], [5, 0, 1], [5, 0, 0]],
+        dtype=np.int64,
+    )
     on = _path_edges(ids[:, 0], ids[:, 2], 0, 3, 3)
     # 0-4 (both directions) and the loop 4-4 lead nowhere; 1-2 is on 0-1-2-3; 5-1 on 0-5-1-3
     assert on.tolist() == [True, True, True, True, False, False, False, True, True]
@@ -244,8 +255,11 @@ def test_unwritable_cache_location_falls_back(tmp_path, monkeypatch, caplog):
 
 def _graph_files(tmp_path):
     train = tmp_path / "train.txt"
-    train.write_text("".join(f"{a}\trel\t{b}\n" for a, b in
-                             [("x:1", "y/2"), ("y/2", "z 3"), ("z 3", "x:1"), ("z 3", "w"), ("w", "v")]))
+    train.write_text(
+        "".join(
+            f"{a}\trel\t{b}\n" for a, b in [("x:1", "y/2"), ("y/2", "z 3"), ("z 3", "x:1"), ("z 3", "w"), ("w", "v")]
+        )
+    )
     return train
 
 
@@ -254,8 +268,22 @@ def test_cli_directory_mode_with_unknown_entity(tmp_path):
     test = tmp_path / "test.txt"
     test.write_text("x:1\trel\tz 3\nnope\trel\tw\ny/2\tother\tw\n")
     out = tmp_path / "out"
-    res = run_cli(["filter", "--train", train, "--test-triples", test, "--output", out,
-                   "--n-hops", "1", "--min-degree", "1", "--no-cache"])
+    res = run_cli(
+        [
+            "filter",
+            "--train",
+            train,
+            "--test-triples",
+            test,
+            "--output",
+            out,
+            "--n-hops",
+            "1",
+            "--min-degree",
+            "1",
+            "--no-cache",
+        ]
+    )
     assert res.exit_code == 0, res.output
     files = sorted(p.name for p in out.iterdir())
     assert files == ["filter_summary.json", "triple_000_x_1_z_3_train.txt", "triple_002_y_2_w_train.txt"]
@@ -273,11 +301,29 @@ def test_cli_single_triple_file_and_unknown_entity(tmp_path):
     test = tmp_path / "one.txt"
     test.write_text("x:1\trel\tv\n")
     out = tmp_path / "filtered.txt"
-    res = run_cli(["filter", "--train", train, "--test-triples", test, "--output", out, "--n-hops", "3",
-                   "--path-filtering", "--max-total-path-length", "3", "--save-edges-only"])
+    res = run_cli(
+        [
+            "filter",
+            "--train",
+            train,
+            "--test-triples",
+            test,
+            "--output",
+            out,
+            "--n-hops",
+            "3",
+            "--path-filtering",
+            "--max-total-path-length",
+            "3",
+            "--save-edges-only",
+        ]
+    )
     assert res.exit_code == 0, res.output
     assert out.read_text().splitlines() == ["z 3\trel\tx:1", "z 3\trel\tw", "w\trel\tv"]
     assert not list(tmp_path.glob("*.tgindex.npz"))  # the index went to the user cache, not beside the data
     test.write_text("x:1\trel\tmissing\n")
-    run_cli_error(["filter", "--train", train, "--test-triples", test, "--output", out], tmp_path,
-                  contains="'missing' is not in the training graph")  # the earlier output stays as it was
+    run_cli_error(
+        ["filter", "--train", train, "--test-triples", test, "--output", out],
+        tmp_path,
+        contains="'missing' is not in the training graph",
+    )  # the earlier output stays as it was

@@ -44,18 +44,35 @@ def test_path_length_is_checked_only_when_paths_are_used():
         with pytest.raises(TracegraphError, match=r"^--max-total-path-length must be >= 1, got 0$"):
             FilterOptions(max_path_length=0, **kw)
     # --strict-path-filtering alone implies path filtering
-    assert [FilterOptions(path_filtering=p, strict_path=s).uses_paths
-            for p, s in ((False, False), (True, False), (False, True), (True, True))] == [False, True, True, True]
+    assert [
+        FilterOptions(path_filtering=p, strict_path=s).uses_paths
+        for p, s in ((False, False), (True, False), (False, True), (True, True))
+    ] == [False, True, True, True]
 
 
 # --------------------------------------------------------------------------- statistics
 
 
 def test_stats_are_the_documented_numbers():
-    res = FilterResult(head=4, tail=5, triple_rows=np.array([1, 2, 7]), hop_nodes=6, nodes_kept=4,
-                       edges_kept=3, total_edges=12, seconds=0.25)
-    assert res.stats() == {"hop_nodes": 6, "nodes_kept": 4, "edges_kept": 3, "total_edges": 12,
-                           "seconds": 0.25, "kept_fraction": 0.25, "reduction_ratio": 0.75}
+    res = FilterResult(
+        head=4,
+        tail=5,
+        triple_rows=np.array([1, 2, 7]),
+        hop_nodes=6,
+        nodes_kept=4,
+        edges_kept=3,
+        total_edges=12,
+        seconds=0.25,
+    )
+    assert res.stats() == {
+        "hop_nodes": 6,
+        "nodes_kept": 4,
+        "edges_kept": 3,
+        "total_edges": 12,
+        "seconds": 0.25,
+        "kept_fraction": 0.25,
+        "reduction_ratio": 0.75,
+    }
     empty = FilterResult(0, 0, np.array([], dtype=np.int64), 1, 0, 0, 0, 0.0)
     assert (empty.kept_fraction, empty.reduction_ratio) == (0.0, 1.0)  # no training triples: no division
 
@@ -81,7 +98,9 @@ def test_filter_statistics_on_a_hand_made_graph():
 def test_head_or_tail_outside_the_graph_is_refused_by_name():
     index = GraphIndex.build(np.array([[0, 0, 1], [1, 0, 2]]), 3)
     for h, t, word, x in ((3, 0, "head", 3), (0, 3, "tail", 3), (-1, 0, "head", -1), (0, -1, "tail", -1)):
-        with pytest.raises(TracegraphError, match=rf"^{word} id {x} is not an entity of the training graph \(0\.\.2\)$"):
+        with pytest.raises(
+            TracegraphError, match=rf"^{word} id {x} is not an entity of the training graph \(0\.\.2\)$"
+        ):
             index.filter(h, t)
     assert index.filter(2, 0).head == 2 and index.filter(0, 2).tail == 2  # the last id is an entity
 
@@ -237,8 +256,10 @@ def test_damaged_or_stale_cache_is_rebuilt_and_replaced(tmp_path, monkeypatch, l
     logged.clear()
     idx = GraphIndex.load_or_build(train, ids, 3)
     assert idx.loaded_from is None and _same(idx, fresh)
-    assert any(line.startswith(f"graph index cache {cached} unreadable (") and line.endswith("); rebuilding")
-               for line in logged), logged
+    assert any(
+        line.startswith(f"graph index cache {cached} unreadable (") and line.endswith("); rebuilding")
+        for line in logged
+    ), logged
     again = GraphIndex.load_or_build(train, ids, 3)  # the damaged file was replaced
     assert again.loaded_from == cached and _same(again, fresh)
     # a cache file of another key (e.g. a hash collision of the file name): stale, rebuilt
@@ -298,8 +319,11 @@ def test_unwritable_cache_is_reported_and_the_index_still_built(tmp_path, monkey
     assert idx.loaded_from is None and _same(idx, GraphIndex.build(ids, 2))
     (path,) = cache_paths("unused")
     # the reason is the OS's words for it (mkdir under a file: "Not a directory"), not the repr
-    assert any(line.startswith(f"cannot write graph index cache {tmp_path / 'blocker' / 'index'}") and
-               line.endswith(f" ({os.strerror(errno.ENOTDIR)})") for line in logged), logged
+    assert any(
+        line.startswith(f"cannot write graph index cache {tmp_path / 'blocker' / 'index'}")
+        and line.endswith(f" ({os.strerror(errno.ENOTDIR)})")
+        for line in logged
+    ), logged
     assert "graph index not cached (no writable location); it is rebuilt on every run" in logged
     assert not any(line.startswith("graph index cached at") for line in logged)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "train.txt"]
@@ -372,8 +396,9 @@ def _keep_graph():
     # h=0, t=5. Path 0-1-2-5; leaves on h and t in both orientations (3→0, 0→7, 5→4, 6→5);
     # a branch 1-8-9 given in both directions, so each orientation of an edge whose one end has
     # degree exactly 2 (node 8) and the other degree 1 (node 9) is present.
-    ids = np.array([[0, 0, 1], [1, 0, 2], [2, 0, 5], [3, 0, 0], [0, 0, 7], [5, 0, 4], [6, 0, 5],
-                    [1, 0, 8], [8, 0, 9], [9, 1, 8]])
+    ids = np.array(
+        [[0, 0, 1], [1, 0, 2], [2, 0, 5], [3, 0, 0], [0, 0, 7], [5, 0, 4], [6, 0, 5], [1, 0, 8], [8, 0, 9], [9, 1, 8]]
+    )
     degree = {0: 3, 1: 3, 2: 2, 3: 1, 4: 1, 5: 3, 6: 1, 7: 1, 8: 2, 9: 1}  # counted by hand
     return ids, 10, degree
 

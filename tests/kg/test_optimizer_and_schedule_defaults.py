@@ -104,7 +104,7 @@ def test_cosine_with_the_default_single_epoch_reaches_min_lr_after_it():
 
 def test_plateau_defaults_factor_half_patience_5_relative_threshold_1e_4():
     # a 1 % gain per evaluation is an improvement under a 1e-4 relative threshold; then flat
-    mrrs = [0.3 * 1.01 ** i for i in range(8)] + [0.3 * 1.01 ** 7] * 8
+    mrrs = [0.3 * 1.01**i for i in range(8)] + [0.3 * 1.01**7] * 8
     opt = _sgd()
     got = _rates(LRSchedule(opt, "plateau"), opt, len(mrrs), mrrs)
     want = naive_plateau(mrrs, 0.5, 5, 1e-4)

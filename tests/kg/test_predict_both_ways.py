@@ -38,19 +38,28 @@ def test_heads_of_a_reciprocal_model_are_its_inverse_query_ranked(run_dir):
 def test_heads_without_reciprocals_score_every_candidate_head(tmp_path):
     rows = [f"e{i}\tr{i % 2}\te{(3 * i + 1) % 9}" for i in range(18)]
     (tmp_path / "train.txt").write_text("\n".join(rows) + "\n")
-    run = tracegraph.train(train=tmp_path / "train.txt", output_dir=tmp_path / "run", epochs=1, batch_size=8,
-                           device="cpu", model=dict(TINY, reciprocal=False))
+    run = tracegraph.train(
+        train=tmp_path / "train.txt",
+        output_dir=tmp_path / "run",
+        epochs=1,
+        batch_size=8,
+        device="cpu",
+        model=dict(TINY, reciprocal=False),
+    )
     model, _ = float64_model(tmp_path / "run" / "final_model.pt")
     ents = labels_of(tmp_path / "run" / "node_dict.txt")
     t, r = ents.index("e4"), labels_of(tmp_path / "run" / "rel_dict.txt").index("r1")
     with torch.no_grad():
-        ref = model.score_triples(torch.arange(len(ents)), torch.full((len(ents),), r),
-                                  torch.full((len(ents),), t)).numpy()
+        ref = model.score_triples(
+            torch.arange(len(ents)), torch.full((len(ents),), r), torch.full((len(ents),), t)
+        ).numpy()
     top = run.predict(tail="e4", relation="r1", k=len(ents))
     assert top["head"].tolist() == [ents[i] for i in np.argsort(-ref)]
     np.testing.assert_allclose(top["score"], np.sort(ref)[::-1], rtol=1e-5, atol=1e-6)
     trained_heads = {h for h, rr, tt in (x.split("\t") for x in rows) if (rr, tt) == ("r1", "e4")}
-    assert trained_heads and not trained_heads & set(run.predict(tail="e4", relation="r1", k=len(ents) - len(trained_heads), exclude_train=True)["head"])
+    assert trained_heads and not trained_heads & set(
+        run.predict(tail="e4", relation="r1", k=len(ents) - len(trained_heads), exclude_train=True)["head"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,17 +68,32 @@ def kgx_run(tmp_path_factory):
     from tracegraph.kg.data.kgx import import_kgx
 
     d = tmp_path_factory.mktemp("kgx")
-    nodes = [{"id": f"CHEBI:{i}", "name": f"drug {i}"} for i in range(5)] + \
-            [{"id": f"MONDO:{i}", "name": f"disease {i}"} for i in range(5)] + [{"id": "X:0", "name": "no edges"}]
-    edges = [{"subject": f"CHEBI:{i}", "predicate": "biolink:treats", "object": f"MONDO:{(i + j) % 5}"}
-             for i in range(5) for j in range(2)]
-    edges += [{"subject": f"CHEBI:{i}", "predicate": "biolink:affects", "object": f"MONDO:{i}",
-               "object_direction_qualifier": q} for i in range(5) for q in ("increased", "decreased")]
+    nodes = (
+        [{"id": f"CHEBI:{i}", "name": f"drug {i}"} for i in range(5)]
+        + [{"id": f"MONDO:{i}", "name": f"disease {i}"} for i in range(5)]
+        + [{"id": "X:0", "name": "no edges"}]
+    )
+    edges = [
+        {"subject": f"CHEBI:{i}", "predicate": "biolink:treats", "object": f"MONDO:{(i + j) % 5}"}
+        for i in range(5)
+        for j in range(2)
+    ]
+    edges += [
+        {
+            "subject": f"CHEBI:{i}",
+            "predicate": "biolink:affects",
+            "object": f"MONDO:{i}",
+            "object_direction_qualifier": q,
+        }
+        for i in range(5)
+        for q in ("increased", "decreased")
+    ]
     (d / "nodes.jsonl").write_text("".join(json.dumps(n) + "\n" for n in nodes))
     (d / "edges.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges))
     import_kgx(d / "nodes.jsonl", d / "edges.jsonl", d / "graph")
-    tracegraph.train(train=d / "graph" / "triples.txt", output_dir=d / "run", epochs=1, batch_size=8,
-                     device="cpu", model=TINY)
+    tracegraph.train(
+        train=d / "graph" / "triples.txt", output_dir=d / "run", epochs=1, batch_size=8, device="cpu", model=TINY
+    )
     return d
 
 
@@ -91,36 +115,53 @@ def test_a_kgx_relation_is_asked_by_its_predicate_and_names_come_from_the_run(kg
     with pytest.raises(TracegraphError, match=r"'biolink:affects' names 2 relations .*object_direction_qualifier"):
         run.predict(head="CHEBI:1", relation="biolink:affects")
     up = run.predict(head="CHEBI:1", relation="biolink:affects (object_direction_qualifier=increased)", k=1)
-    assert up["relation"].tolist() == [emap[json.dumps({"predicate": "biolink:affects",
-                                                        "object_direction_qualifier": "increased"}, sort_keys=True)]]
+    assert up["relation"].tolist() == [
+        emap[json.dumps({"predicate": "biolink:affects", "object_direction_qualifier": "increased"}, sort_keys=True)]
+    ]
 
 
 def test_cli_predict_heads_and_tails_by_name_into_csv_tsv_and_json(kgx_run, tmp_path):
     run = tracegraph.open_run(kgx_run / "run")
     base = ["predict", "--model-dir", kgx_run / "run", "--device", "cpu", "--top-k", "4"]
-    assert run_cli([*base, "--tail", "MONDO:2", "--relation", "biolink:treats", "-o", tmp_path / "h.tsv"]).exit_code == 0
+    assert (
+        run_cli([*base, "--tail", "MONDO:2", "--relation", "biolink:treats", "-o", tmp_path / "h.tsv"]).exit_code == 0
+    )
     got = pd.read_csv(tmp_path / "h.tsv", sep="\t")
     expected = run.predict(tail="MONDO:2", relation="biolink:treats", k=4)
     assert got["head"].tolist() == expected["head"].tolist() and set(got["tail"]) == {"MONDO:2"}
-    assert run_cli([*base, "--head", "CHEBI:0", "--relation", "biolink:treats", "-o", tmp_path / "t.json"]).exit_code == 0
+    assert (
+        run_cli([*base, "--head", "CHEBI:0", "--relation", "biolink:treats", "-o", tmp_path / "t.json"]).exit_code == 0
+    )
     rows = json.loads((tmp_path / "t.json").read_text())
     assert [x["tail"] for x in rows] == run.predict(head="CHEBI:0", relation="biolink:treats", k=4)["tail"].tolist()
     old = run_cli([*base, "--query", "CHEBI:0", "biolink:treats", "-o", tmp_path / "q.csv"])  # the old form
     assert old.exit_code == 0 and pd.read_csv(tmp_path / "q.csv")["tail"].tolist() == [x["tail"] for x in rows]
 
 
-@pytest.mark.parametrize("args,contains", [
-    (["--head", "CHEBI:0", "--relation", "biolink:treats", "-o", "{tmp}/pred.xlsx"],
-     "predict writes .csv, .tsv or .json files, not .xlsx"),
-    (["--head", "CHEBI:0", "--tail", "MONDO:1", "--relation", "biolink:treats"], "--relation with --head"),
-    (["--head", "CHEBI:0"], "--relation with --head"),
-    (["--head", "CHEBI:0", "--relation", "biolink:treats", "--query", "CHEBI:0", "biolink:treats"], "exactly one of"),
-    (["--tail", "MONDO:0", "--relation", "biolink:cures"], "relation 'biolink:cures' is not in the id map"),
-])
+@pytest.mark.parametrize(
+    "args,contains",
+    [
+        (
+            ["--head", "CHEBI:0", "--relation", "biolink:treats", "-o", "{tmp}/pred.xlsx"],
+            "predict writes .csv, .tsv or .json files, not .xlsx",
+        ),
+        (["--head", "CHEBI:0", "--tail", "MONDO:1", "--relation", "biolink:treats"], "--relation with --head"),
+        (["--head", "CHEBI:0"], "--relation with --head"),
+        (
+            ["--head", "CHEBI:0", "--relation", "biolink:treats", "--query", "CHEBI:0", "biolink:treats"],
+            "exactly one of",
+        ),
+        (["--tail", "MONDO:0", "--relation", "biolink:cures"], "relation 'biolink:cures' is not in the id map"),
+    ],
+)
 def test_predict_errors_are_one_line_and_write_nothing(kgx_run, tmp_path, args, contains):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    run_cli_error(["predict", "--model-dir", kgx_run / "run", "--device", "cpu", *args], tmp_path, kgx_run / "run",
-                  contains=contains)
+    run_cli_error(
+        ["predict", "--model-dir", kgx_run / "run", "--device", "cpu", *args],
+        tmp_path,
+        kgx_run / "run",
+        contains=contains,
+    )
 
 
 def test_a_split_into_its_own_folder_keeps_the_imports_names(kgx_run, tmp_path):
@@ -129,8 +170,15 @@ def test_a_split_into_its_own_folder_keeps_the_imports_names(kgx_run, tmp_path):
     from tracegraph.kg.data.split import split_file
 
     split_file(kgx_run / "graph" / "triples.txt", tmp_path / "split", 0.1, 0.0, seed=0)
-    tracegraph.train(train=tmp_path / "split" / "train.txt", output_dir=tmp_path / "run", epochs=1, batch_size=8,
-                     device="cpu", model=TINY, quiet=True)
+    tracegraph.train(
+        train=tmp_path / "split" / "train.txt",
+        output_dir=tmp_path / "run",
+        epochs=1,
+        batch_size=8,
+        device="cpu",
+        model=TINY,
+        quiet=True,
+    )
     run = tracegraph.open_run(tmp_path / "run")
     top = run.predict(head="CHEBI:1", relation="biolink:treats", k=2)
     assert top["relation_name"].tolist() == ["biolink:treats"] * 2 and top["head_name"].tolist() == ["drug 1"] * 2

@@ -19,14 +19,16 @@ N = len(BIAS)
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4, reciprocal=False)
 # known true triples (the filter); queries are (0, 0, ?) and (1, 1, ?)
 FILTER = np.array([[0, 0, 6], [0, 0, 1], [0, 0, 2], [1, 1, 3], [1, 1, 9]])
-QUERIES = np.array([
-    [0, 0, 2],  # 6 and 1 filtered; tied with 4, 9           -> optimistic 1, pessimistic 3
-    [0, 0, 9],  # 6, 1, 2 filtered; tied with 4              -> 1, 2
-    [1, 1, 2],  # 6 above; tied with 1, 4 (9 filtered)       -> 2, 4
-    [1, 1, 3],  # 6, 1, 2, 4 above (9 filtered); tie with 7  -> 5, 6
-    [1, 1, 5],  # all but 3 and 9 (filtered) above          -> 8, 8
-    [0, 0, 6],  # the best                                   -> 1, 1
-])
+QUERIES = np.array(
+    [
+        [0, 0, 2],  # 6 and 1 filtered; tied with 4, 9           -> optimistic 1, pessimistic 3
+        [0, 0, 9],  # 6, 1, 2 filtered; tied with 4              -> 1, 2
+        [1, 1, 2],  # 6 above; tied with 1, 4 (9 filtered)       -> 2, 4
+        [1, 1, 3],  # 6, 1, 2, 4 above (9 filtered); tie with 7  -> 5, 6
+        [1, 1, 5],  # all but 3 and 9 (filtered) above          -> 8, 8
+        [0, 0, 6],  # the best                                   -> 1, 1
+    ]
+)
 
 
 def bias_model() -> ConvE:
@@ -52,8 +54,9 @@ def loop_ranks(queries, filter_triples):
 @pytest.mark.parametrize("entity_chunk", [3, 100])
 def test_ranks_with_deliberate_ties_match_the_counting_loop(entity_chunk):
     known = KnownTails([FILTER], 2)
-    rk = rank_queries(bias_model(), QUERIES[:, 0], QUERIES[:, 1], QUERIES[:, 2], known, entity_chunk=entity_chunk,
-                      batch_size=4)
+    rk = rank_queries(
+        bias_model(), QUERIES[:, 0], QUERIES[:, 1], QUERIES[:, 2], known, entity_chunk=entity_chunk, batch_size=4
+    )
     ref = loop_ranks(QUERIES, FILTER)
     np.testing.assert_array_equal(ref, [[1, 3], [1, 2], [2, 4], [5, 6], [8, 8], [1, 1]])  # the comments above
     np.testing.assert_array_equal(rk.optimistic, ref[:, 0])

@@ -50,13 +50,13 @@ def test_triples_parse_exactly_when_the_rules_allow(tmp_path_factory, text):
         assert e.value.line == (bad or None) and e.value.path == str(p)
 
 
-label = st.text(st.sampled_from(list("abcXYZ019 _-:.") + ["\u00e9", "\u4e2d", "\u03b1"]), min_size=1, max_size=8).filter(
-    lambda s: s.strip() != "")
+label = st.text(
+    st.sampled_from(list("abcXYZ019 _-:.") + ["\u00e9", "\u4e2d", "\u03b1"]), min_size=1, max_size=8
+).filter(lambda s: s.strip() != "")
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(label, label, label), min_size=1, max_size=8), st.sampled_from(["\n", "\r\n"]),
-       st.booleans())
+@given(st.lists(st.tuples(label, label, label), min_size=1, max_size=8), st.sampled_from(["\n", "\r\n"]), st.booleans())
 def test_valid_triples_files_always_parse(tmp_path_factory, triples, eol, blank_lines):
     sep = eol + (eol if blank_lines else "")
     p = tmp_path_factory.mktemp("ok") / "t.txt"

@@ -41,8 +41,17 @@ def resumed_run(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(TrainConfig(train=str(root / "train.txt"), output_dir=str(root / "run"), epochs=2,
-                          learning_rate=0.05, batch_size=8, checkpoint_every=2, model=dict(TINY)))
+        train(
+            TrainConfig(
+                train=str(root / "train.txt"),
+                output_dir=str(root / "run"),
+                epochs=2,
+                learning_rate=0.05,
+                batch_size=8,
+                checkpoint_every=2,
+                model=dict(TINY),
+            )
+        )
     finally:
         torch.set_num_threads(threads)
     cfg = json.loads((root / "run" / "config.json").read_text())
@@ -77,8 +86,17 @@ def test_retrains_keep_the_run_maps_train_on_the_given_file_and_report_what_was_
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
-        res = removal_test(resumed_run / "run", resumed_run / "sub.txt", ids, [case], known, out, opts,
-                           labels=lambda a, b, c: [ent[a], rel[b], ent[c]], on_retrain=called.append)
+        res = removal_test(
+            resumed_run / "run",
+            resumed_run / "sub.txt",
+            ids,
+            [case],
+            known,
+            out,
+            opts,
+            labels=lambda a, b, c: [ent[a], rel[b], ent[c]],
+            on_retrain=called.append,
+        )
     finally:
         log.removeHandler(handler)
         log.setLevel(old_level)
@@ -96,7 +114,8 @@ def test_retrains_keep_the_run_maps_train_on_the_given_file_and_report_what_was_
     (r0, _), (r1, r2) = (res["per_triple"][0]["base_rank"], 0), (prop["rank"], rand["rank"])
     assert [x for x in lines if x.startswith("removal:")] == [
         f"removal: test triple 0, proponents: rank {r0:g} -> {r1:g}",
-        f"removal: test triple 0, random draw 0: rank {r0:g} -> {r2:g}"]
+        f"removal: test triple 0, random draw 0: rank {r0:g} -> {r2:g}",
+    ]
     for arm, sub in ((prop, "proponents"), (rand, "random_0")):
         run = out / "triple_000" / sub / "run"
         after = load_model(run / "final_model.pt")
@@ -113,8 +132,9 @@ def test_retrains_keep_the_run_maps_train_on_the_given_file_and_report_what_was_
 
     # a second run into the same folder replaces the first one's retrains; no random arm: no random figures
     again = RemovalCase(index=0, triple=(h, r, t), proponent_rows=props)
-    res2 = removal_test(resumed_run / "run", resumed_run / "sub.txt", ids, [again], known, out,
-                        RemovalOptions(k=3, random_draws=0))
+    res2 = removal_test(
+        resumed_run / "run", resumed_run / "sub.txt", ids, [again], known, out, RemovalOptions(k=3, random_draws=0)
+    )
     assert res2["retrains"] == 1 and res2["random"]["delta_rr"] == {"mean": None, "std": None}
     assert res2["ratio_delta_rr"] is None
     assert not list((out / "triple_000" / "proponents" / "run").rglob("*.pt"))
@@ -124,8 +144,10 @@ def test_retrains_keep_the_run_maps_train_on_the_given_file_and_report_what_was_
 def test_summary_statistics_and_ratio_by_hand():
     def case(index, prop, rand):
         c = RemovalCase(index=index, triple=(index, 0, index + 1), proponent_rows=np.zeros(0, np.int64))
-        c.arms = [{"arm": "proponents", "delta_rr": prop, "delta_score": 2 * prop},
-                  *({"arm": "random", "delta_rr": x, "delta_score": x} for x in rand)]
+        c.arms = [
+            {"arm": "proponents", "delta_rr": prop, "delta_score": 2 * prop},
+            *({"arm": "random", "delta_rr": x, "delta_score": x} for x in rand),
+        ]
         return c
 
     cfg = TrainConfig(train="t.txt", output_dir="o", epochs=3)
@@ -133,7 +155,7 @@ def test_summary_statistics_and_ratio_by_hand():
     s = _removal_summary(cases, RemovalOptions(), 1.5, lambda a, b, c: f"{a}-{b}-{c}", cfg)
     # proponents 0.5, 0.0: mean 0.25, population std 0.25; random 0.25, -0.25, 0, 0: mean 0, std sqrt(1/32)
     assert s["proponents"]["delta_rr"] == {"mean": 0.25, "std": 0.25}
-    assert s["random"]["delta_rr"]["mean"] == 0.0 and s["random"]["delta_rr"]["std"] == pytest.approx(32 ** -0.5)
+    assert s["random"]["delta_rr"]["mean"] == 0.0 and s["random"]["delta_rr"]["std"] == pytest.approx(32**-0.5)
     assert s["ratio_delta_rr"] is None  # the random arm's mean drop is zero: no ratio
     assert s["retrains"] == 6 and s["graded"] == 2 and s["seconds"] == 1.5
     assert [p["triple"] for p in s["per_triple"]] == ["0-0-1", "1-0-2"]
@@ -175,5 +197,6 @@ def test_missing_run_config_is_named(tmp_path):
     from tracegraph.errors import DataError
 
     with pytest.raises(DataError, match=r"run config \(config.json of the trained run\) not found"):
-        removal_test(tmp_path, tmp_path / "train.txt", np.zeros((0, 3), np.int64), [], None, tmp_path / "o",
-                     RemovalOptions())
+        removal_test(
+            tmp_path, tmp_path / "train.txt", np.zeros((0, 3), np.int64), [], None, tmp_path / "o", RemovalOptions()
+        )

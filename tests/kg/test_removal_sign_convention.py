@@ -39,8 +39,17 @@ def toy_run(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        train(TrainConfig(train=str(root / "train.txt"), output_dir=str(root / "run"), epochs=4,
-                          learning_rate=0.05, batch_size=8, checkpoint_every=4, model=dict(TINY)))
+        train(
+            TrainConfig(
+                train=str(root / "train.txt"),
+                output_dir=str(root / "run"),
+                epochs=4,
+                learning_rate=0.05,
+                batch_size=8,
+                checkpoint_every=4,
+                model=dict(TINY),
+            )
+        )
     finally:
         torch.set_num_threads(threads)
     return root

@@ -15,12 +15,27 @@ from tracegraph.kg.model.resume_policy import flag, settings_changed
 from tracegraph.kg.model.train_config import TrainConfig
 
 # how long to go on, how often to evaluate and save, where and how fast to compute (the module's rule)
-MAY_CHANGE = {"epochs": 7, "patience": 3, "min_epochs": 2, "eval_every": 5, "checkpoint_every": 4,
-              "eval_batch_size": 64, "device": "cuda", "num_workers": 2, "memory_cleanup": True, "compile": True,
-              "cuda_graphs": False, "tf32": False, "deterministic": True, "gradient_checkpointing": True}
-ONLY = ("--epochs, --patience, --min-epochs, --eval-every, --checkpoint-every, --eval-batch-size, --device, "
-        "--num-workers, --memory-cleanup, --compile, --cuda-graphs, --tf32, --deterministic, "
-        "--gradient-checkpointing")
+MAY_CHANGE = {
+    "epochs": 7,
+    "patience": 3,
+    "min_epochs": 2,
+    "eval_every": 5,
+    "checkpoint_every": 4,
+    "eval_batch_size": 64,
+    "device": "cuda",
+    "num_workers": 2,
+    "memory_cleanup": True,
+    "compile": True,
+    "cuda_graphs": False,
+    "tf32": False,
+    "deterministic": True,
+    "gradient_checkpointing": True,
+}
+ONLY = (
+    "--epochs, --patience, --min-epochs, --eval-every, --checkpoint-every, --eval-batch-size, --device, "
+    "--num-workers, --memory-cleanup, --compile, --cuda-graphs, --tf32, --deterministic, "
+    "--gradient-checkpointing"
+)
 
 
 def _cfg(**kw):
@@ -51,14 +66,17 @@ def test_each_resumable_setting_is_reported_with_both_values(setting):
     old = _cfg()
     new = _cfg(**{setting: MAY_CHANGE[setting]})
     assert settings_changed(_recorded(old), new) == [
-        {"setting": setting, "old": getattr(old, setting), "new": MAY_CHANGE[setting]}]
+        {"setting": setting, "old": getattr(old, setting), "new": MAY_CHANGE[setting]}
+    ]
 
 
 def test_several_changes_come_in_the_order_of_the_settings_and_unchanged_ones_are_not_listed():
     old = _cfg(epochs=2, eval_every=1, device="cpu")
     new = _cfg(epochs=9, eval_every=3, device="cpu")
-    assert settings_changed(_recorded(old), new) == [{"setting": "epochs", "old": 2, "new": 9},
-                                                       {"setting": "eval_every", "old": 1, "new": 3}]
+    assert settings_changed(_recorded(old), new) == [
+        {"setting": "epochs", "old": 2, "new": 9},
+        {"setting": "eval_every", "old": 1, "new": 3},
+    ]
     assert settings_changed(_recorded(old), old) == []
 
 
@@ -68,7 +86,8 @@ def test_a_changed_learning_rate_is_refused_naming_the_option_both_values_and_th
     assert str(e.value) == (
         "--resume: --learning-rate was 0.003 in this run, now 0.01; a resumed run keeps its settings "
         f"(only {ONLY} may change): pass --learning-rate 0.003 to continue, or train a new run into "
-        "another --output-dir")
+        "another --output-dir"
+    )
 
 
 def test_a_changed_model_setting_is_refused_like_a_training_setting():
@@ -81,7 +100,8 @@ def test_a_changed_epoch_count_is_refused_under_a_cosine_schedule_only():
     with pytest.raises(TracegraphError) as e:
         settings_changed(_recorded(_cfg(epochs=2, lr_scheduler="cosine")), _cfg(epochs=4, lr_scheduler="cosine"))
     assert str(e.value).startswith(
-        "--resume: --epochs was 2 in this run, now 4 (the cosine schedule spans the recorded epochs); ")
+        "--resume: --epochs was 2 in this run, now 4 (the cosine schedule spans the recorded epochs); "
+    )
     changes = settings_changed(_recorded(_cfg(epochs=2, lr_scheduler="step")), _cfg(epochs=4, lr_scheduler="step"))
     assert changes == [{"setting": "epochs", "old": 2, "new": 4}]
     with pytest.raises(TracegraphError) as e:  # any other refused setting carries no cosine reason
@@ -91,9 +111,19 @@ def test_a_changed_epoch_count_is_refused_under_a_cosine_schedule_only():
 
 def test_paths_switches_and_preset_names_are_not_compared():
     old = _cfg()
-    new = _cfg(train="elsewhere/train.txt", output_dir="moved", valid="v.txt", test="t.txt", entity_map="e.txt",
-               relation_map="r.txt", filter_triples=["f.txt"], preset="umls", preset_sha256="ab" * 32, resume=True,
-               overwrite=True)
+    new = _cfg(
+        train="elsewhere/train.txt",
+        output_dir="moved",
+        valid="v.txt",
+        test="t.txt",
+        entity_map="e.txt",
+        relation_map="r.txt",
+        filter_triples=["f.txt"],
+        preset="umls",
+        preset_sha256="ab" * 32,
+        resume=True,
+        overwrite=True,
+    )
     assert settings_changed(_recorded(old), new) == []
 
 
@@ -119,8 +149,10 @@ def test_a_data_file_with_other_bytes_is_refused(tmp_path):
     other.write_text("h\tr\tu\n")
     with pytest.raises(TracegraphError) as e:
         settings_changed(_recorded(_cfg(), {"train": tr_rec}), _cfg(train=str(other)))
-    assert str(e.value) == (f"--resume: --train {other} is not the file the run was trained with ({tr}, another "
-                            "sha256); give that file to continue it")
+    assert str(e.value) == (
+        f"--resume: --train {other} is not the file the run was trained with ({tr}, another "
+        "sha256); give that file to continue it"
+    )
 
 
 @pytest.mark.parametrize("split", ["valid", "test"])

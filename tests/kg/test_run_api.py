@@ -53,7 +53,9 @@ def test_run_exposes_maps_config_and_checkpoints(run_dir):
     assert list(run.relations) == labels_of(run_dir / "rel_dict.txt")
     assert run.config["train"]["epochs"] == 2 and run.label_smoothing == pytest.approx(0.1)
     assert [(c.path.name, c.epoch, c.lr) for c in run.checkpoints] == [
-        ("epoch_0001.pt", 1, 0.003), ("epoch_0002.pt", 2, 0.003)]
+        ("epoch_0001.pt", 1, 0.003),
+        ("epoch_0002.pt", 2, 0.003),
+    ]
     assert run.checkpoint.name == "best_model.pt"
     assert set(run.data_files) == {"train", "valid", "test"}
 
@@ -104,8 +106,17 @@ def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
     every = {t for f in ("train", "valid", "test") for t in triples_of(UMLS / f"{f}.txt")}
     test = triples_of(UMLS / "test.txt")[:12]
     ev = run.evaluate(test, top_k=3)
-    assert ev.ranks.columns.tolist() == ["head", "relation", "tail", "side", "rank", "rank_optimistic",
-                                         "rank_pessimistic", "score", "top_predictions"]
+    assert ev.ranks.columns.tolist() == [
+        "head",
+        "relation",
+        "tail",
+        "side",
+        "rank",
+        "rank_optimistic",
+        "rank_pessimistic",
+        "score",
+        "top_predictions",
+    ]
     R = len(rels)
     for side in ("tail", "head"):
         got = ev.ranks[ev.ranks["side"] == side]["rank"].to_numpy()
@@ -113,8 +124,11 @@ def test_evaluate_matches_a_naive_filtered_rank_loop(run_dir):
             q, a = (h, t) if side == "tail" else (t, h)
             rid = rels.index(r) + (0 if side == "tail" else R)  # the reciprocal relation ranks heads
             scores = all_scores(ref_model, ents.index(q), rid)
-            others = [e for e in range(len(ents)) if e != ents.index(a)
-                      and ((q, r, ents[e]) if side == "tail" else (ents[e], r, q)) not in every]
+            others = [
+                e
+                for e in range(len(ents))
+                if e != ents.index(a) and ((q, r, ents[e]) if side == "tail" else (ents[e], r, q)) not in every
+            ]
             sa, so = scores[ents.index(a)], scores[others]
             # realistic rank, with a 1e-5 band for float32 vs float64 near-ties
             assert 1 + (so > sa + 1e-5).sum() <= rank <= 1 + (so > sa - 1e-5).sum() + (abs(so - sa) <= 1e-5).sum()
@@ -135,8 +149,10 @@ def test_explain_matches_float64_autograd_tracin(run_dir):
 
     def grad(model, triple):  # ℓ = softplus(−s) summed over both directions (reciprocal relations)
         h, r, t = (torch.tensor([x]) for x in (ents.index(triple[0]), rels.index(triple[1]), ents.index(triple[2])))
-        loss = (torch.nn.functional.softplus(-model.score_triples(h, r, t))
-                + torch.nn.functional.softplus(-model.score_triples(t, r + len(rels), h))).sum()
+        loss = (
+            torch.nn.functional.softplus(-model.score_triples(h, r, t))
+            + torch.nn.functional.softplus(-model.score_triples(t, r + len(rels), h))
+        ).sum()
         return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(model.parameters()))])
 
     ref_scores, ref_self = np.zeros(len(why)), np.zeros(len(why))
@@ -176,21 +192,78 @@ def test_cli_files_equal_the_api_frames(run_dir, tmp_path):
     (tmp_path / "q.txt").write_text("".join("\t".join(t) + "\n" for t in test))
     read = dict(keep_default_na=False)  # labels like "NA" stay strings
 
-    assert run_cli(["predict", "--model-dir", run_dir, "--query", *QUERY[:2], "--top-k", 4, "--device", "cpu",
-                    "-o", tmp_path / "p.csv"]).exit_code == 0
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "p.csv", **read), run.predict(*QUERY[:2], k=4),
-                                  check_dtype=False)
-    assert run_cli(["predict", "--model-dir", run_dir, "--triples", tmp_path / "q.txt", "--device", "cpu",
-                    "-o", tmp_path / "s.csv"]).exit_code == 0
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s.csv", **read), run.score(tmp_path / "q.txt"),
-                                  check_dtype=False)
-    assert run_cli(["evaluate", "--model-dir", run_dir, "--test", tmp_path / "q.txt", "--device", "cpu",
-                    "-o", tmp_path / "ev"]).exit_code == 0
+    assert (
+        run_cli(
+            [
+                "predict",
+                "--model-dir",
+                run_dir,
+                "--query",
+                *QUERY[:2],
+                "--top-k",
+                4,
+                "--device",
+                "cpu",
+                "-o",
+                tmp_path / "p.csv",
+            ]
+        ).exit_code
+        == 0
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "p.csv", **read), run.predict(*QUERY[:2], k=4), check_dtype=False
+    )
+    assert (
+        run_cli(
+            [
+                "predict",
+                "--model-dir",
+                run_dir,
+                "--triples",
+                tmp_path / "q.txt",
+                "--device",
+                "cpu",
+                "-o",
+                tmp_path / "s.csv",
+            ]
+        ).exit_code
+        == 0
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "s.csv", **read), run.score(tmp_path / "q.txt"), check_dtype=False
+    )
+    assert (
+        run_cli(
+            ["evaluate", "--model-dir", run_dir, "--test", tmp_path / "q.txt", "--device", "cpu", "-o", tmp_path / "ev"]
+        ).exit_code
+        == 0
+    )
     ranks = run.evaluate(tmp_path / "q.txt").ranks
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ev" / "ranks.csv", **read).drop(columns="score"),
-                                  ranks.drop(columns="score"), check_dtype=False)
-    assert run_cli(["explain", "--model-dir", run_dir, "--train", UMLS / "train.txt", "--test-triples",
-                    tmp_path / "q.txt", "-o", tmp_path / "ex", "--top-k", 2, "--device", "cpu"]).exit_code == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "ev" / "ranks.csv", **read).drop(columns="score"),
+        ranks.drop(columns="score"),
+        check_dtype=False,
+    )
+    assert (
+        run_cli(
+            [
+                "explain",
+                "--model-dir",
+                run_dir,
+                "--train",
+                UMLS / "train.txt",
+                "--test-triples",
+                tmp_path / "q.txt",
+                "-o",
+                tmp_path / "ex",
+                "--top-k",
+                2,
+                "--device",
+                "cpu",
+            ]
+        ).exit_code
+        == 0
+    )
     files = sorted((tmp_path / "ex").glob("*_tracin.csv"))
     from_cli = pd.concat([pd.read_csv(f, **read) for f in files], ignore_index=True)
     pd.testing.assert_frame_equal(from_cli, run.explain(tmp_path / "q.txt", top_k=2), check_dtype=False)
@@ -223,14 +296,17 @@ def test_import_checkpoint_returns_a_run_that_scores_like_the_source(tmp_path):
 def test_conve_given_labels_says_what_to_use_instead():
     from tracegraph.kg.model.conve import ConvE, ConvEConfig
 
-    model = ConvE(ConvEConfig(num_entities=5, num_relations=2, embedding_dim=8, embedding_height=2, embedding_width=4)).eval()
+    model = ConvE(
+        ConvEConfig(num_entities=5, num_relations=2, embedding_dim=8, embedding_height=2, embedding_width=4)
+    ).eval()
     with pytest.raises(TypeError, match="run.predict"):
         model.score_all(["steroid"], ["interacts_with"])
     assert model.score_all(torch.tensor([0]), torch.tensor([1])).shape == (1, 5)
 
 
-@pytest.mark.parametrize("setting,value,least", [("checkpoint_every", 0, 1), ("eval_every", 0, 1),
-                                                 ("batch_size", 0, 1), ("epochs", -1, 0)])
+@pytest.mark.parametrize(
+    "setting,value,least", [("checkpoint_every", 0, 1), ("eval_every", 0, 1), ("batch_size", 0, 1), ("epochs", -1, 0)]
+)
 def test_train_refuses_a_count_below_its_bound_naming_the_parameter(tmp_path, setting, value, least):
     with pytest.raises(TracegraphError, match=f"{setting} must be a whole number of at least {least}"):
         tracegraph.train(train=UMLS / "train.txt", output_dir=tmp_path / "r", quiet=True, **{setting: value})

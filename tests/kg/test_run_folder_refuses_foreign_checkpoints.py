@@ -11,17 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model.model_io import (
-    list_epoch_checkpoints,
-    model_dir_of,
-    resolve_checkpoint,
-)
-from tracegraph.runtime.rundir import (
-    check_one_run,
-    checkpoint_run_id,
-    claim,
-    recorded_run_id,
-)
+from tracegraph.kg.model.model_io import list_epoch_checkpoints, model_dir_of, resolve_checkpoint
+from tracegraph.runtime.rundir import check_one_run, checkpoint_run_id, claim, recorded_run_id
 
 A, B = "a" * 32, "b" * 32
 
@@ -85,8 +76,11 @@ def test_checkpoints_named_from_another_folder_are_checked_against_this_folder(t
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(config_id=st.sampled_from([None, A]), ids=st.lists(st.sampled_from([None, A, B]), min_size=1, max_size=4),
-       legacy=st.booleans())
+@given(
+    config_id=st.sampled_from([None, A]),
+    ids=st.lists(st.sampled_from([None, A, B]), min_size=1, max_size=4),
+    legacy=st.booleans(),
+)
 def test_refused_exactly_when_the_checkpoints_are_not_one_run(tmp_path_factory, config_id, ids, legacy):
     d = tmp_path_factory.mktemp("run")
     paths = _folder(d, config_id, ids, legacy=legacy)
@@ -104,11 +98,22 @@ def test_refused_exactly_when_the_checkpoints_are_not_one_run(tmp_path_factory, 
 def test_epoch_checkpoints_are_listed_in_epoch_order_padded_or_not(tmp_path):
     d = tmp_path / "checkpoints"
     d.mkdir()
-    for name in ("epoch_10.pt", "epoch_9.pt", "epoch_0011.pt", "epoch_2.pt", "epoch_x.pt", "notes.txt",
-                 "epoch_3.pt.tmp"):
+    for name in (
+        "epoch_10.pt",
+        "epoch_9.pt",
+        "epoch_0011.pt",
+        "epoch_2.pt",
+        "epoch_x.pt",
+        "notes.txt",
+        "epoch_3.pt.tmp",
+    ):
         (d / name).write_bytes(b"")
-    assert [p.name for p in list_epoch_checkpoints(tmp_path)] == ["epoch_2.pt", "epoch_9.pt", "epoch_10.pt",
-                                                                  "epoch_0011.pt"]
+    assert [p.name for p in list_epoch_checkpoints(tmp_path)] == [
+        "epoch_2.pt",
+        "epoch_9.pt",
+        "epoch_10.pt",
+        "epoch_0011.pt",
+    ]
     assert list_epoch_checkpoints(tmp_path / "absent") == []
 
 
@@ -133,8 +138,10 @@ def _refusal(d, paths):
 def test_the_refusal_names_the_stray_file_both_ids_and_the_count(tmp_path):
     paths = _folder(tmp_path / "a", A, [B, A, A])
     msg = _refusal(tmp_path / "a", paths)
-    assert msg.startswith(f"{paths[0]} belongs to another run (run id {B}, {tmp_path / 'a' / 'config.json'} says {A}; "
-                          "1 of 3 checkpoints differ)")
+    assert msg.startswith(
+        f"{paths[0]} belongs to another run (run id {B}, {tmp_path / 'a' / 'config.json'} says {A}; "
+        "1 of 3 checkpoints differ)"
+    )
     paths = _folder(tmp_path / "b", A, [A, None])
     assert f"{paths[1]} belongs to another run (run id none," in _refusal(tmp_path / "b", paths)
     # no recorded id: the checkpoints that differ from the first are named

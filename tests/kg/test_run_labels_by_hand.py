@@ -18,9 +18,11 @@ from tracegraph.kg.data.triples import IdMap, UnknownLabelError
 
 AFFECTS_UP = "biolink:affects (object_direction_qualifier=increased)"
 AFFECTS_DOWN = "biolink:affects (object_direction_qualifier=decreased)"
-EDGE_MAP = {'{"predicate": "biolink:treats"}': "predicate:0",
-            '{"predicate": "biolink:affects", "object_direction_qualifier": "increased"}': "predicate:1",
-            '{"predicate": "biolink:affects", "object_direction_qualifier": "decreased"}': "predicate:2"}
+EDGE_MAP = {
+    '{"predicate": "biolink:treats"}': "predicate:0",
+    '{"predicate": "biolink:affects", "object_direction_qualifier": "increased"}': "predicate:1",
+    '{"predicate": "biolink:affects", "object_direction_qualifier": "decreased"}': "predicate:2",
+}
 
 
 def _data(folder, node_dict=True, names=True, edge_map=True):
@@ -43,18 +45,29 @@ def test_record_holds_each_label_file_beside_the_training_file(tmp_path):
     train = _data(tmp_path / "data")
     run = tmp_path / "run"
     rec = record_label_files(train, run)
-    want = {key: {"path": str((tmp_path / "data" / name).resolve()),
-                  "relative": os.path.join("..", "data", name), "sha256": _sha(tmp_path / "data" / name)}
-            for key, name in [("node_names", "node_name_dict.txt"), ("node_dict", "node_dict.txt"),
-                              ("edge_map", "edge_map.json")]}
+    want = {
+        key: {
+            "path": str((tmp_path / "data" / name).resolve()),
+            "relative": os.path.join("..", "data", name),
+            "sha256": _sha(tmp_path / "data" / name),
+        }
+        for key, name in [
+            ("node_names", "node_name_dict.txt"),
+            ("node_dict", "node_dict.txt"),
+            ("edge_map", "edge_map.json"),
+        ]
+    }
     assert rec == want
 
 
-@pytest.mark.parametrize("present, recorded", [
-    (dict(node_dict=True, names=False, edge_map=True), {"edge_map"}),  # the index file alone is of no use
-    (dict(node_dict=False, names=True, edge_map=False), {"node_names"}),
-    (dict(node_dict=False, names=False, edge_map=False), set()),
-])
+@pytest.mark.parametrize(
+    "present, recorded",
+    [
+        (dict(node_dict=True, names=False, edge_map=True), {"edge_map"}),  # the index file alone is of no use
+        (dict(node_dict=False, names=True, edge_map=False), {"node_names"}),
+        (dict(node_dict=False, names=False, edge_map=False), set()),
+    ],
+)
 def test_record_keeps_the_index_file_only_with_the_names(tmp_path, present, recorded):
     assert set(record_label_files(_data(tmp_path / "d", **present), tmp_path / "run")) == recorded
 
@@ -68,8 +81,11 @@ def test_names_are_placed_by_the_recorded_index_file_and_relations_described(tmp
     run_order = IdMap(["e3", "e1", "e2"])  # the run's own order differs from node_dict.txt
     labels = run_labels(run, _config(train, run), run_order)
     assert labels.entity_names == {"e1": "Aspirin", "e3": "Water"}
-    assert labels.relation_names == {"predicate:0": "biolink:treats", "predicate:1": AFFECTS_UP,
-                                     "predicate:2": AFFECTS_DOWN}
+    assert labels.relation_names == {
+        "predicate:0": "biolink:treats",
+        "predicate:1": AFFECTS_UP,
+        "predicate:2": AFFECTS_DOWN,
+    }
 
 
 def test_without_an_index_file_names_follow_the_run_entity_order(tmp_path):
@@ -93,8 +109,10 @@ def test_a_changed_label_file_is_left_out_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         labels = run_labels(run, config, IdMap(["e1", "e2", "e3"]))
     assert labels.relation_names == {} and labels.entity_names == {"e1": "Aspirin", "e3": "Water"}
-    assert caplog.messages == [f"{(tmp_path / 'data' / 'edge_map.json').resolve()}: the run's edge map file is "
-                               "missing or changed; labels are shown without its names"]
+    assert caplog.messages == [
+        f"{(tmp_path / 'data' / 'edge_map.json').resolve()}: the run's edge map file is "
+        "missing or changed; labels are shown without its names"
+    ]
 
 
 def test_names_whose_index_file_is_gone_are_left_out_rather_than_misplaced(tmp_path, caplog):
@@ -104,8 +122,10 @@ def test_names_whose_index_file_is_gone_are_left_out_rather_than_misplaced(tmp_p
     with caplog.at_level(logging.WARNING):
         labels = run_labels(run, config, IdMap(["e1", "e2", "e3"]))
     assert labels.entity_names == {} and len(labels.relation_names) == 3
-    assert caplog.messages == [f"{(tmp_path / 'data' / 'node_dict.txt').resolve()}: the run's node dict file is "
-                               "missing or changed; labels are shown without its names"]
+    assert caplog.messages == [
+        f"{(tmp_path / 'data' / 'node_dict.txt').resolve()}: the run's node dict file is "
+        "missing or changed; labels are shown without its names"
+    ]
 
 
 @pytest.mark.parametrize("config", [{}, {"label_files": None}, {"label_files": {}}])
@@ -117,9 +137,15 @@ RELATIONS = IdMap(["predicate:0", "predicate:1", "predicate:2", "predicate:3"])
 
 
 def _rel_labels():
-    return RunLabels(relation_names={"predicate:0": "biolink:treats", "predicate:1": AFFECTS_UP,
-                                     "predicate:2": AFFECTS_DOWN, "predicate:3": "biolink:causes",
-                                     "predicate:9": "biolink:prevents"})  # 9: not a relation of this run
+    return RunLabels(
+        relation_names={
+            "predicate:0": "biolink:treats",
+            "predicate:1": AFFECTS_UP,
+            "predicate:2": AFFECTS_DOWN,
+            "predicate:3": "biolink:causes",
+            "predicate:9": "biolink:prevents",
+        }
+    )  # 9: not a relation of this run
 
 
 def test_a_relation_is_found_by_its_label_its_full_name_or_its_predicate_alone():
@@ -134,8 +160,10 @@ def test_a_relation_is_found_by_its_label_its_full_name_or_its_predicate_alone()
 def test_a_predicate_shared_by_qualified_relations_is_refused_listing_them():
     with pytest.raises(TracegraphError) as e:
         _rel_labels().relation("biolink:affects", RELATIONS)
-    assert str(e.value) == (f"relation 'biolink:affects' names 2 relations (its qualifiers differ): "
-                            f"predicate:1 = {AFFECTS_UP}; predicate:2 = {AFFECTS_DOWN}; give one of their labels")
+    assert str(e.value) == (
+        f"relation 'biolink:affects' names 2 relations (its qualifiers differ): "
+        f"predicate:1 = {AFFECTS_UP}; predicate:2 = {AFFECTS_DOWN}; give one of their labels"
+    )
 
 
 @pytest.mark.parametrize("text", ["biolink:prevents", "biolink:unknown"])
@@ -170,9 +198,12 @@ def test_an_entity_name_nobody_has_is_unknown():
 
 
 def test_a_predicate_is_the_name_up_to_its_first_qualifier_bracket():
-    labels = RunLabels(relation_names={
-        "predicate:0": "located in (qualifier=x)",  # a raw edge-map key may hold spaces
-        "predicate:1": "biolink:affects (object_aspect_qualifier=activity (or abundance))"})
+    labels = RunLabels(
+        relation_names={
+            "predicate:0": "located in (qualifier=x)",  # a raw edge-map key may hold spaces
+            "predicate:1": "biolink:affects (object_aspect_qualifier=activity (or abundance))",
+        }
+    )
     assert labels.relation("located in", RELATIONS) == "predicate:0"
     assert labels.relation("biolink:affects", RELATIONS) == "predicate:1"
 

@@ -30,8 +30,26 @@ def project(tmp_path_factory) -> Path:
     mp = pytest.MonkeyPatch()
     mp.chdir(root)
     try:
-        res = run_cli(["train", "--train", "split/train.txt", "--valid", "split/valid.txt", "--test", "split/test.txt",
-                       "-o", "run", "--epochs", "2", "--device", "cpu", "--num-threads", "1", *TINY])
+        res = run_cli(
+            [
+                "train",
+                "--train",
+                "split/train.txt",
+                "--valid",
+                "split/valid.txt",
+                "--test",
+                "split/test.txt",
+                "-o",
+                "run",
+                "--epochs",
+                "2",
+                "--device",
+                "cpu",
+                "--num-threads",
+                "1",
+                *TINY,
+            ]
+        )
     finally:
         mp.undo()
     assert res.exit_code == 0, res.output
@@ -49,7 +67,9 @@ def test_evaluate_gives_the_trained_metrics_from_any_directory_and_after_a_move(
     test = (project / "split" / "test.txt").resolve()
     for k, cwd in enumerate([project, project.parent, project / "run" / "checkpoints"]):
         monkeypatch.chdir(cwd)
-        assert _evaluate_mrr((project / "run").resolve(), test, tmp_path / f"ev{k}") == pytest.approx(expected, abs=1e-7)
+        assert _evaluate_mrr((project / "run").resolve(), test, tmp_path / f"ev{k}") == pytest.approx(
+            expected, abs=1e-7
+        )
         ev = json.loads((tmp_path / f"ev{k}" / "evaluation.json").read_text())
         assert len(ev["filter"]) == 4  # train, valid, test of the run, and --test
     # a copy of the whole project elsewhere, the original gone: found through the paths relative to the run
@@ -62,7 +82,8 @@ def test_evaluate_gives_the_trained_metrics_from_any_directory_and_after_a_move(
         run = tracegraph.open_run(moved / "run")
         assert run.data_files == {s: (moved / "split" / f"{s}.txt").resolve() for s in ("train", "valid", "test")}
         assert _evaluate_mrr(moved / "run", moved / "split" / "test.txt", tmp_path / "ev_moved") == pytest.approx(
-            expected, abs=1e-7)
+            expected, abs=1e-7
+        )
     finally:
         hidden.rename(project)
 
@@ -75,11 +96,25 @@ def test_a_missing_or_changed_data_file_is_one_error_naming_it_and_the_override(
     try:
         ev = tmp_path / "ev"
         (copy / "split" / "valid.txt").write_text("a\tb\tc\n")
-        run_cli_error(["evaluate", "--model-dir", copy / "run", "--test", copy / "split" / "test.txt", "-o", ev],
-                      copy, contains=f"{copy / 'split' / 'valid.txt'}: the run's valid file changed since the run "
-                                     f"was trained (sha256 differs)")
-        res = run_cli(["evaluate", "--model-dir", copy / "run", "--test", copy / "split" / "test.txt", "-o", ev,
-                       "--filter", copy / "split" / "train.txt"])  # --filter replaces the recorded files
+        run_cli_error(
+            ["evaluate", "--model-dir", copy / "run", "--test", copy / "split" / "test.txt", "-o", ev],
+            copy,
+            contains=f"{copy / 'split' / 'valid.txt'}: the run's valid file changed since the run "
+            f"was trained (sha256 differs)",
+        )
+        res = run_cli(
+            [
+                "evaluate",
+                "--model-dir",
+                copy / "run",
+                "--test",
+                copy / "split" / "test.txt",
+                "-o",
+                ev,
+                "--filter",
+                copy / "split" / "train.txt",
+            ]
+        )  # --filter replaces the recorded files
         assert res.exit_code == 0, res.output
         (copy / "split" / "train.txt").unlink()
         with pytest.raises(TracegraphError, match=r"the run's train file is missing .*give the file with --train"):
@@ -104,18 +139,61 @@ def test_runs_without_hashes_resolve_paths_as_before_with_a_warning(project, tmp
 
 
 def _train_cli(data, out, *extra):
-    return run_cli(["train", "--train", data / "train.txt", "-o", out, "--batch-size", "8", "--device", "cpu",
-                    "--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4",
-                    "--output-channels", "2", *extra])
+    return run_cli(
+        [
+            "train",
+            "--train",
+            data / "train.txt",
+            "-o",
+            out,
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--embedding-dim",
+            "12",
+            "--embedding-height",
+            "3",
+            "--embedding-width",
+            "4",
+            "--output-channels",
+            "2",
+            *extra,
+        ]
+    )
 
 
 def test_resume_refuses_a_changed_learning_rate_and_records_a_changed_epoch_count(data, tmp_path):
     out = tmp_path / "run"
     assert _train_cli(data, out, "--epochs", "1", "--learning-rate", "0.003").exit_code == 0
-    run_cli_error(["train", "--train", data / "train.txt", "-o", out, "--batch-size", "8", "--device", "cpu",
-                   "--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4",
-                   "--output-channels", "2", "--epochs", "2", "--resume", "--learning-rate", "0.01"],
-                  out, contains="--resume: --learning-rate was 0.003 in this run, now 0.01")
+    run_cli_error(
+        [
+            "train",
+            "--train",
+            data / "train.txt",
+            "-o",
+            out,
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--embedding-dim",
+            "12",
+            "--embedding-height",
+            "3",
+            "--embedding-width",
+            "4",
+            "--output-channels",
+            "2",
+            "--epochs",
+            "2",
+            "--resume",
+            "--learning-rate",
+            "0.01",
+        ],
+        out,
+        contains="--resume: --learning-rate was 0.003 in this run, now 0.01",
+    )
     res = _train_cli(data, out, "--epochs", "3", "--learning-rate", "0.003", "--resume")
     assert res.exit_code == 0, res.output
     conf = json.loads((out / "config.json").read_text())
@@ -128,10 +206,34 @@ def test_resume_refuses_a_changed_learning_rate_and_records_a_changed_epoch_coun
 def test_resume_under_a_cosine_schedule_keeps_its_epoch_count(data, tmp_path):
     out = tmp_path / "cos"
     assert _train_cli(data, out, "--epochs", "2", "--lr-scheduler", "cosine").exit_code == 0
-    run_cli_error(["train", "--train", data / "train.txt", "-o", out, "--batch-size", "8", "--device", "cpu",
-                   "--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4",
-                   "--output-channels", "2", "--epochs", "4", "--lr-scheduler", "cosine", "--resume"],
-                  out, contains="--epochs was 2 in this run, now 4 (the cosine schedule spans the recorded epochs)")
+    run_cli_error(
+        [
+            "train",
+            "--train",
+            data / "train.txt",
+            "-o",
+            out,
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+            "--embedding-dim",
+            "12",
+            "--embedding-height",
+            "3",
+            "--embedding-width",
+            "4",
+            "--output-channels",
+            "2",
+            "--epochs",
+            "4",
+            "--lr-scheduler",
+            "cosine",
+            "--resume",
+        ],
+        out,
+        contains="--epochs was 2 in this run, now 4 (the cosine schedule spans the recorded epochs)",
+    )
 
 
 # ---------------------------------------------------------------- checkpoints: one run's, in every layout
@@ -156,14 +258,26 @@ def test_a_foreign_checkpoint_is_refused_in_every_layout(data, tmp_path, layout)
         _to_old_layout(a)
         _to_old_layout(b)
     else:  # TracIn's checkpoints carry weights and lr only; the training state is in resume.pt alone
-        assert set(torch.load(epochs[0], weights_only=True)) == {"model", "model_config", "epoch", "lr", "metrics",
-                                                                 "run_id"}
+        assert set(torch.load(epochs[0], weights_only=True)) == {
+            "model",
+            "model_config",
+            "epoch",
+            "lr",
+            "metrics",
+            "run_id",
+        }
         assert "optimizer" in torch.load(a / "checkpoints" / "resume.pt", weights_only=True)
     check_one_run(a, epochs)  # its own checkpoints pass
     shutil.copy(b / "checkpoints" / "epoch_0002.pt", a / "checkpoints" / "epoch_0002.pt")
     with pytest.raises(TracegraphError, match="epoch_0002.pt belongs to another run"):
         check_one_run(a, epochs)
     with pytest.raises(TracegraphError, match="epoch_0002.pt belongs to another run than"):
-        tracegraph.train(train=data / "train.txt", output_dir=a, epochs=3, resume=True, batch_size=8,
-                         device="cpu", model=dict(embedding_dim=12, embedding_height=3, embedding_width=4,
-                                                  output_channels=2))
+        tracegraph.train(
+            train=data / "train.txt",
+            output_dir=a,
+            epochs=3,
+            resume=True,
+            batch_size=8,
+            device="cpu",
+            model=dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=2),
+        )

@@ -8,8 +8,20 @@ import pytest
 from tests.conftest import run_cli, run_cli_error, snapshot
 from tracegraph.runtime.rundir import checkpoint_run_id
 
-TINY = ["--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "2",
-        "--batch-size", "8", "--checkpoint-every", "1"]
+TINY = [
+    "--embedding-dim",
+    "12",
+    "--embedding-height",
+    "3",
+    "--embedding-width",
+    "4",
+    "--output-channels",
+    "2",
+    "--batch-size",
+    "8",
+    "--checkpoint-every",
+    "1",
+]
 
 
 @pytest.fixture
@@ -35,8 +47,12 @@ def test_used_run_dir_is_refused_and_overwrite_gives_a_fresh_run(data, tmp_path)
     assert train(data, run, "--epochs", "3").exit_code == 0
     first_id = json.loads((run / "config.json").read_text())["run_id"]
     assert {checkpoint_run_id(p) for p in (run / "checkpoints").iterdir()} == {first_id}
-    run_cli_error(["train", "--train", data / "train.txt", "-o", run, *TINY, "--epochs", "1", "--seed", "1"],
-                  run, data, contains="is not empty")
+    run_cli_error(
+        ["train", "--train", data / "train.txt", "-o", run, *TINY, "--epochs", "1", "--seed", "1"],
+        run,
+        data,
+        contains="is not empty",
+    )
     res = train(data, run, "--epochs", "1", "--seed", "1", "--overwrite")
     assert res.exit_code == 0, res.output
     fresh = tmp_path / "fresh"
@@ -44,26 +60,38 @@ def test_used_run_dir_is_refused_and_overwrite_gives_a_fresh_run(data, tmp_path)
     assert files_of(run) == files_of(fresh)  # exactly the fresh run's files: no epoch_0002/0003 left over
     assert (run / "checkpoints" / "epoch_0001.pt").read_bytes() != b""
     assert json.loads((run / "config.json").read_text())["run_id"] != first_id
-    run_cli_error(["train", "--train", data / "train.txt", "-o", run, *TINY, "--resume", "--overwrite"], run,
-                  contains="contradict")
+    run_cli_error(
+        ["train", "--train", data / "train.txt", "-o", run, *TINY, "--resume", "--overwrite"],
+        run,
+        contains="contradict",
+    )
 
 
 def test_overwrite_refuses_a_folder_that_is_not_a_run(data, tmp_path):
     precious = tmp_path / "home"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    run_cli_error(["train", "--train", data / "train.txt", "-o", precious, *TINY, "--overwrite"], precious,
-                  contains="does not look like a run directory")
+    run_cli_error(
+        ["train", "--train", data / "train.txt", "-o", precious, *TINY, "--overwrite"],
+        precious,
+        contains="does not look like a run directory",
+    )
 
 
 def test_failed_resume_writes_nothing(data, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    run_cli_error(["train", "--train", data / "train.txt", "-o", empty, *TINY, "--resume"], empty,
-                  contains="--resume: no checkpoints")
+    run_cli_error(
+        ["train", "--train", data / "train.txt", "-o", empty, *TINY, "--resume"],
+        empty,
+        contains="--resume: no checkpoints",
+    )
     assert list(empty.iterdir()) == []  # no node_dict.txt / rel_dict.txt left behind
-    run_cli_error(["train", "--train", data / "train.txt", "-o", tmp_path / "absent", *TINY, "--resume"],
-                  tmp_path / "absent", contains="does not exist")
+    run_cli_error(
+        ["train", "--train", data / "train.txt", "-o", tmp_path / "absent", *TINY, "--resume"],
+        tmp_path / "absent",
+        contains="does not exist",
+    )
 
 
 @pytest.mark.slow
@@ -71,15 +99,37 @@ def test_explain_refuses_checkpoints_of_two_runs(data, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert train(data, a, "--epochs", "2").exit_code == 0
     assert train(data, b, "--epochs", "3", "--seed", "1").exit_code == 0
-    explain = ["explain", "--model-dir", a, "--train", data / "train.txt", "--test-triples", data / "test.txt",
-               "--top-k", "2"]
+    explain = [
+        "explain",
+        "--model-dir",
+        a,
+        "--train",
+        data / "train.txt",
+        "--test-triples",
+        data / "test.txt",
+        "--top-k",
+        "2",
+    ]
     assert run_cli([*explain, "-o", tmp_path / "ok"]).exit_code == 0  # one run: fine
     shutil.copy(b / "checkpoints" / "epoch_0003.pt", a / "checkpoints" / "epoch_0003.pt")
     before = snapshot(a)
     # every checkpoint in the folder (the default stops at the model's epoch, 2, before the stranger)
-    run_cli_error([*explain, "-o", tmp_path / "mixed", "--checkpoints", "all"], tmp_path / "mixed",
-                  contains="belongs to another run")
-    run_cli_error([*explain, "-o", tmp_path / "mixed", "--checkpoints", a / "checkpoints" / "epoch_0001.pt",
-                   "--checkpoints", b / "checkpoints" / "epoch_0002.pt"], tmp_path / "mixed",
-                  contains="belongs to another run")
+    run_cli_error(
+        [*explain, "-o", tmp_path / "mixed", "--checkpoints", "all"],
+        tmp_path / "mixed",
+        contains="belongs to another run",
+    )
+    run_cli_error(
+        [
+            *explain,
+            "-o",
+            tmp_path / "mixed",
+            "--checkpoints",
+            a / "checkpoints" / "epoch_0001.pt",
+            "--checkpoints",
+            b / "checkpoints" / "epoch_0002.pt",
+        ],
+        tmp_path / "mixed",
+        contains="belongs to another run",
+    )
     assert snapshot(a) == before

@@ -47,7 +47,8 @@ def test_patience_counts_evaluations_more_than_patience_flat_ones_lower_the_rate
 
 def test_min_lr_floors_the_plateau_rate():
     assert _rates([0.3] * 5, factor=0.1, patience=0, threshold=0.0, min_lr=0.05) == pytest.approx(
-        [1.0, 0.1, 0.05, 0.05, 0.05])
+        [1.0, 0.1, 0.05, 0.05, 0.05]
+    )
 
 
 def test_plateau_ignores_epochs_and_other_schedules_ignore_evaluations():

@@ -24,8 +24,16 @@ PRESETS = Path(__file__).resolve().parents[2] / "tracegraph" / "kg" / "model" / 
 
 
 def _cfg(umls_dir, out, **kw):
-    base = dict(train=str(umls_dir / "train.txt"), valid=str(umls_dir / "valid.txt"), test=None,
-                output_dir=str(out), epochs=3, batch_size=256, checkpoint_every=1, model=dict(TINY))
+    base = dict(
+        train=str(umls_dir / "train.txt"),
+        valid=str(umls_dir / "valid.txt"),
+        test=None,
+        output_dir=str(out),
+        epochs=3,
+        batch_size=256,
+        checkpoint_every=1,
+        model=dict(TINY),
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -47,8 +55,8 @@ def test_ce_matches_dense_float64_reference():
     ref = -(y * torch.log_softmax(scores, 1)).sum(1).mean()
     got = ce_1n(scores, Targets(bi, ti), eps)
     assert got.item() == pytest.approx(ref.item(), rel=1e-12)
-    g_ref, = torch.autograd.grad(ref, scores)
-    g, = torch.autograd.grad(got, scores)
+    (g_ref,) = torch.autograd.grad(ref, scores)
+    (g,) = torch.autograd.grad(got, scores)
     assert torch.allclose(g, g_ref, atol=1e-14)
 
 
@@ -114,12 +122,26 @@ def test_checkpoints_record_the_scheduled_rate(umls_dir, tmp_path):
     lr0, T = 0.01, 4
     train(_cfg(umls_dir, tmp_path / "cos", epochs=T, learning_rate=lr0, lr_scheduler="cosine", lr_min=0.001))
     want = [0.001 + (lr0 - 0.001) * (1 + math.cos(math.pi * e / T)) / 2 for e in range(T)]
-    got = [torch.load(tmp_path / "cos" / "checkpoints" / f"epoch_{e:04d}.pt", weights_only=True)["lr"] for e in range(1, T + 1)]
+    got = [
+        torch.load(tmp_path / "cos" / "checkpoints" / f"epoch_{e:04d}.pt", weights_only=True)["lr"]
+        for e in range(1, T + 1)
+    ]
     assert got == pytest.approx(want)
     # plateau: a 1000-fold relative gain never happens after the first evaluation (epoch 1); with
     # patience 0 every later evaluation halves the rate of the next epoch
-    train(_cfg(umls_dir, tmp_path / "pl", epochs=4, learning_rate=lr0, lr_scheduler="plateau", lr_patience=0,
-               lr_threshold=1000.0, lr_factor=0.5, patience=0))
+    train(
+        _cfg(
+            umls_dir,
+            tmp_path / "pl",
+            epochs=4,
+            learning_rate=lr0,
+            lr_scheduler="plateau",
+            lr_patience=0,
+            lr_threshold=1000.0,
+            lr_factor=0.5,
+            patience=0,
+        )
+    )
     hist = json.loads((tmp_path / "pl" / "training_history.json").read_text())
     assert [h["lr"] for h in hist] == pytest.approx([lr0, lr0, lr0 / 2, lr0 / 4])
     ck = torch.load(tmp_path / "pl" / "checkpoints" / "epoch_0004.pt", weights_only=True)
@@ -131,7 +153,9 @@ def test_resume_restores_the_plateau_state(umls_dir, tmp_path):
     train(_cfg(umls_dir, tmp_path / "full", epochs=4, **kw))
     train(_cfg(umls_dir, tmp_path / "part", epochs=2, **kw))
     train(_cfg(umls_dir, tmp_path / "part", epochs=4, resume=True, **kw))
-    lrs = [[h["lr"] for h in json.loads((tmp_path / d / "training_history.json").read_text())] for d in ("full", "part")]
+    lrs = [
+        [h["lr"] for h in json.loads((tmp_path / d / "training_history.json").read_text())] for d in ("full", "part")
+    ]
     assert lrs[0] == lrs[1] == pytest.approx([0.01, 0.01, 0.01, 0.005])  # the bad-evaluation count survived
     a = torch.load(tmp_path / "full" / "final_model.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "part" / "final_model.pt", weights_only=True)["model"]
@@ -185,8 +209,11 @@ def test_conve_paper_preset_is_the_cli_defaults():
     stopping became the default (patience 0: train every epoch)."""
     from tracegraph.cli.kg import train_cmd
 
-    defaults = {n: p.default.default for n, p in inspect.signature(train_cmd).parameters.items()
-                if hasattr(p.default, "default")}
+    defaults = {
+        n: p.default.default
+        for n, p in inspect.signature(train_cmd).parameters.items()
+        if hasattr(p.default, "default")
+    }
     settings = load_preset("conve-paper").settings
     assert settings.pop("patience") == 0 and defaults["patience"] is None
     for key, value in settings.items():
@@ -220,14 +247,40 @@ def test_bad_preset_file_names_file_and_line(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_cli_preset_with_override_records_name_and_hash(umls_dir, tmp_path):
     out = tmp_path / "run"
-    res = run_cli(["train", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt", "-o", out,
-                   "--preset", "umls", "--epochs", "2", "--learning-rate", "0.01", "--embedding-dim", "12",
-                   "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "4", "--device", "cpu"])
+    res = run_cli(
+        [
+            "train",
+            "--train",
+            umls_dir / "train.txt",
+            "--valid",
+            umls_dir / "valid.txt",
+            "-o",
+            out,
+            "--preset",
+            "umls",
+            "--epochs",
+            "2",
+            "--learning-rate",
+            "0.01",
+            "--embedding-dim",
+            "12",
+            "--embedding-height",
+            "3",
+            "--embedding-width",
+            "4",
+            "--output-channels",
+            "4",
+            "--device",
+            "cpu",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["train"]["preset"] == "umls"
     assert cfg["train"]["preset_sha256"] == hashlib.sha256((PRESETS / "umls.json").read_bytes()).hexdigest()
     assert cfg["train"]["epochs"] == 2 and cfg["train"]["learning_rate"] == 0.01  # explicit flags win
     assert cfg["train"]["lr_scheduler"] == "plateau" and cfg["model"]["embedding_dim"] == 12  # the rest: preset
-    res = run_cli(["train", "--train", umls_dir / "train.txt", "-o", tmp_path / "x", "--preset", tmp_path / "missing.json"])
+    res = run_cli(
+        ["train", "--train", umls_dir / "train.txt", "-o", tmp_path / "x", "--preset", tmp_path / "missing.json"]
+    )
     assert res.exit_code == 2 and "missing.json" in res.stderr

@@ -23,8 +23,12 @@ triple = st.tuples(st.sampled_from("abcdefg"), st.sampled_from(["r", "s"]), st.s
 
 
 @settings(max_examples=150, deadline=None)
-@given(rows=st.lists(triple, min_size=1, max_size=60), dup=st.integers(0, 10),
-       fr=st.sampled_from([(0.1, 0.1), (0.2, 0.3), (0.0, 0.5), (0.45, 0.0)]), seed=st.integers(0, 5))
+@given(
+    rows=st.lists(triple, min_size=1, max_size=60),
+    dup=st.integers(0, 10),
+    fr=st.sampled_from([(0.1, 0.1), (0.2, 0.3), (0.0, 0.5), (0.45, 0.0)]),
+    seed=st.integers(0, 5),
+)
 def test_every_distinct_triple_lands_exactly_once(rows, dup, fr, seed):
     rows = rows + rows[:dup]  # duplicate lines
     res = split_triples(_lt(rows), fr[0], fr[1], seed)
@@ -62,8 +66,10 @@ def test_duplicate_lines_in_a_file_never_reach_two_split_files(tmp_path):
     rows = [(f"e{i % 6}", "r", f"e{(i + 1) % 6}") for i in range(6)] * 5  # every line five times
     p.write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in rows))
     split_file(p, tmp_path / "o", 0.2, 0.2, seed=0)
-    files = {n: read_labeled_triples(tmp_path / "o" / f"{n}.txt") if (tmp_path / "o" / f"{n}.txt").stat().st_size
-             else None for n in ("train", "valid", "test")}
+    files = {
+        n: read_labeled_triples(tmp_path / "o" / f"{n}.txt") if (tmp_path / "o" / f"{n}.txt").stat().st_size else None
+        for n in ("train", "valid", "test")
+    }
     seen = Counter()
     for lt in files.values():
         if lt is not None:

@@ -12,10 +12,24 @@ from tracegraph.errors import TracegraphError
 from tracegraph.kg.demo.synthetic import TEMPLATES, TREATS, SyntheticConfig, generate, write
 from tracegraph.kg.data.triples import IdMap, read_labeled_triples, read_name_dict
 
-FILES = ("train.txt", "valid.txt", "test.txt", "node_dict.txt", "rel_dict.txt", "node_name_dict.txt",
-         "node_category.txt", "mechanisms.tsv", "synthetic_config.json")
-CURIE = {"biolink:Drug": r"CHEBI:\d+", "biolink:Gene": r"NCBIGene:\d+", "biolink:Pathway": r"REACT:R-HSA-\d{4,}",
-         "biolink:Disease": r"MONDO:\d{7}", "biolink:PhenotypicFeature": r"HP:\d{7}"}
+FILES = (
+    "train.txt",
+    "valid.txt",
+    "test.txt",
+    "node_dict.txt",
+    "rel_dict.txt",
+    "node_name_dict.txt",
+    "node_category.txt",
+    "mechanisms.tsv",
+    "synthetic_config.json",
+)
+CURIE = {
+    "biolink:Drug": r"CHEBI:\d+",
+    "biolink:Gene": r"NCBIGene:\d+",
+    "biolink:Pathway": r"REACT:R-HSA-\d{4,}",
+    "biolink:Disease": r"MONDO:\d{7}",
+    "biolink:PhenotypicFeature": r"HP:\d{7}",
+}
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +111,16 @@ def test_every_mechanism_is_a_train_path_from_drug_to_disease(demo_kg, written):
 
 def test_mechanisms_file_matches_test_set(demo_kg, written):
     mech = pd.read_csv(written / "mechanisms.tsv", sep="\t", dtype=str)
-    assert list(mech.columns) == ["test_head", "test_relation", "test_tail", "path_id", "template",
-                                  "edge_head", "edge_relation", "edge_tail"]
+    assert list(mech.columns) == [
+        "test_head",
+        "test_relation",
+        "test_tail",
+        "path_id",
+        "template",
+        "edge_head",
+        "edge_relation",
+        "edge_tail",
+    ]
     test = _triples(written / "test.txt")
     assert set(zip(mech.test_head, mech.test_relation, mech.test_tail)) == set(test)
     train_set = set(_triples(written / "train.txt"))
@@ -177,7 +199,9 @@ def test_drugs_sharing_a_target_share_its_diseases():
     mechanism_reuse 0 and every gene druggable (each walk picks its own continuation)."""
     for seed in (0, 1):
         reused = np.mean(1 / shared_target_ranks(generate(SyntheticConfig(), seed)))
-        fresh = np.mean(1 / shared_target_ranks(generate(SyntheticConfig(mechanism_reuse=0.0, druggable_fraction=1.0), seed)))
+        fresh = np.mean(
+            1 / shared_target_ranks(generate(SyntheticConfig(mechanism_reuse=0.0, druggable_fraction=1.0), seed))
+        )
         assert reused >= 0.5 and reused > fresh + 0.05, (seed, reused, fresh)
 
 
@@ -250,5 +274,8 @@ def test_cli_writes_all_files(tmp_path):
         assert (tmp_path / "kg" / f).stat().st_size > 0, f
     assert "test 15" in res.output
     assert Counter(r for _, r, _ in _triples(tmp_path / "kg" / "test.txt")) == {TREATS: 15}
-    run_cli_error(["data", "synthetic", "-o", tmp_path / "bad", "--quick", "--test-triples", 5000], tmp_path / "bad",
-                  contains="planted treats edges")
+    run_cli_error(
+        ["data", "synthetic", "-o", tmp_path / "bad", "--quick", "--test-triples", 5000],
+        tmp_path / "bad",
+        contains="planted treats edges",
+    )

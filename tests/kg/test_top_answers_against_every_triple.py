@@ -16,8 +16,17 @@ N, R = 7, 2
 
 def _model(reciprocal: bool):
     torch.manual_seed(3)
-    model = ConvE(ConvEConfig(num_entities=N, num_relations=R, embedding_dim=12, embedding_height=3,
-                              embedding_width=4, output_channels=2, reciprocal=reciprocal))
+    model = ConvE(
+        ConvEConfig(
+            num_entities=N,
+            num_relations=R,
+            embedding_dim=12,
+            embedding_height=3,
+            embedding_width=4,
+            output_channels=2,
+            reciprocal=reciprocal,
+        )
+    )
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.5)  # every parameter random: no tied scores, a bias that matters

@@ -15,12 +15,22 @@ from tracegraph.kg.explain.tracin.explain import CSV_HEADER
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 
+
 @pytest.fixture(scope="module")
 def trained(umls_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("tracin_run")
     # lr decay so the three checkpoints carry different learning rates
-    train(TrainConfig(train=str(umls_dir / "train.txt"), output_dir=str(out), epochs=3, batch_size=256,
-                      lr_decay=0.5, checkpoint_every=1, model=dict(TINY)))
+    train(
+        TrainConfig(
+            train=str(umls_dir / "train.txt"),
+            output_dir=str(out),
+            epochs=3,
+            batch_size=256,
+            lr_decay=0.5,
+            checkpoint_every=1,
+            model=dict(TINY),
+        )
+    )
     lm = load_model(out)
     ids = encode_triples(read_labeled_triples(umls_dir / "train.txt"), lm.entities, lm.relations)
     rng = np.random.default_rng(0)
@@ -28,8 +38,13 @@ def trained(umls_dir, tmp_path_factory):
     test_ids = encode_triples(read_labeled_triples(umls_dir / "test.txt"), lm.entities, lm.relations)[:4]
     # a test triple sharing its head with a training triple (tied-embedding cross terms), and one
     # whose tail is a training triple's head (reciprocal direction's head)
-    test_ids = np.concatenate([test_ids, [[train_ids[0, 0], train_ids[5, 1], train_ids[7, 2]]],
-                               [[train_ids[9, 2], train_ids[9, 1], train_ids[3, 0]]]])
+    test_ids = np.concatenate(
+        [
+            test_ids,
+            [[train_ids[0, 0], train_ids[5, 1], train_ids[7, 2]]],
+            [[train_ids[9, 2], train_ids[9, 1], train_ids[3, 0]]],
+        ]
+    )
     assert (test_ids[:, 0][:, None] == train_ids[:, 0][None, :]).any(1).sum() >= 1
     return out, train_ids, test_ids
 
@@ -93,8 +108,29 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
     names = tmp_path / "names.txt"
     names.write_text("".join(f"Name of {lab}\t{i}\n" for i, lab in enumerate(E)))
     o = tmp_path / "explain"
-    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o,
-                   "--top-k", "5", "--node-name-dict", names, "--batch-size", "33", "--method", "tracin", "--loss", "score"])
+    res = run_cli(
+        [
+            "explain",
+            "--model-dir",
+            out,
+            "--train",
+            train_f,
+            "--test-triples",
+            test_f,
+            "-o",
+            o,
+            "--top-k",
+            "5",
+            "--node-name-dict",
+            names,
+            "--batch-size",
+            "33",
+            "--method",
+            "tracin",
+            "--loss",
+            "score",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     assert summary["explained"] == 2 and summary["failed"] == 1
@@ -122,11 +158,31 @@ def test_cli_explain_rankings_match_reference(trained, umls_dir, tmp_path):
         assert len(meta["learning_rates"]) == 3 and len(meta["rows"]) == 10
     # --skip-existing leaves finished triples alone
     before = (o / "summary.json").read_bytes()
-    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing"])
+    res = run_cli(
+        ["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing"]
+    )
     assert res.exit_code == 2 and (o / "summary.json").read_bytes() == before  # other method and loss: refused
     assert res.stderr.count("\n") == 1 and "--skip-existing would mix two explanation runs" in res.stderr
-    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o, "--skip-existing",
-                   "--top-k", "5", "--method", "tracin", "--loss", "score"])
+    res = run_cli(
+        [
+            "explain",
+            "--model-dir",
+            out,
+            "--train",
+            train_f,
+            "--test-triples",
+            test_f,
+            "-o",
+            o,
+            "--skip-existing",
+            "--top-k",
+            "5",
+            "--method",
+            "tracin",
+            "--loss",
+            "score",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     assert json.loads((o / "summary.json").read_text())["skipped_existing"] == 2
 
@@ -140,8 +196,22 @@ def test_loss_train_loss_alone_is_the_earlier_codebase_convention(trained, tmp_p
     name = f"triple_000_{E[test_ids[0, 0]]}_{E[test_ids[0, 2]]}".replace(":", "_")
     for extra, method in (([], "tracin"), (["--method", "tracin-margin"], "tracin-margin")):
         o = tmp_path / method
-        res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", o,
-                       "--loss", "train-loss", *extra])
+        res = run_cli(
+            [
+                "explain",
+                "--model-dir",
+                out,
+                "--train",
+                train_f,
+                "--test-triples",
+                test_f,
+                "-o",
+                o,
+                "--loss",
+                "train-loss",
+                *extra,
+            ]
+        )
         assert res.exit_code == 0, res.stderr
         meta = json.loads((o / f"{name}_tracin.json").read_text())
         assert meta["method"] == method and meta["loss"] == "train-loss"
@@ -162,8 +232,25 @@ def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp
 
     out, train_ids, test_ids = trained
     E, R, train_f, test_f = label_files(trained, tmp_path, 3)
-    res = run_cli(["explain", "--model-dir", out, "--train", train_f, "--test-triples", test_f, "-o", tmp_path / "f",
-                   "--n-hops", "1", "--min-degree", "3", "--loss", "score"])
+    res = run_cli(
+        [
+            "explain",
+            "--model-dir",
+            out,
+            "--train",
+            train_f,
+            "--test-triples",
+            test_f,
+            "-o",
+            tmp_path / "f",
+            "--n-hops",
+            "1",
+            "--min-degree",
+            "3",
+            "--loss",
+            "score",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     ref = influence(out, train_ids, test_ids[:3], list_epoch_checkpoints(out), engine="exact", loss="score")
     index = GraphIndex.build(train_ids, len(E))
@@ -180,7 +267,9 @@ def test_cli_explain_with_filtering_ranks_exactly_the_filtered_rows(trained, tmp
         with open(tmp_path / "f" / f"{name}_tracin.csv") as f:
             body = list(csv.reader(f))[1:]
         got = sorted((r_[6], r_[8], r_[10], round(float(r_[12]), 6)) for r_ in body)
-        want = sorted((E[train_ids[i, 0]], R[train_ids[i, 1]], E[train_ids[i, 2]], round(float(ref.scores[j, i]), 6))
-                      for i in rows)
+        want = sorted(
+            (E[train_ids[i, 0]], R[train_ids[i, 1]], E[train_ids[i, 2]], round(float(ref.scores[j, i]), 6))
+            for i in rows
+        )
         assert len(rows) < len(train_ids) and got == want
     assert explained >= 1

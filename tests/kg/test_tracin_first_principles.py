@@ -25,8 +25,16 @@ from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influe
 from tracegraph.runtime.checkpoints import save_checkpoint
 
 N_ENT, N_REL = 7, 2
-CFG = dict(num_entities=N_ENT, num_relations=N_REL, embedding_dim=6, embedding_height=2, embedding_width=3,
-           output_channels=2, kernel_size=2, reciprocal=True)
+CFG = dict(
+    num_entities=N_ENT,
+    num_relations=N_REL,
+    embedding_dim=6,
+    embedding_height=2,
+    embedding_width=3,
+    output_channels=2,
+    kernel_size=2,
+    reciprocal=True,
+)
 LRS = (0.7, 0.05)
 SMOOTHING = 0.2
 TRAIN = np.array([[0, 0, 1], [1, 1, 2], [2, 0, 3], [3, 1, 0], [4, 0, 5], [6, 1, 4]])
@@ -111,10 +119,13 @@ def test_influence_equals_float64_first_principles(checkpoints, loss, method):
 def test_influence_without_reciprocal_relations(tmp_path, method):
     paths, states = _save_checkpoints(tmp_path, reciprocal=False)
     ref, ref_train_self, ref_test_self = reference_influence(states, "train-loss", reciprocal=False)
-    opts = InfluenceOptions(engine=method, loss="train-loss", label_smoothing=SMOOTHING, batch_size=4, test_batch_size=2)
+    opts = InfluenceOptions(
+        engine=method, loss="train-loss", label_smoothing=SMOOTHING, batch_size=4, test_batch_size=2
+    )
     res = compute_influence(paths, TRAIN, TEST, opts, torch.device("cpu"))
-    assert [(c.path, c.epoch, c.lr) for c in res.checkpoints] == [(str(p), k + 1, lr) for k, (p, lr) in
-                                                                 enumerate(zip(paths, LRS))]
+    assert [(c.path, c.epoch, c.lr) for c in res.checkpoints] == [
+        (str(p), k + 1, lr) for k, (p, lr) in enumerate(zip(paths, LRS))
+    ]
     assert res.layers[0] == "relation.weight" and res.layers[-1] == "entity_bias" and len(res.layers) == 13
     np.testing.assert_allclose(res.scores, ref, rtol=0, atol=2e-5 * np.abs(ref).max())
     np.testing.assert_allclose(res.train_self, ref_train_self, rtol=2e-5)
@@ -136,8 +147,9 @@ def test_fixture_distinguishes_the_plausible_wrong_answers(checkpoints):
 def test_influence_streamed_to_disk_when_over_the_memory_budget(checkpoints, tmp_path):
     paths, states = checkpoints
     ref, _, _ = reference_influence(states, "score")
-    opts = InfluenceOptions(loss="score", batch_size=4, memory_budget_bytes=len(TEST) * len(TRAIN) * 8 - 1,
-                            scratch_dir=str(tmp_path))
+    opts = InfluenceOptions(
+        loss="score", batch_size=4, memory_budget_bytes=len(TEST) * len(TRAIN) * 8 - 1, scratch_dir=str(tmp_path)
+    )
     res = compute_influence(paths, TRAIN, TEST, opts, torch.device("cpu"))
     assert isinstance(res.scores, np.memmap) and res.scores.dtype == np.float32 and res.scores.shape == ref.shape
     np.testing.assert_allclose(res.scores, ref, rtol=0, atol=2e-5 * np.abs(ref).max())

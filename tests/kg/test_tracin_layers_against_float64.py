@@ -21,10 +21,20 @@ import torch
 from tests.kg.conve_reference import direction_loss, scores
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.engine import (
-    InfluenceOptions, _Accumulator, _alloc, _fold, auto_batch_size, compute_influence,
+    InfluenceOptions,
+    _Accumulator,
+    _alloc,
+    _fold,
+    auto_batch_size,
+    compute_influence,
 )
 from tracegraph.kg.explain.tracin.factors import (
-    PARAM_ORDER, ScoreGrad, compute_factors, example_loss, influence, select_layers,
+    PARAM_ORDER,
+    ScoreGrad,
+    compute_factors,
+    example_loss,
+    influence,
+    select_layers,
 )
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.model_io import model_payload
@@ -35,9 +45,23 @@ EPS = 0.3  # label smoothing, away from 0 and from the usual 0.1
 
 def tiny(seed=0, reciprocal=True, bias=True, dtype=torch.float64) -> ConvE:
     torch.manual_seed(seed)
-    m = ConvE(ConvEConfig(num_entities=N_ENT, num_relations=N_REL, embedding_dim=H * W, embedding_height=H,
-                          embedding_width=W, output_channels=2, kernel_size=2, reciprocal=reciprocal,
-                          entity_bias=bias)).to(dtype).eval()
+    m = (
+        ConvE(
+            ConvEConfig(
+                num_entities=N_ENT,
+                num_relations=N_REL,
+                embedding_dim=H * W,
+                embedding_height=H,
+                embedding_width=W,
+                output_channels=2,
+                kernel_size=2,
+                reciprocal=reciprocal,
+                entity_bias=bias,
+            )
+        )
+        .to(dtype)
+        .eval()
+    )
     with torch.no_grad():
         for p in m.parameters():  # BatchNorm affine, biases, entity bias: all away from their defaults
             p.add_(0.4 * torch.randn_like(p))
@@ -59,8 +83,11 @@ def ref_loss(s, h, r, t, loss, eps=EPS):
 
 
 def state(model):
-    return {n: t.detach().double().clone().requires_grad_("running" not in n)
-            for n, t in model.state_dict().items() if t.is_floating_point()}
+    return {
+        n: t.detach().double().clone().requires_grad_("running" not in n)
+        for n, t in model.state_dict().items()
+        if t.is_floating_point()
+    }
 
 
 def ref_grads(model, dirs, loss, layers, eps=EPS):
@@ -102,9 +129,13 @@ DIRS_A = [(0, 0, 1), (3, 1, 2), (5, 3, 0)]
 DIRS_B = [(0, 1, 3), (1, 0, 2), (5, 2, 5)]
 
 SINGLE = [[n] for n in PARAM_ORDER]
-COMBOS = [list(PARAM_ORDER), ["entity.weight", "entity_bias"], ["relation.weight", "fc.weight"],
-          ["bn0.weight", "conv.weight", "bn2.bias"], ["conv.bias", "bn1.weight", "bn1.bias", "fc.bias", "bn2.weight",
-                                                      "bn0.bias"]]
+COMBOS = [
+    list(PARAM_ORDER),
+    ["entity.weight", "entity_bias"],
+    ["relation.weight", "fc.weight"],
+    ["bn0.weight", "conv.weight", "bn2.bias"],
+    ["conv.bias", "bn1.weight", "bn1.bias", "fc.bias", "bn2.weight", "bn0.bias"],
+]
 
 
 MODEL = tiny(2)
@@ -127,8 +158,9 @@ def test_gram_equals_per_example_autograd(model, loss, layers):
     assert got.dtype == torch.float64 and got.shape == (3, 3)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12 * np.abs(want).max())
     # aligned pairs (a_i, b_i): the diagonal, and the self-influences ‖∇ℓ(a_i)‖²
-    np.testing.assert_allclose(influence(A, B, layers, pairwise=False).numpy(), np.diag(want), rtol=1e-10,
-                               atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(
+        influence(A, B, layers, pairwise=False).numpy(), np.diag(want), rtol=1e-10, atol=1e-12 * np.abs(want).max()
+    )
     np.testing.assert_allclose(influence(A, A, layers, False).numpy(), (ga * ga).sum(1).numpy(), rtol=1e-10)
 
 
@@ -169,8 +201,10 @@ def test_example_loss_by_hand(model):
     for loss in ("score", "train-loss", "logit"):
         want = [float(ref_loss(s, int(a), int(b), int(c), loss, 0.25).detach()) for a, b, c in zip(h, r, t)]
         np.testing.assert_allclose(example_loss(model, h, r, t, loss, 0.25).detach().numpy(), want, rtol=1e-12)
-    for fn in (lambda: example_loss(model, h, r, t, "mse", 0.1),
-               lambda: compute_factors(model, h, r, t, "mse", 0.1, ["fc.weight"])):
+    for fn in (
+        lambda: example_loss(model, h, r, t, "mse", 0.1),
+        lambda: compute_factors(model, h, r, t, "mse", 0.1, ["fc.weight"]),
+    ):
         with pytest.raises(TracegraphError, match=re.escape("loss must be one of train-loss, score, logit, not 'mse'")):
             fn()
 
@@ -208,14 +242,16 @@ def test_select_layers_by_hand():
     assert select_layers(m, ["entity_bias", "bn0.weight"]) == ["bn0.weight", "entity_bias"]
     assert select_layers(m, "conv.bias") == ["conv.bias"]
     choose = "choose from: all, last:N, " + ", ".join(PARAM_ORDER)
-    for spec, msg in [("last:0", "layers last:N needs 1 <= N <= 13, got 'last:0'"),
-                      ("last:14", "layers last:N needs 1 <= N <= 13, got 'last:14'"),
-                      ("last:x", "layers last:N needs 1 <= N <= 13, got 'last:x'"),
-                      ("last:", "layers last:N needs 1 <= N <= 13, got 'last:'"),
-                      ("fc.weight,bogus", f"layers: unknown ['bogus']; {choose}"),
-                      ("Last:2", f"layers: unknown ['Last:2']; {choose}"),
-                      (" , ", f"layers: unknown []; {choose}"),
-                      ([], f"layers: unknown []; {choose}")]:
+    for spec, msg in [
+        ("last:0", "layers last:N needs 1 <= N <= 13, got 'last:0'"),
+        ("last:14", "layers last:N needs 1 <= N <= 13, got 'last:14'"),
+        ("last:x", "layers last:N needs 1 <= N <= 13, got 'last:x'"),
+        ("last:", "layers last:N needs 1 <= N <= 13, got 'last:'"),
+        ("fc.weight,bogus", f"layers: unknown ['bogus']; {choose}"),
+        ("Last:2", f"layers: unknown ['Last:2']; {choose}"),
+        (" , ", f"layers: unknown []; {choose}"),
+        ([], f"layers: unknown []; {choose}"),
+    ]:
         with pytest.raises(TracegraphError) as e:
             select_layers(m, spec)
         assert str(e.value) == msg
@@ -297,9 +333,14 @@ def _close(got, want):
 
 
 @pytest.mark.parametrize("method", ["exact", "autograd"])
-@pytest.mark.parametrize("loss,layers,names", [
-    ("train-loss", "all", PARAM_ORDER), ("score", "last:3", PARAM_ORDER[-3:]),
-    ("train-loss", "fc.weight,relation.weight", ["relation.weight", "fc.weight"])])
+@pytest.mark.parametrize(
+    "loss,layers,names",
+    [
+        ("train-loss", "all", PARAM_ORDER),
+        ("score", "last:3", PARAM_ORDER[-3:]),
+        ("train-loss", "fc.weight,relation.weight", ["relation.weight", "fc.weight"]),
+    ],
+)
 def test_driver_against_reference_with_uneven_batches(method, loss, layers, names):
     pl = _payloads()
     want, want_tr, want_te = _reference(pl, loss, names)
@@ -350,8 +391,10 @@ def test_driver_refuses_a_checkpoint_without_learning_rate():
 
 def test_driver_checks_its_options_before_reading():
     pl = _payloads(lrs=(0.6,))
-    for kw, msg in [(dict(engine="magic"), "engine must be one of exact, autograd, vmap, not 'magic'"),
-                    (dict(loss="mse"), "loss must be one of train-loss, score, logit, not 'mse'")]:
+    for kw, msg in [
+        (dict(engine="magic"), "engine must be one of exact, autograd, vmap, not 'magic'"),
+        (dict(loss="mse"), "loss must be one of train-loss, score, logit, not 'mse'"),
+    ]:
         reader = Reader({})
         with pytest.raises(TracegraphError) as e:
             compute_influence(list(pl), TRAIN, TEST, InfluenceOptions(**kw), torch.device("cpu"), read=reader)
@@ -387,8 +430,16 @@ def test_auto_batch_size_by_hand():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert auto_batch_size(10, cpu) == 512 and auto_batch_size(10**7, cpu) == 512
     # 2**29 bytes of [2·batch, N] float32 score gradients: 2**29 // (8 N), between 256 and 4096
-    for n, want in [(0, 4096), (1, 4096), (2**14, 4096), (2**15, 2048), (3 * 2**15, 682), (2**17, 512),
-                    (2**18, 256), (10**7, 256)]:
+    for n, want in [
+        (0, 4096),
+        (1, 4096),
+        (2**14, 4096),
+        (2**15, 2048),
+        (3 * 2**15, 682),
+        (2**17, 512),
+        (2**18, 256),
+        (10**7, 256),
+    ]:
         got = auto_batch_size(n, cuda)
         assert got == want and type(got) is int, (n, got)
 
@@ -475,8 +526,16 @@ from tracegraph.kg.model.model_io import build_model  # noqa: E402
 from tracegraph.runtime.checkpoints import load_checkpoint  # noqa: E402
 
 # six entities, two relations: the sizes the float64 reference above is written for
-RUN_TRIPLES = [("a", "r", "b"), ("b", "r", "c"), ("c", "s", "a"), ("a", "s", "d"), ("d", "r", "b"), ("c", "r", "d"),
-               ("e", "s", "f"), ("f", "r", "a")]
+RUN_TRIPLES = [
+    ("a", "r", "b"),
+    ("b", "r", "c"),
+    ("c", "s", "a"),
+    ("a", "s", "d"),
+    ("d", "r", "b"),
+    ("c", "r", "d"),
+    ("e", "s", "f"),
+    ("f", "r", "a"),
+]
 RUN_TESTS = [("a", "r", "c"), ("zz", "r", "b"), ("b", "q", "c"), ("e", "r", "d"), ("c", "s", "f")]
 
 
@@ -487,13 +546,30 @@ def tiny_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_run")
     (d / "train.txt").write_text("".join("\t".join(t) + "\n" for t in RUN_TRIPLES))
     (d / "test.txt").write_text("".join("\t".join(t) + "\n" for t in RUN_TESTS))
-    train(TrainConfig(train=str(d / "train.txt"), output_dir=str(d / "run"), epochs=2, batch_size=4, lr_decay=0.5,
-                      learning_rate=0.05, checkpoint_every=1, label_smoothing=0.1, device="cpu",
-                      model=dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2,
-                                 kernel_size=2)))
-    train(TrainConfig(train=str(d / "train.txt"), output_dir=str(d / "other"), epochs=1, batch_size=4, device="cpu",
-                      model=dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2,
-                                 kernel_size=2)))  # another run, for the one-run check
+    train(
+        TrainConfig(
+            train=str(d / "train.txt"),
+            output_dir=str(d / "run"),
+            epochs=2,
+            batch_size=4,
+            lr_decay=0.5,
+            learning_rate=0.05,
+            checkpoint_every=1,
+            label_smoothing=0.1,
+            device="cpu",
+            model=dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2),
+        )
+    )
+    train(
+        TrainConfig(
+            train=str(d / "train.txt"),
+            output_dir=str(d / "other"),
+            epochs=1,
+            batch_size=4,
+            device="cpu",
+            model=dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2),
+        )
+    )  # another run, for the one-run check
     (d / "names.txt").write_text("".join(f"Name {x}\t{i}\n" for i, x in enumerate("ab")))  # only ids 0, 1 named
     (d / "edges.json").write_text(json.dumps({json.dumps({"predicate": "P:r", "q": "up"}): "r"}))
     return d
@@ -563,9 +639,17 @@ def _read_csv(p):
 def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     d = tiny_run
     out = tmp_path / "o" / "deeper"  # made with its parents
-    cfg = ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(d / "test.txt"),
-                        output_dir=str(out), node_name_dict=str(d / "names.txt"), edge_map=str(d / "edges.json"),
-                        device="cpu", method="tracin", loss="score")
+    cfg = ExplainConfig(
+        model_dir=str(d / "run"),
+        train=str(d / "train.txt"),
+        test_triples=str(d / "test.txt"),
+        output_dir=str(out),
+        node_name_dict=str(d / "names.txt"),
+        edge_map=str(d / "edges.json"),
+        device="cpu",
+        method="tracin",
+        loss="score",
+    )
     with caplog.at_level("WARNING", logger="tracegraph"):
         result = run_explain(cfg)
     assert not out.exists()  # records only: the writer writes
@@ -574,7 +658,8 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     collected = [[x if isinstance(x, str) else float(x) for x in r] for r in result.frame().itertuples(index=False)]
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         "test triple 1 ['zz', 'r', 'b']: not in the model's id maps: entity 'zz'",
-        "test triple 2 ['b', 'q', 'c']: not in the model's id maps: relation 'q'"]
+        "test triple 2 ['b', 'q', 'c']: not in the model's id maps: relation 'q'",
+    ]
     score, tself, trself = _run_reference(d / "run", "score", 0.1)
     ckpts = sorted(str(p) for p in (d / "run" / "checkpoints").glob("epoch_*.pt"))
     assert len(ckpts) == 2
@@ -587,16 +672,39 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     assert isinstance(elapsed, float) and 0 < elapsed < 600
     ranked = _filtered_tail_ranks(d / "run" / "final_model.pt", [t for _, t in explained], RUN_TRIPLES)
     assert summary.pop("triples") == [
-        {"index": i, "head": t[0], "relation": t[1], "tail": t[2], "rank": ranked[t][0],
-         "score": pytest.approx(ranked[t][1], rel=1e-5, abs=1e-6), "rival": None,
-         "csv": f"{n}_tracin.csv", "json": f"{n}_tracin.json"} for (i, t), n in zip(explained, names)]
+        {
+            "index": i,
+            "head": t[0],
+            "relation": t[1],
+            "tail": t[2],
+            "rank": ranked[t][0],
+            "score": pytest.approx(ranked[t][1], rel=1e-5, abs=1e-6),
+            "rival": None,
+            "csv": f"{n}_tracin.csv",
+            "json": f"{n}_tracin.json",
+        }
+        for (i, t), n in zip(explained, names)
+    ]
     assert summary.pop("side") == "tail" and summary.pop("top_k") is None
     assert summary == {
-        "requested": 5, "explained": 3, "skipped_existing": 0, "failed": 2,
-        "failures": [{"index": 1, "triple": ["zz", "r", "b"], "reason": "not in the model's id maps: entity 'zz'"},
-                     {"index": 2, "triple": ["b", "q", "c"], "reason": "not in the model's id maps: relation 'q'"}],
-        "files": summary["files"], "method": "tracin", "engine": "exact", "loss": "score", "layers": PARAM_ORDER,
-        "checkpoints": ckpts, "training_triples": 8, "union_of_ranked_training_triples": 8, "device": "cpu"}
+        "requested": 5,
+        "explained": 3,
+        "skipped_existing": 0,
+        "failed": 2,
+        "failures": [
+            {"index": 1, "triple": ["zz", "r", "b"], "reason": "not in the model's id maps: entity 'zz'"},
+            {"index": 2, "triple": ["b", "q", "c"], "reason": "not in the model's id maps: relation 'q'"},
+        ],
+        "files": summary["files"],
+        "method": "tracin",
+        "engine": "exact",
+        "loss": "score",
+        "layers": PARAM_ORDER,
+        "checkpoints": ckpts,
+        "training_triples": 8,
+        "union_of_ranked_training_triples": 8,
+        "device": "cpu",
+    }
     name_of = {"a": "Name a", "b": "Name b"}
     rel_of = {"r": "P:r (q=up)", "s": "s"}
     assert rel_of["r"] == describe_edge_key(json.dumps({"predicate": "P:r", "q": "up"}))
@@ -631,14 +739,24 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
         assert abs(tsi - tself[tt]) < 1e-4 * tself[tt]
         assert meta["test_triple"].pop("rank") == ranked[tt][0]
         assert meta["test_triple"].pop("score") == pytest.approx(ranked[tt][1], rel=1e-5, abs=1e-6)
-        assert meta == {"test_triple": {"index": i, "head": tt[0], "relation": tt[1], "tail": tt[2]},
-                        "method": "tracin", "side": "tail", "engine": "exact", "loss": "score", "label_smoothing": 0.1,
-                        "layers": PARAM_ORDER,
-                        "checkpoints": [{"path": p, "epoch": k + 1, "lr": lr} for k, (p, lr) in
-                                        enumerate(zip(ckpts, meta["learning_rates"]))],
-                        "learning_rates": meta["learning_rates"], "training_triples_ranked": 8, "top_k": None}
+        assert meta == {
+            "test_triple": {"index": i, "head": tt[0], "relation": tt[1], "tail": tt[2]},
+            "method": "tracin",
+            "side": "tail",
+            "engine": "exact",
+            "loss": "score",
+            "label_smoothing": 0.1,
+            "layers": PARAM_ORDER,
+            "checkpoints": [
+                {"path": p, "epoch": k + 1, "lr": lr} for k, (p, lr) in enumerate(zip(ckpts, meta["learning_rates"]))
+            ],
+            "learning_rates": meta["learning_rates"],
+            "training_triples_ranked": 8,
+            "top_k": None,
+        }
         assert len(meta["learning_rates"]) == 2 and meta["learning_rates"][1] == pytest.approx(
-            0.5 * meta["learning_rates"][0])
+            0.5 * meta["learning_rates"][0]
+        )
         all_rows += [r[:12] + [float(x) for x in r[12:-1]] + [r[-1]] for r in body]
     assert collected == all_rows
 
@@ -658,15 +776,27 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
 
     out = tmp_path / "k"
     out.mkdir()  # an existing output folder is fine
-    summary = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                        test_triples=str(d / "test.txt"), output_dir=str(out), top_k=2, device="cpu",
-                                        loss="train-loss", label_smoothing=0.3, start_index=2, max_triples=3,
-                                        method="tracin"),
-                          train_subsets=subsets)
+    summary = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(d / "test.txt"),
+            output_dir=str(out),
+            top_k=2,
+            device="cpu",
+            loss="train-loss",
+            label_smoothing=0.3,
+            start_index=2,
+            max_triples=3,
+            method="tracin",
+        ),
+        train_subsets=subsets,
+    )
     assert summary["requested"] == 3 and summary["explained"] == 1 and summary["failed"] == 2
     assert summary["failures"] == [
         {"index": 2, "triple": ["b", "q", "c"], "reason": "not in the model's id maps: relation 'q'"},
-        {"index": 4, "triple": ["c", "s", "f"], "reason": "the filtered training graph around this triple is empty"}]
+        {"index": 4, "triple": ["c", "s", "f"], "reason": "the filtered training graph around this triple is empty"},
+    ]
     assert summary["union_of_ranked_training_triples"] == 5 and summary["loss"] == "train-loss"
     assert summary["files"] == ["triple_003_e_d_tracin.csv", "triple_003_e_d_tracin.json"]
     assert [(ents.labels[h], ents.labels[t]) for h, t in calls] == [("e", "d"), ("c", "f")]
@@ -686,9 +816,18 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
     assert meta["loss"] == "train-loss" and len(meta["rows"]) == len(pro) + len(opp)
     # the second run skips the finished triple and writes nothing new for it
     before = (out / "triple_003_e_d_tracin.csv").read_bytes()
-    s2 = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                   test_triples=str(d / "test.txt"), output_dir=str(out), device="cpu",
-                                   start_index=3, max_triples=1, skip_existing=True))
+    s2 = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(d / "test.txt"),
+            output_dir=str(out),
+            device="cpu",
+            start_index=3,
+            max_triples=1,
+            skip_existing=True,
+        )
+    )
     assert s2["skipped_existing"] == 1 and s2["explained"] == 0 and s2["requested"] == 1 and s2["files"] == []
     assert s2["layers"] == "all" and s2["union_of_ranked_training_triples"] == 0
     assert (out / "triple_003_e_d_tracin.csv").read_bytes() == before
@@ -696,8 +835,14 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
 
 def test_run_explain_on_two_cpu_devices_equals_one(tiny_run, tmp_path):
     d = tiny_run
-    kw = dict(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(d / "test.txt"), device="cpu",
-              top_k=1, layers="last:2")
+    kw = dict(
+        model_dir=str(d / "run"),
+        train=str(d / "train.txt"),
+        test_triples=str(d / "test.txt"),
+        device="cpu",
+        top_k=1,
+        layers="last:2",
+    )
     one = explain_files(ExplainConfig(output_dir=str(tmp_path / "one"), **kw))
     two = explain_files(ExplainConfig(output_dir=str(tmp_path / "two"), devices=["cpu", "cpu"], **kw))
     assert two["devices"] == ["cpu", "cpu"] and "devices" not in one and one["layers"] == PARAM_ORDER[-2:]
@@ -720,8 +865,17 @@ def test_explain_scores_are_the_tracin_objects_on_the_same_candidates(tiny_run, 
 
     d = tiny_run
     settings = dict(loss="train-loss", label_smoothing=0.3, layers="last:2")
-    result = run_explain(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), method="tracin",
-                                       test_triples=str(d / "test.txt"), device="cpu", devices=devices, **settings))
+    result = run_explain(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            method="tracin",
+            test_triples=str(d / "test.txt"),
+            device="cpu",
+            devices=devices,
+            **settings,
+        )
+    )
     tracin = tracegraph.TracIn(tracegraph.open_run(d / "run"), train=str(d / "train.txt"), progress=False, **settings)
     explained = [RUN_TESTS[i] for i in (0, 3, 4)]  # the others name labels the run does not know
     want = tracin.influence(explained)
@@ -729,8 +883,12 @@ def test_explain_scores_are_the_tracin_objects_on_the_same_candidates(tiny_run, 
     assert [e.meta["test_triple"]["index"] for e in result.explanations] == [0, 3, 4]
     for j, e in enumerate(result.explanations):
         rows = e.rows
-        got = {(h, r, t): (s, si) for h, r, t, s, si in zip(rows["TrainHead"], rows["TrainRel"], rows["TrainTail"],
-                                                          rows["TracInScore"], rows["SelfInfluence"])}
+        got = {
+            (h, r, t): (s, si)
+            for h, r, t, s, si in zip(
+                rows["TrainHead"], rows["TrainRel"], rows["TrainTail"], rows["TracInScore"], rows["SelfInfluence"]
+            )
+        }
         assert len(got) == len(RUN_TRIPLES)
         for i, tr in enumerate(RUN_TRIPLES):
             if devices is None:  # the same call: the same bits
@@ -749,8 +907,9 @@ def test_influence_over_devices_stacks_test_shards(tiny_run):
     whole = compute_influence(ck, train_rows, test_ids, opts, torch.device("cpu"))
     cpu = torch.device("cpu")
     for devs in ([cpu, cpu], [cpu, cpu, cpu, cpu, cpu]):  # more devices than test triples: some go unused
-        res = sh._influence_over_devices(devs, TracIn.from_parts(None, train_rows, ck, opts), np.arange(3), test_ids,
-                                         None)
+        res = sh._influence_over_devices(
+            devs, TracIn.from_parts(None, train_rows, ck, opts), np.arange(3), test_ids, None
+        )
         assert res.scores.shape == (3, 3) and type(res.scores) is np.ndarray
         # fp32 sums over other test-batch shapes: equal to rounding
         np.testing.assert_allclose(res.scores, whole.scores, rtol=1e-6)
@@ -758,8 +917,9 @@ def test_influence_over_devices_stacks_test_shards(tiny_run):
         np.testing.assert_allclose(res.train_self, whole.train_self, rtol=1e-6)
         assert res.layers == whole.layers and res.checkpoints == whole.checkpoints
     small = InfluenceOptions(loss="score", batch_size=2, memory_budget_bytes=0, scratch_dir=None)
-    res = sh._influence_over_devices([cpu, cpu], TracIn.from_parts(None, train_rows, ck, small), np.arange(3), test_ids,
-                                     None)
+    res = sh._influence_over_devices(
+        [cpu, cpu], TracIn.from_parts(None, train_rows, ck, small), np.arange(3), test_ids, None
+    )
     assert isinstance(res.scores, np.memmap)
     np.testing.assert_allclose(res.scores, whole.scores, rtol=1e-6)
 
@@ -775,8 +935,7 @@ def test_influence_over_ranks_merges_shards_like_one_process(tiny_run, monkeypat
     from tracegraph.kg.model.model_io import list_epoch_checkpoints
 
     ck = list_epoch_checkpoints(tiny_run / "run")
-    train_ids = np.array([[0, 0, 1], [1, 0, 2], [2, 1, 0], [0, 1, 3], [3, 0, 1], [2, 0, 3],
-                          [4, 1, 5], [5, 0, 0]])
+    train_ids = np.array([[0, 0, 1], [1, 0, 2], [2, 1, 0], [0, 1, 3], [3, 0, 1], [2, 0, 3], [4, 1, 5], [5, 0, 0]])
     union = np.array([0, 1, 2, 3, 5, 6, 7])
     cols_of = [np.array([0, 1, 2, 3, 4, 5, 6]), np.array([1, 4, 6]), np.array([5])]
     test_ids = np.array([[1, 0, 2], [3, 1, 4], [5, 0, 0]])
@@ -784,10 +943,14 @@ def test_influence_over_ranks_merges_shards_like_one_process(tiny_run, monkeypat
     whole = compute_influence(ck, train_ids[union], test_ids, opts, torch.device("cpu"))
     mine = {}
     for rank in (1, 2, 0):
-        monkeypatch.setattr(sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
-                            if rank else [m, mine[1], mine[2]])
-        res, picks = sh._influence_over_ranks(_Ctx(rank, 3), TracIn.from_parts(None, train_ids, ck, opts), union,
-                                              cols_of, test_ids, None, top_k)
+        monkeypatch.setattr(
+            sh,
+            "gather_to_main",
+            lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1] if rank else [m, mine[1], mine[2]],
+        )
+        res, picks = sh._influence_over_ranks(
+            _Ctx(rank, 3), TracIn.from_parts(None, train_ids, ck, opts), union, cols_of, test_ids, None, top_k
+        )
         assert (picks is None) == (rank != 0)
     assert res.scores.shape == (3, 2)  # rank 0: batches [0, 1) -> rows 0, 1
     for j, cols in enumerate(cols_of):
@@ -809,7 +972,10 @@ def test_resolve_checkpoint_list(tiny_run, tmp_path, caplog):
     epochs = sorted((run / "checkpoints").glob("epoch_*.pt"))
     assert ex.resolve_checkpoint_list(run, None) == epochs == ex.resolve_checkpoint_list(run, ["all"])
     assert ex.resolve_checkpoint_list(run, ["final", str(epochs[0]), "final"]) == [
-        run / "final_model.pt", epochs[0], run / "final_model.pt"]
+        run / "final_model.pt",
+        epochs[0],
+        run / "final_model.pt",
+    ]
     assert not (run / "best_model.pt").exists()  # trained without a validation set
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -820,7 +986,8 @@ def test_resolve_checkpoint_list(tiny_run, tmp_path, caplog):
         got = ex.resolve_checkpoint_list(bare, ["all"])
     assert len(got) == 1 and got[0].name in ("best_model.pt", "final_model.pt")
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "no checkpoints/epoch_*.pt: using the single final/best model"]
+        "no checkpoints/epoch_*.pt: using the single final/best model"
+    ]
     with pytest.raises(DataError) as e:
         ex.resolve_checkpoint_list(bare, ["best"])
     assert "--checkpoints best: best_model.pt not found" in str(e.value) and "bare" in str(e.value)
@@ -849,7 +1016,11 @@ def test_rows_order_top_k_and_method_column():
     # 2 positive proponents, then the one negative row: a zero or weak proponent never fills the opponents
     assert [r[13] for r in top] == [3.0, 1.0, 2.0] and [r[-1] for r in top] == ["proponent"] * 2 + ["opponent"]
     assert [r[12] for r in rw._rows(scores, self_inf, train, (2, 1, 0), 3, labels, rels, names, rnames)] == [
-        2.0, 0.5, 0.5, -1.0]
+        2.0,
+        0.5,
+        0.5,
+        -1.0,
+    ]
     method = np.array([0.0, 9.0, 1.0, 1.0, -3.0])
     m = rw._rows(scores, self_inf, train, (2, 1, 0), 1, labels, rels, names, rnames, method)
     assert [r[12:] for r in m] == [[-1.0, 2.0, 9.0, "proponent"], [0.0, 5.0, -3.0, "opponent"]]
@@ -890,9 +1061,18 @@ def test_run_explain_with_another_method_orders_by_its_score(tiny_run, tmp_path)
     """--method relatif: rows ordered by TracIn / ‖∇ℓ_train‖ (Σ_k η_k over checkpoints), a MethodScore column."""
     d = tiny_run
     out = tmp_path / "m"
-    summary = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                        test_triples=str(d / "test.txt"), output_dir=str(out), device="cpu",
-                                        method="relatif", loss="score", max_triples=1))
+    summary = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(d / "test.txt"),
+            output_dir=str(out),
+            device="cpu",
+            method="relatif",
+            loss="score",
+            max_triples=1,
+        )
+    )
     assert summary["method"] == "relatif" and summary["engine"] == "exact" and summary["explained"] == 1
     score, _, trself = _run_reference(d / "run", "score", 0.1)
     tt = RUN_TESTS[0]
@@ -905,7 +1085,9 @@ def test_run_explain_with_another_method_orders_by_its_score(tiny_run, tmp_path)
     for r in body:
         tr = (r[6], r[8], r[10])
         assert abs(float(r[12]) - score[tt, tr]) < 1e-4 * scale
-        assert abs(float(r[14]) - score[tt, tr] / math.sqrt(trself[tr])) < 1e-4 * scale / math.sqrt(min(trself.values()))
+        assert abs(float(r[14]) - score[tt, tr] / math.sqrt(trself[tr])) < 1e-4 * scale / math.sqrt(
+            min(trself.values())
+        )
     meta = json.loads((out / "triple_000_a_c_tracin.json").read_text())
     assert meta["method"] == "relatif" and list(meta["rows"][0]) == [*CSV_HEADER, "MethodScore", "Role"]
 
@@ -915,8 +1097,15 @@ def test_run_explain_refuses_top_k_below_one(tiny_run, tmp_path, top_k):
     """Regression: top_k=0 (Python API; the CLI has min=1) used to write every training triple."""
     d = tiny_run
     with pytest.raises(TracegraphError) as e:
-        explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                  test_triples=str(d / "test.txt"), output_dir=str(tmp_path / "z"), top_k=top_k))
+        explain_files(
+            ExplainConfig(
+                model_dir=str(d / "run"),
+                train=str(d / "train.txt"),
+                test_triples=str(d / "test.txt"),
+                output_dir=str(tmp_path / "z"),
+                top_k=top_k,
+            )
+        )
     assert str(e.value) == f"top_k must be at least 1, not {top_k}"  # the Python parameter; the CLI says --top-k
     assert not (tmp_path / "z").exists()
 
@@ -925,9 +1114,16 @@ def test_run_explain_refuses_checkpoints_of_another_run(tiny_run, tmp_path):
     d = tiny_run
     other = sorted((d / "other" / "checkpoints").glob("epoch_*.pt"))[0]
     with pytest.raises(TracegraphError, match="belongs to another run"):
-        explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), device="cpu",
-                                  test_triples=str(d / "test.txt"), output_dir=str(tmp_path / "z"),
-                                  checkpoints=[str(other)]))
+        explain_files(
+            ExplainConfig(
+                model_dir=str(d / "run"),
+                train=str(d / "train.txt"),
+                device="cpu",
+                test_triples=str(d / "test.txt"),
+                output_dir=str(tmp_path / "z"),
+                checkpoints=[str(other)],
+            )
+        )
     assert not (tmp_path / "z").exists()
 
 
@@ -938,12 +1134,12 @@ def test_driver_reads_three_checkpoints_once_each_in_order():
     want, want_tr, want_te = _reference(pl, "score", PARAM_ORDER[-2:])
     res, reader = _run(pl, loss="score", layers="last:2", batch_size=2, test_batch_size=2)
     assert reader.calls == [(p, "cpu") for p in pl]
-    assert [(c.path, c.epoch, c.lr) for c in res.checkpoints] == [(f"ck/epoch_{k}.pt", k, lr) for k, lr in
-                                                                 zip((1, 2, 3), (0.6, 0.15, 0.3))]
+    assert [(c.path, c.epoch, c.lr) for c in res.checkpoints] == [
+        (f"ck/epoch_{k}.pt", k, lr) for k, lr in zip((1, 2, 3), (0.6, 0.15, 0.3))
+    ]
     _close(res.scores, want)
     _close(res.train_self, want_tr)
     _close(res.test_self, want_te)
-
 
 
 def test_driver_names_the_checkpoint_it_cannot_read_and_reports_no_progress_without_checkpoints():
@@ -963,22 +1159,57 @@ def test_rows_with_many_ties_keep_the_input_order():
     n = 80
     scores = np.array([1.0, 0.0] * (n // 2))
     train = np.array([[i % 3, i % 2, (i + 1) % 3] for i in range(n)])
-    rows = rw._rows(scores, np.arange(n, dtype=np.float64), train, (0, 0, 1), None, ["a", "b", "c"], ["p", "q"],
-                    ["a", "b", "c"], ["p", "q"])
+    rows = rw._rows(
+        scores,
+        np.arange(n, dtype=np.float64),
+        train,
+        (0, 0, 1),
+        None,
+        ["a", "b", "c"],
+        ["p", "q"],
+        ["a", "b", "c"],
+        ["p", "q"],
+    )
     assert [r[13] for r in rows] == [float(i) for i in range(0, n, 2)] + [float(i) for i in range(1, n, 2)]
-    by_method = rw._rows(np.zeros(n), np.arange(n, dtype=np.float64), train, (0, 0, 1), 5, ["a", "b", "c"],
-                         ["p", "q"], ["a", "b", "c"], ["p", "q"], scores)
+    by_method = rw._rows(
+        np.zeros(n),
+        np.arange(n, dtype=np.float64),
+        train,
+        (0, 0, 1),
+        5,
+        ["a", "b", "c"],
+        ["p", "q"],
+        ["a", "b", "c"],
+        ["p", "q"],
+        scores,
+    )
     assert [r[13] for r in by_method] == [0.0, 2.0, 4.0, 6.0, 8.0]  # zeros are not opponents
-    signed = rw._rows(np.zeros(n), np.arange(n, dtype=np.float64), train, (0, 0, 1), 5, ["a", "b", "c"],
-                      ["p", "q"], ["a", "b", "c"], ["p", "q"], np.array([1.0, -1.0] * (n // 2)))
+    signed = rw._rows(
+        np.zeros(n),
+        np.arange(n, dtype=np.float64),
+        train,
+        (0, 0, 1),
+        5,
+        ["a", "b", "c"],
+        ["p", "q"],
+        ["a", "b", "c"],
+        ["p", "q"],
+        np.array([1.0, -1.0] * (n // 2)),
+    )
     assert [r[13] for r in signed] == [0.0, 2.0, 4.0, 6.0, 8.0, 1.0, 3.0, 5.0, 7.0, 9.0]
 
 
 def test_run_explain_skips_only_what_it_is_told_and_goes_on(tiny_run, tmp_path):
     d = tiny_run
     out = tmp_path / "s"
-    kw = dict(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(d / "test.txt"),
-              output_dir=str(out), device="cpu", layers="last:2")
+    kw = dict(
+        model_dir=str(d / "run"),
+        train=str(d / "train.txt"),
+        test_triples=str(d / "test.txt"),
+        output_dir=str(out),
+        device="cpu",
+        layers="last:2",
+    )
     first = explain_files(ExplainConfig(start_index=3, max_triples=1, **kw))
     assert first["files"] == ["triple_003_e_d_tracin.csv", "triple_003_e_d_tracin.json"]
     # an existing file is rewritten unless skip_existing, and a skipped triple does not stop the next one
@@ -996,17 +1227,40 @@ def test_run_explain_reasons_and_an_empty_subgraph_first(tiny_run, tmp_path):
     ents = IdMap.read(d / "run" / "node_dict.txt", "e")
     bad = tmp_path / "bad.txt"
     bad.write_text("zz\tq\tqq\n")
-    s = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(bad),
-                                  output_dir=str(tmp_path / "b"), device="cpu"))
-    assert s["failures"] == [{"index": 0, "triple": ["zz", "q", "qq"],
-                              "reason": "not in the model's id maps: entity 'zz', entity 'qq', relation 'q'"}]
-    s = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                  test_triples=str(d / "test.txt"), output_dir=str(tmp_path / "e"), device="cpu",
-                                  max_triples=4, layers="last:2"),
-                    train_subsets=lambda h, t: [] if ents.labels[h] == "a" else [0, 1])
+    s = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(bad),
+            output_dir=str(tmp_path / "b"),
+            device="cpu",
+        )
+    )
+    assert s["failures"] == [
+        {
+            "index": 0,
+            "triple": ["zz", "q", "qq"],
+            "reason": "not in the model's id maps: entity 'zz', entity 'qq', relation 'q'",
+        }
+    ]
+    s = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(d / "test.txt"),
+            output_dir=str(tmp_path / "e"),
+            device="cpu",
+            max_triples=4,
+            layers="last:2",
+        ),
+        train_subsets=lambda h, t: [] if ents.labels[h] == "a" else [0, 1],
+    )
     assert s["explained"] == 1 and s["files"][0] == "triple_003_e_d_tracin.csv"
-    assert s["failures"][-1] == {"index": 0, "triple": ["a", "r", "c"],
-                                 "reason": "the filtered training graph around this triple is empty"}
+    assert s["failures"][-1] == {
+        "index": 0,
+        "triple": ["a", "r", "c"],
+        "reason": "the filtered training graph around this triple is empty",
+    }
 
 
 def test_run_explain_passes_loss_layers_and_smoothing_to_the_method(tiny_run, tmp_path):
@@ -1014,10 +1268,21 @@ def test_run_explain_passes_loss_layers_and_smoothing_to_the_method(tiny_run, tm
     TracIn / ‖∇ℓ_train‖ computed with those same settings."""
     d = tiny_run
     out = tmp_path / "m2"
-    summary = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                        test_triples=str(d / "test.txt"), output_dir=str(out), device="cpu",
-                                        method="relatif", max_triples=1, loss="train-loss", layers="last:2",
-                                        label_smoothing=0.3, devices=["cpu"]))
+    summary = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(d / "test.txt"),
+            output_dir=str(out),
+            device="cpu",
+            method="relatif",
+            max_triples=1,
+            loss="train-loss",
+            layers="last:2",
+            label_smoothing=0.3,
+            devices=["cpu"],
+        )
+    )
     assert summary["devices"] == ["cpu"] and summary["explained"] == 1
     score, _, trself = _run_reference(d / "run", "train-loss", 0.3, PARAM_ORDER[-2:])
     tt = RUN_TESTS[0]
@@ -1038,9 +1303,14 @@ def test_reference_gradients_of_no_triples(fn):
     layers = ["conv.weight", "entity_bias"]
     g = getattr(reference, fn)(m, torch.zeros(0, 3, dtype=torch.long), "score", 0.1, layers)
     assert tuple(g.shape) == (0, 2 * 2 * 2 + N_ENT)  # conv: 2 channels × 2×2 kernel; entity bias: one per entity
-    res = compute_influence(list(_payloads(lrs=(0.5,))), TRAIN, np.zeros((0, 3), np.int64),
-                            InfluenceOptions(engine=fn.split("_")[0], layers="last:2"), torch.device("cpu"),
-                            read=Reader({p: pl for p, (_, pl) in _payloads(lrs=(0.5,)).items()}))
+    res = compute_influence(
+        list(_payloads(lrs=(0.5,))),
+        TRAIN,
+        np.zeros((0, 3), np.int64),
+        InfluenceOptions(engine=fn.split("_")[0], layers="last:2"),
+        torch.device("cpu"),
+        read=Reader({p: pl for p, (_, pl) in _payloads(lrs=(0.5,)).items()}),
+    )
     assert res.scores.shape == (0, 5) and res.test_self.shape == (0,)
 
 
@@ -1069,11 +1339,13 @@ def test_influence_over_ranks_keeps_the_single_process_picks_under_ties(monkeypa
     cols_of = [np.arange(n), np.arange(n)]
     mine = {}
     for rank in (1, 0):
-        monkeypatch.setattr(sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
-                            if rank else [m, mine[1]])
+        monkeypatch.setattr(
+            sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1] if rank else [m, mine[1]]
+        )
         tracin = TracIn.from_parts(None, train_ids, [], InfluenceOptions(batch_size=8))
-        res, picks = sh._influence_over_ranks(_Ctx(rank, 2), tracin, union, cols_of, np.zeros((2, 3), np.int64), None,
-                                              top_k)
+        res, picks = sh._influence_over_ranks(
+            _Ctx(rank, 2), tracin, union, cols_of, np.zeros((2, 3), np.int64), None, top_k
+        )
     for j, s in enumerate((sc, -sc)):
         want = set(_naive_picks(s, top_k))  # by hand: positives descending, negatives ascending
         pos, got_sc, got_self, key = picks[j]
@@ -1083,10 +1355,28 @@ def test_influence_over_ranks_keeps_the_single_process_picks_under_ties(monkeypa
         np.testing.assert_array_equal(got_sc, s[pos])
         np.testing.assert_array_equal(got_self, pos * 10.0)
         # and the rows _rows then writes are the single-process ones, in its order
-        one = rw._rows(s, np.zeros(n), train_ids, (0, 0, 0), top_k, [str(i) for i in range(n)], ["r"],
-                       [str(i) for i in range(n)], ["r"])
-        merged = rw._rows(got_sc, got_self, train_ids[pos], (0, 0, 0), top_k, [str(i) for i in range(n)], ["r"],
-                          [str(i) for i in range(n)], ["r"])
+        one = rw._rows(
+            s,
+            np.zeros(n),
+            train_ids,
+            (0, 0, 0),
+            top_k,
+            [str(i) for i in range(n)],
+            ["r"],
+            [str(i) for i in range(n)],
+            ["r"],
+        )
+        merged = rw._rows(
+            got_sc,
+            got_self,
+            train_ids[pos],
+            (0, 0, 0),
+            top_k,
+            [str(i) for i in range(n)],
+            ["r"],
+            [str(i) for i in range(n)],
+            ["r"],
+        )
         assert [r[6] for r in merged] == [r[6] for r in one] == [str(i) for i in _naive_picks(s, top_k)]
 
 
@@ -1102,8 +1392,15 @@ def test_run_explain_refuses_devices_under_torchrun(tiny_run, tmp_path, monkeypa
     monkeypatch.setattr(ex, "init_distributed", lambda device: Active())
     d = tiny_run
     with pytest.raises(TracegraphError) as e:
-        explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"), test_triples=str(d / "test.txt"),
-                                  output_dir=str(tmp_path / "z"), devices=["cpu", "cpu"]))
+        explain_files(
+            ExplainConfig(
+                model_dir=str(d / "run"),
+                train=str(d / "train.txt"),
+                test_triples=str(d / "test.txt"),
+                output_dir=str(tmp_path / "z"),
+                devices=["cpu", "cpu"],
+            )
+        )
     assert str(e.value) == ("devices is for one process on one node; under torchrun every rank uses its own device")
     assert not (tmp_path / "z").exists()
 
@@ -1118,9 +1415,14 @@ def test_run_explain_random_baseline_is_seeded_per_test_triple(tiny_run, tmp_pat
     drawn separately for each test triple (two test triples with the same 8 candidates get
     different orders; the chance that two independent permutations of 8 agree is 1/40320)."""
     d = tiny_run
-    cfg = lambda o: ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),  # noqa: E731
-                                  test_triples=str(d / "test.txt"), output_dir=str(tmp_path / o), device="cpu",
-                                  method="random")
+    cfg = lambda o: ExplainConfig(
+        model_dir=str(d / "run"),
+        train=str(d / "train.txt"),  # noqa: E731
+        test_triples=str(d / "test.txt"),
+        output_dir=str(tmp_path / o),
+        device="cpu",
+        method="random",
+    )
     first, again = explain_files(cfg("a")), explain_files(cfg("b"))
     assert first["explained"] == again["explained"] == 3
     names = [f for f in first["files"] if f.endswith(".csv")]
@@ -1143,18 +1445,34 @@ def test_run_explain_local_retrain_filters_the_runs_known_tails(tiny_run, tmp_pa
 
     d = tiny_run
     out = tmp_path / "lr"
-    summary = explain_files(ExplainConfig(model_dir=str(d / "run"), train=str(d / "train.txt"),
-                                        test_triples=str(d / "test.txt"), output_dir=str(out), device="cpu",
-                                        method="local-retrain", max_triples=1))
+    summary = explain_files(
+        ExplainConfig(
+            model_dir=str(d / "run"),
+            train=str(d / "train.txt"),
+            test_triples=str(d / "test.txt"),
+            output_dir=str(out),
+            device="cpu",
+            method="local-retrain",
+            max_triples=1,
+        )
+    )
     assert summary["explained"] == 1
     ents, rels = IdMap.read(d / "run" / "node_dict.txt", "e"), IdMap.read(d / "run" / "rel_dict.txt", "r")
     ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in RUN_TRIPLES])
     known = KnownTails([with_reciprocals(ids, len(rels))], 2 * len(rels))
     fact = np.array([[ents.id("a"), rels.id("r"), ents.id("c")]])
     lm = load_model(d / "run" / "final_model.pt")
-    keys = method_keys_all(["local-retrain"], model=lm.model, checkpoints=list_epoch_checkpoints(d / "run"),
-                           train_ids=ids, facts=fact, subsets=[np.arange(len(ids))], known=known,
-                           opts=MethodOptions(label_smoothing=0.1), device=torch.device("cpu"))["local-retrain"][0]
+    keys = method_keys_all(
+        ["local-retrain"],
+        model=lm.model,
+        checkpoints=list_epoch_checkpoints(d / "run"),
+        train_ids=ids,
+        facts=fact,
+        subsets=[np.arange(len(ids))],
+        known=known,
+        opts=MethodOptions(label_smoothing=0.1),
+        device=torch.device("cpu"),
+    )["local-retrain"][0]
     want = {RUN_TRIPLES[i]: v for i, v in enumerate(np.asarray(keys[0], np.float64))}
     got = _method_column(out, "triple_000_a_c_tracin.csv")
     assert len(got) == 8
@@ -1172,7 +1490,9 @@ def test_influence_over_ranks_selects_tracin_margin_rows_by_the_margin(monkeypat
     sc = rng.integers(-4, 5, n).astype(float)  # ties inside and across shards
     rival = rng.integers(-4, 5, n).astype(float)
     margin = sc - rival
-    assert sorted(range(n), key=lambda i: (-margin[i], i))[:top_k] != sorted(range(n), key=lambda i: (-sc[i], i))[:top_k]
+    assert (
+        sorted(range(n), key=lambda i: (-margin[i], i))[:top_k] != sorted(range(n), key=lambda i: (-sc[i], i))[:top_k]
+    )
     train_ids = np.array([[i, 0, i] for i in range(n)])
 
     def fake_compute(checkpoints, rows, test_ids, opts, device, progress=None, read=None):
@@ -1183,11 +1503,13 @@ def test_influence_over_ranks_selects_tracin_margin_rows_by_the_margin(monkeypat
     monkeypatch.setattr(tracin_object, "compute_influence", fake_compute)  # what TracIn.result calls
     mine = {}
     for rank in (1, 0):
-        monkeypatch.setattr(sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1]
-                            if rank else [m, mine[1]])
+        monkeypatch.setattr(
+            sh, "gather_to_main", lambda m, rank=rank: (mine.__setitem__(rank, m), None)[1] if rank else [m, mine[1]]
+        )
         tracin = TracIn.from_parts(None, train_ids, [], InfluenceOptions(batch_size=8))
-        res, picks = sh._influence_over_ranks(_Ctx(rank, 2), tracin, np.arange(n), [np.arange(n)],
-                                              np.zeros((2, 3), np.int64), None, top_k)
+        res, picks = sh._influence_over_ranks(
+            _Ctx(rank, 2), tracin, np.arange(n), [np.arange(n)], np.zeros((2, 3), np.int64), None, top_k
+        )
     assert len(picks) == 1
     pos, got_sc, got_self, key = picks[0]
     by_margin = _naive_picks(margin, top_k)

@@ -21,6 +21,7 @@ from tests.kg.tiny_graph import TRIPLES, cfg, dense_loss, groups, initial_model,
 
 # ---------------------------------------------------------------- errors, word for word
 
+
 @pytest.mark.parametrize("option,what", [("entity_map", "entity map"), ("relation_map", "relation map")])
 def test_a_missing_id_map_is_named_with_its_path(data, tmp_path, option, what):
     missing = tmp_path / "missing.txt"
@@ -64,8 +65,10 @@ def test_a_non_finite_loss_stops_the_run_naming_epoch_step_and_rate(data, tmp_pa
     out = tmp_path / "inf"
     with pytest.raises(TracegraphError) as e:
         train(cfg(data, out, epochs=3, batch_size=4, learning_rate=0.02))
-    assert str(e.value) == ("loss became inf at epoch 2, step 3 (lr 0.02); nothing was saved for this epoch. "
-                            "Try a lower --learning-rate or --precision fp32.")
+    assert str(e.value) == (
+        "loss became inf at epoch 2, step 3 (lr 0.02); nothing was saved for this epoch. "
+        "Try a lower --learning-rate or --precision fp32."
+    )
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0001.pt", "resume.pt"]
     assert load(out / "checkpoints" / "resume.pt")["epoch"] == 1
     assert [h["epoch"] for h in read(out / "training_history.json")] == [1]
@@ -77,12 +80,15 @@ def test_exclusion_is_refused_under_torchrun_before_anything_is_read(data, tmp_p
     monkeypatch.setattr(train_module, "init_distributed", lambda device: rank)
     with pytest.raises(TracegraphError) as e:
         train(cfg(data, tmp_path / "out", exclude=str(tmp_path / "not-read.txt")))
-    assert str(e.value) == ("excluding training triples (TrainConfig.exclude) runs in one process: "
-                            "torchrun's batch bookkeeping assumes whole batches")
+    assert str(e.value) == (
+        "excluding training triples (TrainConfig.exclude) runs in one process: "
+        "torchrun's batch bookkeeping assumes whole batches"
+    )
     assert not (tmp_path / "out").exists()
 
 
 # ---------------------------------------------------------------- log lines and config.json
+
 
 def test_log_lines_of_a_run_without_valid_and_with_the_standard_loss(data, tmp_path, logs):
     out = tmp_path / "log"
@@ -93,8 +99,10 @@ def test_log_lines_of_a_run_without_valid_and_with_the_standard_loss(data, tmp_p
         line = next(t for t in text if t.startswith(f"epoch {h['epoch']}: "))
         assert re.fullmatch(rf"epoch {h['epoch']}: loss {h['loss']:.5f} \(\d+\.\ds, peak .+\)", line), line
     setup = next(t for t in text if t.startswith("ConvE: "))
-    assert setup == "ConvE: 6 entities, 2 relations, 10 train triples, 16 samples (kvsall), device cpu, " \
-                    "precision fp32, loss standard"
+    assert (
+        setup == "ConvE: 6 entities, 2 relations, 10 train triples, 16 samples (kvsall), device cpu, "
+        "precision fp32, loss standard"
+    )
 
 
 def test_config_records_the_entities_unseen_in_train(data, tmp_path, logs):
@@ -104,13 +112,21 @@ def test_config_records_the_entities_unseen_in_train(data, tmp_path, logs):
     out = tmp_path / "unseen"
     train(cfg(data, out, valid=str(valid)))
     assert read(out / "config.json")["unseen"] == {
-        "policy": "include", "entities": 1, "entity_labels": ["e9"], "entities_per_split": {"valid": 1},
-        "triples": {"valid": 1}, "dropped": False}
-    assert "1 entities unseen in train, 1 in valid (1 triple): included (never a training positive) and " \
-           "ranked among all entities" in logs()
+        "policy": "include",
+        "entities": 1,
+        "entity_labels": ["e9"],
+        "entities_per_split": {"valid": 1},
+        "triples": {"valid": 1},
+        "dropped": False,
+    }
+    assert (
+        "1 entities unseen in train, 1 in valid (1 triple): included (never a training positive) and "
+        "ranked among all entities" in logs()
+    )
 
 
 # ---------------------------------------------------------------- what a run switches on
+
 
 def test_use_mixed_precision_is_the_best_half_precision_of_the_device(data, tmp_path, logs):
     """The --use-mixed-precision alias: bf16 on CPU, in config.json and in the setup line."""
@@ -154,6 +170,7 @@ def test_compile_wraps_the_objective_every_step_goes_through(data, tmp_path, mon
 
 
 # ---------------------------------------------------------------- the step and the objective
+
 
 @pytest.mark.parametrize("impl", ["standard", "fused"])
 def test_a_padded_step_is_the_unpadded_step(data, tmp_path, impl):
@@ -207,6 +224,7 @@ def test_the_fused_objective_has_the_standard_loss_and_gradients(data, monkeypat
 
 # ---------------------------------------------------------------- options that change only how, or when
 
+
 def test_gradient_checkpointing_recomputes_the_encoder_and_changes_nothing_else(data, tmp_path, monkeypatch):
     import tracegraph.kg.model.conve as conve
 
@@ -237,8 +255,18 @@ def test_plateau_schedule_halves_the_rate_after_lr_patience_flat_evaluations(dat
     --lr-patience 1: the third evaluation is the second without improvement, so epoch 4 runs at half rate."""
     scripted(monkeypatch, [0.5, 0.4, 0.4, 0.6, 0.6])
     out = tmp_path / "plateau"
-    train(cfg(data, out, epochs=5, valid=str(data / "valid.txt"), lr_scheduler="plateau", lr_factor=0.5,
-              lr_patience=1, patience=0))
+    train(
+        cfg(
+            data,
+            out,
+            epochs=5,
+            valid=str(data / "valid.txt"),
+            lr_scheduler="plateau",
+            lr_factor=0.5,
+            lr_patience=1,
+            patience=0,
+        )
+    )
     assert [h["lr"] for h in read(out / "training_history.json")] == [0.01, 0.01, 0.01, 0.005, 0.005]
 
 

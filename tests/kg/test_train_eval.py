@@ -13,6 +13,7 @@ from tracegraph.kg.model.evaluate import evaluate, rank_queries
 from tracegraph.kg.data.triples import KnownTails, with_reciprocals
 from tracegraph.kg.model.train import TrainConfig, train
 
+
 @pytest.mark.parametrize("chunk", [7, 1000])
 def test_filtered_ranks_match_bruteforce(chunk):
     torch.manual_seed(0)
@@ -35,8 +36,11 @@ def test_filtered_ranks_match_bruteforce(chunk):
     with torch.no_grad():
         S = m.score_all(torch.as_tensor(test[:, 0]), torch.as_tensor(test[:, 1]))
     assert np.all(np.diff(rk.topk_scores, axis=1) <= 0)
-    np.testing.assert_allclose(rk.topk_scores[:, 0], np.maximum(
-        [S[i, rk.topk_ids[i, 0]].item() for i in range(60)], rk.topk_scores[:, 0]), rtol=1e-6)
+    np.testing.assert_allclose(
+        rk.topk_scores[:, 0],
+        np.maximum([S[i, rk.topk_ids[i, 0]].item() for i in range(60)], rk.topk_scores[:, 0]),
+        rtol=1e-6,
+    )
 
 
 def test_head_side_uses_reciprocal(tmp_path):
@@ -50,8 +54,16 @@ def test_head_side_uses_reciprocal(tmp_path):
 
 
 def small_cfg(umls_dir, out, **kw):
-    base = dict(train=str(umls_dir / "train.txt"), valid=str(umls_dir / "valid.txt"), test=str(umls_dir / "test.txt"),
-                output_dir=str(out), epochs=3, batch_size=256, checkpoint_every=1, model=dict(TINY))
+    base = dict(
+        train=str(umls_dir / "train.txt"),
+        valid=str(umls_dir / "valid.txt"),
+        test=str(umls_dir / "test.txt"),
+        output_dir=str(out),
+        epochs=3,
+        batch_size=256,
+        checkpoint_every=1,
+        model=dict(TINY),
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -107,13 +119,43 @@ def test_fused_and_standard_training_agree(umls_dir, tmp_path):
 @pytest.mark.slow
 def test_cli_train_evaluate_predict(umls_dir, tmp_path):
     out = tmp_path / "run"
-    res = run_cli(["train", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt",
-                   "--test", umls_dir / "test.txt", "--output-dir", out, "--epochs", "2",
-                   "--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4",
-                   "--output-channels", "4", "--precision", "bf16"])
+    res = run_cli(
+        [
+            "train",
+            "--train",
+            umls_dir / "train.txt",
+            "--valid",
+            umls_dir / "valid.txt",
+            "--test",
+            umls_dir / "test.txt",
+            "--output-dir",
+            out,
+            "--epochs",
+            "2",
+            "--embedding-dim",
+            "12",
+            "--embedding-height",
+            "3",
+            "--embedding-width",
+            "4",
+            "--output-channels",
+            "4",
+            "--precision",
+            "bf16",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
-    for f in ("config.json", "best_model.pt", "final_model.pt", "training_history.json", "test_results.json",
-              "node_dict.txt", "rel_dict.txt", "checkpoints/epoch_0002.pt", "checkpoints/resume.pt"):
+    for f in (
+        "config.json",
+        "best_model.pt",
+        "final_model.pt",
+        "training_history.json",
+        "test_results.json",
+        "node_dict.txt",
+        "rel_dict.txt",
+        "checkpoints/epoch_0002.pt",
+        "checkpoints/resume.pt",
+    ):
         assert (out / f).exists(), f
     assert not (out / "checkpoints/epoch_0001.pt").exists()  # --checkpoint-every 10 by default: the last epoch only
     cfg = json.loads((out / "config.json").read_text())

@@ -22,15 +22,42 @@ from tracegraph.kg.model.conve import ConvEConfig
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.runtime.distributed import rank_seed
 from tests.kg.tiny_graph import (
-    TINY, TRIPLES, VALID, TEST, ENT, R, write_triples, cfg, groups, dense_loss, initial_model, brute_mrr, read, load, adam_steps, spy_batches, rows_loss, scripted,
+    TINY,
+    TRIPLES,
+    VALID,
+    TEST,
+    ENT,
+    R,
+    write_triples,
+    cfg,
+    groups,
+    dense_loss,
+    initial_model,
+    brute_mrr,
+    read,
+    load,
+    adam_steps,
+    spy_batches,
+    rows_loss,
+    scripted,
 )
 
 # ---------------------------------------------------------------- files, records, metrics of one run
 
+
 def test_run_writes_its_files_records_and_metrics(data, tmp_path):
     out = tmp_path / "run"
-    c = cfg(data, out, epochs=3, batch_size=6, lr_decay=0.5, checkpoint_every=2, eval_every=2,
-            valid=str(data / "valid.txt"), test=str(data / "test.txt"))
+    c = cfg(
+        data,
+        out,
+        epochs=3,
+        batch_size=6,
+        lr_decay=0.5,
+        checkpoint_every=2,
+        eval_every=2,
+        valid=str(data / "valid.txt"),
+        test=str(data / "test.txt"),
+    )
     t0 = time.perf_counter()
     summary = train(c)
     wall = time.perf_counter() - t0
@@ -78,7 +105,9 @@ def test_run_writes_its_files_records_and_metrics(data, tmp_path):
     final = load(out / "final_model.pt")
     assert final["epoch"] == 3 and final["lr"] == pytest.approx(0.0025) and final["run_id"] == run_id
     assert final["metrics"] == hist[2]
-    assert all(torch.equal(final["model"][k], v) for k, v in load(out / "checkpoints" / "epoch_0003.pt")["model"].items())
+    assert all(
+        torch.equal(final["model"][k], v) for k, v in load(out / "checkpoints" / "epoch_0003.pt")["model"].items()
+    )
 
     # test metrics: the best model's, brute force
     tr = read(out / "test_results.json")
@@ -97,19 +126,33 @@ def test_run_writes_its_files_records_and_metrics(data, tmp_path):
     assert set(conf) == {"run_id", "train", "model", "resolved", "sizes", "unseen", "versions", "data_files"}
     for split in ("train", "valid", "test"):  # absolute path, path from the run dir, sha256 of the bytes
         f = data / f"{split}.txt"
-        assert conf["data_files"][split] == {"path": str(f.resolve()), "relative": f"../../{data.name}/{split}.txt",
-                                             "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+        assert conf["data_files"][split] == {
+            "path": str(f.resolve()),
+            "relative": f"../../{data.name}/{split}.txt",
+            "sha256": hashlib.sha256(f.read_bytes()).hexdigest(),
+        }
     assert conf["train"] == json.loads(json.dumps(asdict(c)))
     assert conf["model"] == ConvEConfig(num_entities=6, num_relations=2, **TINY).to_dict()
     assert conf["resolved"] == {"device": "cpu", "precision": "fp32", "loss_impl": "standard", "patience": 10}
-    assert conf["sizes"] == {"entities": 6, "relations": 2, "train_triples": 10, "valid_triples": 2,
-                             "test_triples": 2, "training_samples": n}
+    assert conf["sizes"] == {
+        "entities": 6,
+        "relations": 2,
+        "train_triples": 10,
+        "valid_triples": 2,
+        "test_triples": 2,
+        "training_samples": n,
+    }
     assert conf["unseen"] is None or isinstance(conf["unseen"], dict)
     import platform
 
     import tracegraph
-    assert conf["versions"] == {"tracegraph": tracegraph.__version__, "torch": torch.__version__,
-                                "numpy": np.__version__, "python": platform.python_version()}
+
+    assert conf["versions"] == {
+        "tracegraph": tracegraph.__version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def test_without_valid_or_test_no_evaluation_and_final_model_only(data, tmp_path):
@@ -117,7 +160,10 @@ def test_without_valid_or_test_no_evaluation_and_final_model_only(data, tmp_path
     summary = train(cfg(data, out, epochs=2, batch_size=7, checkpoint_every=5))
     assert summary == {"epochs_run": 2, "stopped_early": False, "best_valid_mrr": -1.0, "skipped_steps": 0}
     assert not (out / "best_model.pt").exists() and not (out / "test_results.json").exists()
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002.pt", "resume.pt"]  # the last epoch only
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "epoch_0002.pt",
+        "resume.pt",
+    ]  # the last epoch only
     assert read(out / "config.json")["resolved"]["patience"] == 0
     assert all("valid" not in h for h in read(out / "training_history.json"))
     assert adam_steps(load(out / "checkpoints" / "resume.pt")) == 2 * 3  # 16 samples: 7, 7, 2
@@ -134,17 +180,22 @@ def test_test_metrics_come_from_the_final_model_when_there_is_no_best(data, tmp_
 
 # ---------------------------------------------------------------- the loss the loop optimises
 
-@pytest.mark.parametrize("mode,loss,impl,eps", [
-    ("kvsall", "bce", "standard", 0.2),
-    ("1vsall", "bce", "auto", 0.0),
-    ("kvsall", "bce", "fused", 0.3),
-    ("1vsall", "ce", "auto", 0.25),
-])
+
+@pytest.mark.parametrize(
+    "mode,loss,impl,eps",
+    [
+        ("kvsall", "bce", "standard", 0.2),
+        ("1vsall", "bce", "auto", 0.0),
+        ("kvsall", "bce", "fused", 0.3),
+        ("1vsall", "ce", "auto", 0.25),
+    ],
+)
 def test_epoch_losses_with_frozen_weights_are_the_dense_loss(data, tmp_path, mode, loss, impl, eps):
     """One batch holds every sample: with rate 0 each epoch's loss is the dense loss of the initial model."""
     out = tmp_path / "frozen"
-    train(cfg(data, out, epochs=2, learning_rate=0.0, training_mode=mode, loss=loss, loss_impl=impl,
-              label_smoothing=eps))
+    train(
+        cfg(data, out, epochs=2, learning_rate=0.0, training_mode=mode, loss=loss, loss_impl=impl, label_smoothing=eps)
+    )
     expected = dense_loss(initial_model(), groups(TRIPLES, mode), eps, loss)
     hist = read(out / "training_history.json")
     assert [h["loss"] for h in hist] == pytest.approx([expected, expected], rel=1e-5)
@@ -165,7 +216,7 @@ def test_epoch_loss_is_the_mean_of_its_batch_losses(data, tmp_path, monkeypatch,
     assert len(seen) == 2 * steps
     hist = read(out / "training_history.json")
     for e in (1, 2):
-        batch = seen[(e - 1) * steps:e * steps]
+        batch = seen[(e - 1) * steps : e * steps]
         pairs = sorted((int(a), int(b)) for h, r in batch for a, b in zip(h, r))
         assert pairs == sorted(g[0] for g in gr) and len(pairs) == n
         if mode == "kvsall":
@@ -187,7 +238,7 @@ def test_dropout_masks_are_seeded_per_epoch_and_batch(data, tmp_path, monkeypatc
     tails = dict(groups(TRIPLES, "kvsall"))
     for e in (1, 2):
         m, losses = initial_model(**drop), []
-        for i, (h, r) in enumerate(seen[2 * (e - 1):2 * e]):
+        for i, (h, r) in enumerate(seen[2 * (e - 1) : 2 * e]):
             torch.manual_seed(rank_seed(3, e, i))
             losses.append(rows_loss(m, h, r, tails, 0.1))
         assert hist[e - 1]["loss"] == pytest.approx(np.mean(losses), rel=1e-5)
@@ -220,25 +271,34 @@ def test_auto_loss_goes_fused_above_512_MiB_of_logits(tmp_path, bs, fused):
     """batch × entities × 4 bytes > 512 MiB: 2**24 × 8 × 4 is exactly 512 MiB."""
     write_triples(tmp_path / "t.txt", [(f"a{i}", "r", f"a{(i + 1) % 8}") for i in range(8)])
     out = tmp_path / "auto"
-    train(TrainConfig(train=str(tmp_path / "t.txt"), output_dir=str(out), epochs=1, batch_size=bs, device="cpu",
-                      model=dict(TINY)))
+    train(
+        TrainConfig(
+            train=str(tmp_path / "t.txt"), output_dir=str(out), epochs=1, batch_size=bs, device="cpu", model=dict(TINY)
+        )
+    )
     assert read(out / "config.json")["resolved"]["loss_impl"] == ("fused" if fused else "standard")
 
 
 # ---------------------------------------------------------------- evaluation, early stopping, resume
 
-@pytest.mark.parametrize("mrrs,patience,min_epochs,stop", [
-    ([0.3, 0.5, 0.5, 0.4, 0.9, 0.9], 2, 0, 4),  # an equal MRR is no improvement
-    ([0.5, 0.4, 0.3, 0.2, 0.1, 0.9], 2, 5, 5),  # not before min_epochs
-    ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 1, 0, None),
-    ([0.5, 0.4, 0.6, 0.5, 0.45, 0.9], 2, 0, 5),  # an improvement resets the count
-])
+
+@pytest.mark.parametrize(
+    "mrrs,patience,min_epochs,stop",
+    [
+        ([0.3, 0.5, 0.5, 0.4, 0.9, 0.9], 2, 0, 4),  # an equal MRR is no improvement
+        ([0.5, 0.4, 0.3, 0.2, 0.1, 0.9], 2, 5, 5),  # not before min_epochs
+        ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 1, 0, None),
+        ([0.5, 0.4, 0.6, 0.5, 0.45, 0.9], 2, 0, 5),  # an improvement resets the count
+    ],
+)
 def test_early_stopping_epoch(data, tmp_path, monkeypatch, mrrs, patience, min_epochs, stop):
     scripted(monkeypatch, mrrs)
     seen = []
     out = tmp_path / "es"
-    s = train(cfg(data, out, epochs=6, batch_size=7, valid=str(data / "valid.txt"), patience=patience,
-                  min_epochs=min_epochs), on_evaluation=lambda e, m: seen.append((e, m)))
+    s = train(
+        cfg(data, out, epochs=6, batch_size=7, valid=str(data / "valid.txt"), patience=patience, min_epochs=min_epochs),
+        on_evaluation=lambda e, m: seen.append((e, m)),
+    )
     last = stop or 6
     assert s["stopped_early"] is (stop is not None) and s["epochs_run"] == last
     assert seen == list(zip(range(1, last + 1), mrrs[:last]))
@@ -277,10 +337,11 @@ def test_resume_ends_with_the_uninterrupted_weights_and_losses(data, tmp_path):
     train(cfg(data, part, epochs=3, resume=True, **kw))
     a, b = load(full / "final_model.pt"), load(part / "final_model.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    assert b["lr"] == pytest.approx(0.01 * 0.7 ** 2)  # decayed twice
+    assert b["lr"] == pytest.approx(0.01 * 0.7**2)  # decayed twice
     ha, hb = read(full / "training_history.json"), read(part / "training_history.json")
     assert [h["loss"] for h in ha] == [h["loss"] for h in hb] and [h["lr"] for h in hb] == pytest.approx(
-        [0.01, 0.007, 0.0049])
+        [0.01, 0.007, 0.0049]
+    )
     assert b["run_id"] == read(part / "config.json")["run_id"]
 
 
@@ -314,11 +375,14 @@ def test_resume_of_a_checkpoint_without_run_id_is_accepted(data, tmp_path):
     assert s["epochs_run"] == 2 and [h["epoch"] for h in read(out / "training_history.json")] == [1, 2]
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(training_mode="kvsall2"), "--training-mode must be kvsall or 1vsall"),
-    (dict(loss="mse"), "--loss must be one of bce, ce, not 'mse'"),
-    (dict(loss="ce", loss_impl="fused"), "--loss ce has no fused implementation; use --loss-impl standard or auto"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(training_mode="kvsall2"), "--training-mode must be kvsall or 1vsall"),
+        (dict(loss="mse"), "--loss must be one of bce, ce, not 'mse'"),
+        (dict(loss="ce", loss_impl="fused"), "--loss ce has no fused implementation; use --loss-impl standard or auto"),
+    ],
+)
 def test_option_errors_before_anything_is_written(data, tmp_path, kw, message):
     out = tmp_path / "bad"
     with pytest.raises(TracegraphError) as e:
@@ -331,7 +395,15 @@ def test_filter_triples_are_filtered_out_of_the_valid_ranking(data, tmp_path):
     """--filter-triples (tune passes its test file): known true, so they never outrank a valid answer."""
     extra = [("e0", "r1", e) for e in ("e0", "e1", "e2", "e4", "e5")] + [("e1", "r1", "e2"), ("e3", "r1", "e2")]
     out = tmp_path / "filt"
-    train(cfg(data, out, epochs=1, valid=str(data / "valid.txt"), filter_triples=[write_triples(tmp_path / "x.txt", extra)]))
+    train(
+        cfg(
+            data,
+            out,
+            epochs=1,
+            valid=str(data / "valid.txt"),
+            filter_triples=[write_triples(tmp_path / "x.txt", extra)],
+        )
+    )
     w = load(out / "final_model.pt")["model"]
     mrr = read(out / "training_history.json")[0]["valid"]["mrr"]
     assert mrr == pytest.approx(brute_mrr(w, VALID, TRIPLES + VALID + extra), rel=1e-6)
@@ -363,17 +435,19 @@ def test_given_id_maps_number_the_run(data, tmp_path):
         train(cfg(data, tmp_path / "nomap", entity_map=str(tmp_path / "missing.txt")))
 
 
-
-
 def test_log_lines_report_each_epoch_and_the_setup(data, tmp_path, logs):
     train(cfg(data, tmp_path / "log", epochs=2, valid=str(data / "valid.txt"), loss_impl="fused"))
     hist = read(tmp_path / "log" / "training_history.json")
     text = logs()
     for h in hist:
-        assert any(t.startswith(f"epoch {h['epoch']}: loss {h['loss']:.5f} valid MRR {h['valid']['mrr']:.4f} (")
-                   for t in text), text
-    assert any(t.startswith("ConvE: 6 entities, 2 relations, 10 train triples, 16 samples (kvsall)")
-               and t.endswith("loss fused") for t in text), text
+        assert any(
+            t.startswith(f"epoch {h['epoch']}: loss {h['loss']:.5f} valid MRR {h['valid']['mrr']:.4f} (") for t in text
+        ), text
+    assert any(
+        t.startswith("ConvE: 6 entities, 2 relations, 10 train triples, 16 samples (kvsall)")
+        and t.endswith("loss fused")
+        for t in text
+    ), text
 
 
 @pytest.mark.parametrize("mode", ["kvsall", "1vsall"])
@@ -381,8 +455,17 @@ def test_a_run_without_reciprocal_relations_trains_on_the_forward_samples_only(d
     """reciprocal=False: R relation rows, the samples of the triples as written (no (t, r⁻¹, h)),
     and with rate 0 each epoch's loss is their dense loss (float64, labels written out)."""
     out = tmp_path / "fwd"
-    train(cfg(data, out, epochs=2, learning_rate=0.0, training_mode=mode, label_smoothing=0.1,
-              model=dict(TINY, reciprocal=False)))
+    train(
+        cfg(
+            data,
+            out,
+            epochs=2,
+            learning_rate=0.0,
+            training_mode=mode,
+            label_smoothing=0.1,
+            model=dict(TINY, reciprocal=False),
+        )
+    )
     gr = groups(TRIPLES, mode, reciprocal=False)
     model = initial_model(reciprocal=False)
     assert model.relation.weight.shape[0] == R
@@ -396,7 +479,15 @@ def test_validation_of_a_run_without_reciprocal_relations_filters_forward_triple
     """reciprocal=False: validation ranks tails only, filtered by the train/valid/test triples as
     written; reciprocal rows (t, r+R, h) in that filter would collide with the keys of (t+1, r)."""
     out = tmp_path / "fwdval"
-    train(cfg(data, out, epochs=1, valid=str(data / "valid.txt"), test=str(data / "test.txt"),
-              model=dict(TINY, reciprocal=False)))
+    train(
+        cfg(
+            data,
+            out,
+            epochs=1,
+            valid=str(data / "valid.txt"),
+            test=str(data / "test.txt"),
+            model=dict(TINY, reciprocal=False),
+        )
+    )
     expected = brute_mrr(load(out / "final_model.pt")["model"], VALID, TRIPLES + VALID + TEST, reciprocal=False)
     assert read(out / "training_history.json")[-1]["valid"]["mrr"] == pytest.approx(expected, rel=1e-6)

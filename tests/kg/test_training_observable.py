@@ -19,11 +19,29 @@ from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.runtime.seeding import seed_everything
 
-TINY = dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2,
-            input_dropout=0.0, feature_map_dropout=0.0, output_dropout=0.0)
+TINY = dict(
+    embedding_dim=6,
+    embedding_height=2,
+    embedding_width=3,
+    output_channels=2,
+    kernel_size=2,
+    input_dropout=0.0,
+    feature_map_dropout=0.0,
+    output_dropout=0.0,
+)
 # (e0, r0) and (e1, r0) have two tails each, so kvsall and 1vsall samples differ
-TRIPLES = [("e0", "r0", "e1"), ("e0", "r0", "e2"), ("e1", "r0", "e3"), ("e1", "r0", "e4"), ("e2", "r1", "e0"),
-           ("e3", "r1", "e5"), ("e4", "r0", "e5"), ("e5", "r1", "e1"), ("e2", "r0", "e3"), ("e3", "r0", "e4")]
+TRIPLES = [
+    ("e0", "r0", "e1"),
+    ("e0", "r0", "e2"),
+    ("e1", "r0", "e3"),
+    ("e1", "r0", "e4"),
+    ("e2", "r1", "e0"),
+    ("e3", "r1", "e5"),
+    ("e4", "r0", "e5"),
+    ("e5", "r1", "e1"),
+    ("e2", "r0", "e3"),
+    ("e3", "r0", "e4"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +53,19 @@ def data(tmp_path_factory):
 
 
 def cfg(data, out, **kw):
-    base = dict(train=str(data / "train.txt"), output_dir=str(out), valid=None, test=None, epochs=1, batch_size=1000,
-                learning_rate=0.01, checkpoint_every=1, device="cpu", seed=3, model=dict(TINY))
+    base = dict(
+        train=str(data / "train.txt"),
+        output_dir=str(out),
+        valid=None,
+        test=None,
+        epochs=1,
+        batch_size=1000,
+        learning_rate=0.01,
+        checkpoint_every=1,
+        device="cpu",
+        seed=3,
+        model=dict(TINY),
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -47,7 +76,9 @@ def dense_targets(mode: str, smoothing: float):
     ent = {e: i for i, e in enumerate(sorted({x for h, _, t in TRIPLES for x in (h, t)}))}
     rel = {r: i for i, r in enumerate(sorted({r for _, r, _ in TRIPLES}))}
     R, N = len(rel), len(ent)
-    directions = [(ent[h], rel[r], ent[t]) for h, r, t in TRIPLES] + [(ent[t], rel[r] + R, ent[h]) for h, r, t in TRIPLES]
+    directions = [(ent[h], rel[r], ent[t]) for h, r, t in TRIPLES] + [
+        (ent[t], rel[r] + R, ent[h]) for h, r, t in TRIPLES
+    ]
     if mode == "1vsall":
         groups = [((h, r), [t]) for h, r, t in directions]
     else:

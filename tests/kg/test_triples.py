@@ -89,20 +89,36 @@ def test_kgx_import(tmp_path):
     nodes = tmp_path / "nodes.jsonl"
     edges = tmp_path / "edges.jsonl"
     nodes.write_text(
-        json.dumps({"id": "CHEBI:1", "name": "aspirin", "category": ["biolink:Drug"]}) + "\n"
-        + json.dumps({"id": "MONDO:2", "name": "pain", "category": ["biolink:Disease"]}) + "\n"
-        + json.dumps({"id": "NCBIGene:3", "name": "PTGS2"}) + "\n"
+        json.dumps({"id": "CHEBI:1", "name": "aspirin", "category": ["biolink:Drug"]})
+        + "\n"
+        + json.dumps({"id": "MONDO:2", "name": "pain", "category": ["biolink:Disease"]})
+        + "\n"
+        + json.dumps({"id": "NCBIGene:3", "name": "PTGS2"})
+        + "\n"
     )
     edges.write_text(
-        json.dumps({"subject": "CHEBI:1", "predicate": "biolink:treats", "object": "MONDO:2"}) + "\n"
-        + json.dumps({"subject": "CHEBI:1", "predicate": "biolink:affects", "object": "NCBIGene:3",
-                      "object_direction_qualifier": "decreased", "publications": ["PMID:1"]}) + "\n"
-        + json.dumps({"subject": "CHEBI:1", "predicate": "biolink:affects", "object": "NCBIGene:9"}) + "\n"
+        json.dumps({"subject": "CHEBI:1", "predicate": "biolink:treats", "object": "MONDO:2"})
+        + "\n"
+        + json.dumps(
+            {
+                "subject": "CHEBI:1",
+                "predicate": "biolink:affects",
+                "object": "NCBIGene:3",
+                "object_direction_qualifier": "decreased",
+                "publications": ["PMID:1"],
+            }
+        )
+        + "\n"
+        + json.dumps({"subject": "CHEBI:1", "predicate": "biolink:affects", "object": "NCBIGene:9"})
+        + "\n"
     )
     res = import_kgx(nodes, edges, tmp_path / "out")
     assert (res.triples, res.entities, res.relations, res.nodes_only_in_edges) == (3, 4, 3, 1)
-    ts = read_triples(tmp_path / "out" / "triples.txt",
-                      IdMap.read(tmp_path / "out" / "node_dict.txt"), IdMap.read(tmp_path / "out" / "rel_dict.txt"))
+    ts = read_triples(
+        tmp_path / "out" / "triples.txt",
+        IdMap.read(tmp_path / "out" / "node_dict.txt"),
+        IdMap.read(tmp_path / "out" / "rel_dict.txt"),
+    )
     names = read_name_dict(tmp_path / "out" / "node_name_dict.txt")
     assert names[ts.entities.id("CHEBI:1")] == "aspirin"
     emap = read_edge_map(tmp_path / "out" / "edge_map.json")
@@ -126,7 +142,9 @@ def test_bad_triples_clear_error_nothing_written(tmp_path, case):
     p = tmp_path / "t.txt"
     p.write_text(text)
     out = tmp_path / "split"
-    run_cli_error(["data", "split", p, "--output-dir", out], tmp_path, contains=f"{p}:{line}:")  # one line, however long the path
+    run_cli_error(
+        ["data", "split", p, "--output-dir", out], tmp_path, contains=f"{p}:{line}:"
+    )  # one line, however long the path
     assert not out.exists()
 
 
@@ -177,7 +195,7 @@ def test_non_utf8_names_line(tmp_path):
 
 # ---------------------------------------------------------------- fuzzing
 
-alphabet = st.sampled_from(list("ab\t\n\r :{}\"x0") + ["\u00e9", "\x00"])
+alphabet = st.sampled_from(list('ab\t\n\r :{}"x0') + ["\u00e9", "\x00"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -207,9 +225,18 @@ def test_fuzz_all_readers_bytes(tmp_path_factory, data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.one_of(st.dictionaries(st.sampled_from(["id", "name", "subject", "predicate", "object", "x_qualifier"]),
-                                          st.one_of(st.text(max_size=5), st.integers(), st.none())), st.integers()),
-                max_size=5))
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(
+                st.sampled_from(["id", "name", "subject", "predicate", "object", "x_qualifier"]),
+                st.one_of(st.text(max_size=5), st.integers(), st.none()),
+            ),
+            st.integers(),
+        ),
+        max_size=5,
+    )
+)
 def test_fuzz_kgx(tmp_path_factory, objs):
     d = tmp_path_factory.mktemp("kgx")
     text = "\n".join(json.dumps(o) for o in objs)

@@ -10,10 +10,17 @@ from tests.conftest import run_cli
 optuna = pytest.importorskip("optuna")
 
 SPACE = {
-    "format": "tracegraph-search-space", "version": 1,
+    "format": "tracegraph-search-space",
+    "version": 1,
     "preset": "umls",
-    "fixed": {"epochs": 2, "batch_size": 512, "embedding_dim": 12, "embedding_height": 3, "embedding_width": 4,
-              "output_channels": 4},
+    "fixed": {
+        "epochs": 2,
+        "batch_size": 512,
+        "embedding_dim": 12,
+        "embedding_height": 3,
+        "embedding_width": 4,
+        "output_channels": 4,
+    },
     "params": {
         "learning_rate": {"type": "float", "low": 0.001, "high": 0.02, "log": True},
         "output_dropout": {"type": "float", "low": 0.0, "high": 0.5},
@@ -22,9 +29,26 @@ SPACE = {
 
 
 def _tune(umls_dir, out, space_file, trials, *extra):
-    return run_cli(["tune", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt",
-                    "--search-space", space_file, "-o", out, "--trials", trials, "--devices", "cpu",
-                    "--num-threads", "1", *extra])
+    return run_cli(
+        [
+            "tune",
+            "--train",
+            umls_dir / "train.txt",
+            "--valid",
+            umls_dir / "valid.txt",
+            "--search-space",
+            space_file,
+            "-o",
+            out,
+            "--trials",
+            trials,
+            "--devices",
+            "cpu",
+            "--num-threads",
+            "1",
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.slow
@@ -51,16 +75,44 @@ def test_tune_writes_a_preset_train_accepts_and_resumes(umls_dir, tmp_path):
     assert not (best_dir / "checkpoints").exists()  # trials keep best_model.pt only
     assert not (best_dir / "test_results.json").exists()  # no trial looks at test
     # the valid MRR a trial reports is the standard one: test triples filtered out too
-    res = run_cli(["evaluate", "--model-dir", best_dir, "--test", umls_dir / "valid.txt", "-o", tmp_path / "ev",
-                   "--filter", umls_dir / "train.txt", "--filter", umls_dir / "test.txt", "--device", "cpu"])
+    res = run_cli(
+        [
+            "evaluate",
+            "--model-dir",
+            best_dir,
+            "--test",
+            umls_dir / "valid.txt",
+            "-o",
+            tmp_path / "ev",
+            "--filter",
+            umls_dir / "train.txt",
+            "--filter",
+            umls_dir / "test.txt",
+            "--device",
+            "cpu",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
     assert ev["metrics"]["both"]["mrr"] == pytest.approx(best.value, rel=1e-6)
 
     # the best preset trains as is
     run = tmp_path / "again"
-    res = run_cli(["train", "--train", umls_dir / "train.txt", "-o", run, "--preset", out / "best_preset.json",
-                   "--epochs", "1", "--device", "cpu"])
+    res = run_cli(
+        [
+            "train",
+            "--train",
+            umls_dir / "train.txt",
+            "-o",
+            run,
+            "--preset",
+            out / "best_preset.json",
+            "--epochs",
+            "1",
+            "--device",
+            "cpu",
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["train"]["learning_rate"] == pytest.approx(best.params["learning_rate"])
@@ -72,7 +124,10 @@ def test_tune_writes_a_preset_train_accepts_and_resumes(umls_dir, tmp_path):
     study = optuna.load_study(study_name="tracegraph", storage=f"sqlite:///{out / 'study.db'}")
     assert [t.number for t in study.trials] == [0, 1, 2]
     res = _tune(umls_dir, out, space, 3)  # already holds 3: nothing to run
-    assert res.exit_code == 0 and len(optuna.load_study(study_name="tracegraph", storage=f"sqlite:///{out / 'study.db'}").trials) == 3
+    assert (
+        res.exit_code == 0
+        and len(optuna.load_study(study_name="tracegraph", storage=f"sqlite:///{out / 'study.db'}").trials) == 3
+    )
 
 
 def test_bad_search_space_names_file_and_line(umls_dir, tmp_path):
@@ -103,8 +158,25 @@ def test_two_workers_share_one_study(umls_dir, tmp_path):
     space = tmp_path / "space.json"
     space.write_text(json.dumps(dict(SPACE, fixed=dict(SPACE["fixed"], epochs=1))))
     out = tmp_path / "study"
-    res = run_cli(["tune", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt", "--search-space", space,
-                   "-o", out, "--trials", 2, "--devices", "cpu,cpu", "--num-threads", 1])
+    res = run_cli(
+        [
+            "tune",
+            "--train",
+            umls_dir / "train.txt",
+            "--valid",
+            umls_dir / "valid.txt",
+            "--search-space",
+            space,
+            "-o",
+            out,
+            "--trials",
+            2,
+            "--devices",
+            "cpu,cpu",
+            "--num-threads",
+            1,
+        ]
+    )
     assert res.exit_code == 0, res.stderr
     study = optuna.load_study(study_name="tracegraph", storage=f"sqlite:///{out / 'study.db'}")
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]

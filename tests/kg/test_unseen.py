@@ -26,8 +26,16 @@ def files(tmp_path):
 
 
 def _train(files, out, policy, epochs=2):
-    cfg = TrainConfig(train=str(files["train"]), valid=str(files["valid"]), test=str(files["test"]),
-                      output_dir=str(out), epochs=epochs, batch_size=8, unseen=policy, model=dict(TINY))
+    cfg = TrainConfig(
+        train=str(files["train"]),
+        valid=str(files["valid"]),
+        test=str(files["test"]),
+        output_dir=str(out),
+        epochs=epochs,
+        batch_size=8,
+        unseen=policy,
+        model=dict(TINY),
+    )
     return train(cfg)
 
 
@@ -55,8 +63,12 @@ def test_include_ranks_unseen_entities_among_all(files, tmp_path):
     ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
     assert ev["unseen"]["entities"] == 2 and ev["metrics"]["tail"]["count"] == 4
     # the independent reference: score every entity, drop the other known tails, count by hand
-    enc = lambda p: np.array([[lm.entities.id(h), lm.relations.id(r), lm.entities.id(t)]  # noqa: E731
-                              for h, r, t in (ln.split("\t") for ln in p.read_text().splitlines())])
+    enc = lambda p: np.array(
+        [
+            [lm.entities.id(h), lm.relations.id(r), lm.entities.id(t)]  # noqa: E731
+            for h, r, t in (ln.split("\t") for ln in p.read_text().splitlines())
+        ]
+    )
     test_ids = enc(files["test"])
     known = np.concatenate([enc(files["train"]), enc(files["valid"]), test_ids])
     ref = brute_force_ranks(lm.model, test_ids, known).mean(axis=1)
@@ -81,14 +93,37 @@ def test_drop_removes_and_counts(files, tmp_path):
     ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
     assert ev["metrics"]["tail"]["count"] == 2 and ev["unseen"]["triples"] == {"test": 2}
     # include cannot rank an entity this model has no row for: a clear refusal, nothing written
-    run_cli_error(["evaluate", "--model-dir", out, "--test", files["test"], "-o", tmp_path / "ev2"], tmp_path / "ev2",
-                  contains=f"{files['test']}:2: entity 'new2' is not in the model's id map")
+    run_cli_error(
+        ["evaluate", "--model-dir", out, "--test", files["test"], "-o", tmp_path / "ev2"],
+        tmp_path / "ev2",
+        contains=f"{files['test']}:2: entity 'new2' is not in the model's id map",
+    )
 
 
 def test_error_keeps_todays_message_and_writes_nothing(files, tmp_path):
     out = tmp_path / "run"
-    run_cli_error(["train", "--train", files["train"], "--valid", files["valid"], "--test", files["test"],
-                   "--unseen", "error", "-o", out, "--epochs", "1"], out, tmp_path,
-                  contains=f"{files['valid']}:2: entity 'new1' is not in the id map")
-    run_cli_error(["train", "--train", files["train"], "--unseen", "sometimes", "-o", out], out,
-                  contains="--unseen must be one of include, drop, error")
+    run_cli_error(
+        [
+            "train",
+            "--train",
+            files["train"],
+            "--valid",
+            files["valid"],
+            "--test",
+            files["test"],
+            "--unseen",
+            "error",
+            "-o",
+            out,
+            "--epochs",
+            "1",
+        ],
+        out,
+        tmp_path,
+        contains=f"{files['valid']}:2: entity 'new1' is not in the id map",
+    )
+    run_cli_error(
+        ["train", "--train", files["train"], "--unseen", "sometimes", "-o", out],
+        out,
+        contains="--unseen must be one of include, drop, error",
+    )

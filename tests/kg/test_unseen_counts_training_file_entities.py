@@ -9,12 +9,7 @@ import pytest
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import IdMap, LabeledTriples
-from tracegraph.kg.data.unseen import (
-    apply_policy,
-    encode_known,
-    evaluation_triples,
-    unseen_mask,
-)
+from tracegraph.kg.data.unseen import apply_policy, encode_known, evaluation_triples, unseen_mask
 
 TRAIN = "a\tr\tb\nb\tr\tc\nc\ts\ta\nc\ts\td\n"  # d: only ever a tail
 # the model (trained with --unseen include) also has ids for x and y, which train never mentions
@@ -68,13 +63,17 @@ def test_mask_counts_heads_and_tails_by_a_loop():
 
 def test_report_counts_per_split_by_hand():
     base = IdMap(["a", "b"])
-    splits = {"valid": LabeledTriples(["a", "n1"], ["r", "r"], ["n2", "b"], np.array([1, 2]), "v"),
-              "test": LabeledTriples(["a", "b"], ["r", "r"], ["n1", "a"], np.array([1, 2]), "t")}
+    splits = {
+        "valid": LabeledTriples(["a", "n1"], ["r", "r"], ["n2", "b"], np.array([1, 2]), "v"),
+        "test": LabeledTriples(["a", "b"], ["r", "r"], ["n1", "a"], np.array([1, 2]), "t"),
+    }
     _, _, rep = apply_policy(base, splits, "include")
     assert rep.entities == ["n1", "n2"] and rep.per_split == {"valid": 2, "test": 1}
     assert rep.triples == {"valid": 2, "test": 1}
-    assert rep.describe() == ("2 entities unseen in train, 2 in valid (2 triples), 1 in test (1 triple): "
-                              "included (never a training positive) and ranked among all entities")
+    assert rep.describe() == (
+        "2 entities unseen in train, 2 in valid (2 triples), 1 in test (1 triple): "
+        "included (never a training positive) and ranked among all entities"
+    )
     # the trained set decides, not the (already extended) map
     ext = IdMap(["a", "b", "n1", "n2"])
     _, out, rep = apply_policy(ext, splits, "drop", trained={"a", "b"})
@@ -90,9 +89,18 @@ def test_report_json_and_drop_wording_by_hand():
     labels = [f"n{i:03d}" for i in range(101)]  # more than the JSON lists
     splits = {"test": LabeledTriples(["a"] * 101, ["r"] * 101, labels, np.arange(1, 102), "t.txt")}
     _, out, rep = apply_policy(IdMap(["a"]), splits, "drop")
-    assert rep.to_json() == {"policy": "drop", "entities": 101, "entity_labels": labels[:100],
-                             "entities_per_split": {"test": 101}, "triples": {"test": 101}, "dropped": True}
-    assert rep.describe() == "101 entities unseen in train, 101 in test (101 triples): their triples dropped from evaluation"
+    assert rep.to_json() == {
+        "policy": "drop",
+        "entities": 101,
+        "entity_labels": labels[:100],
+        "entities_per_split": {"test": 101},
+        "triples": {"test": 101},
+        "dropped": True,
+    }
+    assert (
+        rep.describe()
+        == "101 entities unseen in train, 101 in test (101 triples): their triples dropped from evaluation"
+    )
     assert out["test"].path == "t.txt" and len(out["test"]) == 0  # the kept part still names its file
 
 

@@ -13,10 +13,28 @@ from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.train import TrainConfig
 from tracegraph.runtime.seeding import seed_everything
 
-TINY = dict(embedding_dim=6, embedding_height=2, embedding_width=3, output_channels=2, kernel_size=2,
-            input_dropout=0.0, feature_map_dropout=0.0, output_dropout=0.0)
-TRIPLES = [("e0", "r0", "e1"), ("e0", "r0", "e2"), ("e1", "r0", "e3"), ("e1", "r0", "e4"), ("e2", "r1", "e0"),
-           ("e3", "r1", "e5"), ("e4", "r0", "e5"), ("e5", "r1", "e1"), ("e2", "r0", "e3"), ("e3", "r0", "e4")]
+TINY = dict(
+    embedding_dim=6,
+    embedding_height=2,
+    embedding_width=3,
+    output_channels=2,
+    kernel_size=2,
+    input_dropout=0.0,
+    feature_map_dropout=0.0,
+    output_dropout=0.0,
+)
+TRIPLES = [
+    ("e0", "r0", "e1"),
+    ("e0", "r0", "e2"),
+    ("e1", "r0", "e3"),
+    ("e1", "r0", "e4"),
+    ("e2", "r1", "e0"),
+    ("e3", "r1", "e5"),
+    ("e4", "r0", "e5"),
+    ("e5", "r1", "e1"),
+    ("e2", "r0", "e3"),
+    ("e3", "r0", "e4"),
+]
 VALID = [("e0", "r1", "e3"), ("e4", "r1", "e2")]
 TEST = [("e1", "r1", "e4"), ("e5", "r0", "e2")]
 ENT = {f"e{i}": i for i in range(6)}  # node_dict.txt numbers sorted labels
@@ -30,8 +48,17 @@ def write_triples(path, triples):
 
 
 def cfg(data, out, **kw):
-    base = dict(train=str(data / "train.txt"), output_dir=str(out), epochs=1, batch_size=1000, learning_rate=0.01, checkpoint_every=1,
-                device="cpu", seed=3, model=dict(TINY))
+    base = dict(
+        train=str(data / "train.txt"),
+        output_dir=str(out),
+        epochs=1,
+        batch_size=1000,
+        learning_rate=0.01,
+        checkpoint_every=1,
+        device="cpu",
+        seed=3,
+        model=dict(TINY),
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -42,7 +69,9 @@ def ids(triples):
 
 def groups(triples, mode, reciprocal=True):
     """Training samples (head, relation row) and their tails, from the triples (and their reciprocals)."""
-    directions = [(h, r, t) for h, r, t in ids(triples)] + ([(t, r + R, h) for h, r, t in ids(triples)] if reciprocal else [])
+    directions = [(h, r, t) for h, r, t in ids(triples)] + (
+        [(t, r + R, h) for h, r, t in ids(triples)] if reciprocal else []
+    )
     if mode == "1vsall":
         return [((h, r), [t]) for h, r, t in directions]
     tails: dict = {}
@@ -86,7 +115,7 @@ def brute_mrr(weights, triples, known, reciprocal=True):
             kt.setdefault((t, r + R), set()).add(h)
     rr = []
     for h, r, t in ids(triples):
-        for q, rel, ans in ((h, r, t), (t, r + R, h))[:2 if reciprocal else 1]:
+        for q, rel, ans in ((h, r, t), (t, r + R, h))[: 2 if reciprocal else 1]:
             with torch.no_grad():
                 s = m(torch.tensor([q]), torch.tensor([rel]))[0].double().numpy()
             s[[e for e in kt[(q, rel)] if e != ans]] = -np.inf

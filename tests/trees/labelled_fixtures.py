@@ -25,7 +25,9 @@ def write_png(mask: np.ndarray, path: Path) -> None:
     imsave(path, (np.asarray(mask) * 255).astype(np.uint8), check_contrast=False)
 
 
-def labelled_dir(root: Path, per_class: int = 12, max_nodes: int = 60, seed: int = 0, pngs: int = 2) -> tuple[Path, Path]:
+def labelled_dir(
+    root: Path, per_class: int = 12, max_nodes: int = 60, seed: int = 0, pngs: int = 2
+) -> tuple[Path, Path]:
     """(trees directory, labels CSV). SWC files c{class}-{k}.swc, PNGs vessel-{k}.png (alternating classes)."""
     rng = np.random.default_rng(seed)
     d = root / "trees"

@@ -87,8 +87,11 @@ def test_confusion_png_size_cells_labels_and_title(drawn):
     ax = fig.axes[0]
     cells = {(t.get_position(), t.get_text()): to_rgba(t.get_color()) for t in ax.texts}
     white, black = to_rgba("white"), to_rgba("black")
-    want = {((p, t), str(v)): (white if v > 3 else black)  # more than half the largest count: white ink
-            for t, row in enumerate(r["confusion_matrix"]) for p, v in enumerate(row)}
+    want = {
+        ((p, t), str(v)): (white if v > 3 else black)  # more than half the largest count: white ink
+        for t, row in enumerate(r["confusion_matrix"])
+        for p, v in enumerate(row)
+    }
     assert cells == want
     assert all(t.get_ha() == "center" and t.get_va() == "center" for t in ax.texts)
     assert ax.get_xlabel() == "predicted" and ax.get_ylabel() == "true"

@@ -6,9 +6,7 @@ from torch_geometric.loader import DataLoader
 
 from tracegraph.errors import DataError
 from tracegraph.trees.cache import build_dataset, cached_paths
-from tracegraph.trees.data import (
-    read_swc, simplify, synthetic_trees, to_data, tree_from_graph,
-)
+from tracegraph.trees.data import read_swc, simplify, synthetic_trees, to_data, tree_from_graph
 
 HEADER = "# id type x y z r parent\n"
 
@@ -33,14 +31,17 @@ def test_real_neurons_read_as_topological_trees(neurons_dir):
         assert tuple(float(v) for v in next(r for r in rows if r[0] == child[6])[2:5]) == tuple(t.pos[t.parent[5]])
 
 
-@pytest.mark.parametrize("body,line,words", [
-    ("1 1 0 0 0 1 -1\n2 1 1 0 0 1\n", 3, "7 fields"),
-    ("1 1 0 0 0 1 -1\n2 1 x 0 0 1 1\n", 3, "non-numeric"),
-    ("1 1 0 0 0 1 -1\n2 1 1 0 0 1 7\n", 3, "not in the file"),
-    ("1 1 0 0 0 1 -1\n1 1 1 0 0 1 1\n", 3, "duplicate"),
-    ("1 1 0 0 0 1 2\n2 1 1 0 0 1 1\n", 2, "cycle"),
-    ("1 1 0 0 0 1 -1\n2 1 1 0 0 1 3\n3 1 1 1 0 1 2\n", 3, "cycle"),
-])
+@pytest.mark.parametrize(
+    "body,line,words",
+    [
+        ("1 1 0 0 0 1 -1\n2 1 1 0 0 1\n", 3, "7 fields"),
+        ("1 1 0 0 0 1 -1\n2 1 x 0 0 1 1\n", 3, "non-numeric"),
+        ("1 1 0 0 0 1 -1\n2 1 1 0 0 1 7\n", 3, "not in the file"),
+        ("1 1 0 0 0 1 -1\n1 1 1 0 0 1 1\n", 3, "duplicate"),
+        ("1 1 0 0 0 1 2\n2 1 1 0 0 1 1\n", 2, "cycle"),
+        ("1 1 0 0 0 1 -1\n2 1 1 0 0 1 3\n3 1 1 1 0 1 2\n", 3, "cycle"),
+    ],
+)
 def test_malformed_swc_names_file_and_line(tmp_path, body, line, words):
     p = _swc(tmp_path, body)
     with pytest.raises(DataError) as e:

@@ -18,8 +18,9 @@ def batch():
 
 def _model(seed=0):
     torch.manual_seed(seed)
-    return GTSSL(SGMPEncoder(EncoderConfig(hidden_channels=32, num_interactions=2, num_rbf=12, cutoff=2.0)),
-                 num_bins=12)
+    return GTSSL(
+        SGMPEncoder(EncoderConfig(hidden_channels=32, num_interactions=2, num_rbf=12, cutoff=2.0)), num_bins=12
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -78,11 +79,19 @@ def test_growth_targets_summarise_children(batch):
         assert np.allclose(len_h[n].numpy(), _np_soft_hist(lengths, bins), atol=1e-5)
         if not is_root[n]:
             a = pos[n] - pos[parent[n]]
-            angs = np.array([np.arccos(np.clip(np.dot(a, pos[c] - pos[n]) / np.linalg.norm(a)
-                                               / np.linalg.norm(pos[c] - pos[n]), -1, 1)) for c in kids])
+            angs = np.array(
+                [
+                    np.arccos(
+                        np.clip(np.dot(a, pos[c] - pos[n]) / np.linalg.norm(a) / np.linalg.norm(pos[c] - pos[n]), -1, 1)
+                    )
+                    for c in kids
+                ]
+            )
             assert np.allclose(ang_h[n].numpy(), _np_soft_hist(angs / np.pi, bins), atol=1e-4)
     # the targets are real data, not zeros: branch points have two children at distinct angles
-    assert float(ang_h[ang_m].max(1).values.min()) > 0 and float(len_h[len_m].sum()) == pytest.approx(int(len_m.sum()), rel=1e-5)
+    assert float(ang_h[ang_m].max(1).values.min()) > 0 and float(len_h[len_m].sum()) == pytest.approx(
+        int(len_m.sum()), rel=1e-5
+    )
 
 
 @pytest.mark.parametrize("name", ["order", "growth"])

@@ -76,8 +76,9 @@ def test_order_loss_on_a_three_node_chain_matches_float64_formula():
     t = tree([0, 0, 1])
     out = order_model(z, num_samples=16).losses(t, torch.Generator().manual_seed(5))
     # the same draws, then the loss written out in float64
-    anc, desc, u, v = sample_order_pairs(t.parent, t.depth, torch.zeros(3, dtype=torch.long), 16,
-                                         torch.Generator().manual_seed(5))
+    anc, desc, u, v = sample_order_pairs(
+        t.parent, t.depth, torch.zeros(3, dtype=torch.long), 16, torch.Generator().manual_seed(5)
+    )
     assert {tuple(p) for p in zip(anc.tolist(), desc.tolist())} == {(0, 1), (0, 2), (1, 2)}
     assert {tuple(p) for p in zip(u.tolist(), v.tolist())} <= {(1, 0), (2, 0), (2, 1)} and len(u) > 0
 
@@ -95,8 +96,16 @@ def test_order_loss_on_a_three_node_chain_matches_float64_formula():
 def forest():
     ds = build_dataset(synthetic_trees(2, seed=4, max_nodes=60))
     b = next(iter(DataLoader(ds, batch_size=2)))
-    return SimpleNamespace(x=b.x, pos=b.pos, paths=None, parent=b.parent, depth=b.depth, num_nodes=b.num_nodes,
-                           batch=b.batch, num_graphs=b.num_graphs)
+    return SimpleNamespace(
+        x=b.x,
+        pos=b.pos,
+        paths=None,
+        parent=b.parent,
+        depth=b.depth,
+        num_nodes=b.num_nodes,
+        batch=b.batch,
+        num_graphs=b.num_graphs,
+    )
 
 
 def _emd(p, q):
@@ -133,7 +142,9 @@ def _adamw_steps(ck) -> int:
 def test_pretrain_resume_continues_the_checkpoint_not_a_rerun(tmp_path):
     data = build_dataset(synthetic_trees(4, seed=0, max_nodes=30))
     enc = dict(hidden_channels=8, num_interactions=1, num_rbf=4, cutoff=None)
-    cfg = lambda epochs: TrainConfig(data=DataConfig(None, 4, 30), encoder=dict(enc), epochs=epochs, batch_size=2, seed=0)
+    cfg = lambda epochs: TrainConfig(
+        data=DataConfig(None, 4, 30), encoder=dict(enc), epochs=epochs, batch_size=2, seed=0
+    )
     pretrain(cfg(3), tmp_path / "fresh", data=data)
     part = tmp_path / "part"
     pretrain(cfg(2), part, data=data)
@@ -176,8 +187,9 @@ def test_soft_histogram_and_emd_by_hand():
 def test_order_pairs_cover_every_ancestor_and_every_non_ancestor():
     """0 → {1, 2}, 1 → 3. With many draws every true pair shows up, shallower cousins included."""
     t = tree([0, 0, 0, 1])
-    anc, desc, u, v = sample_order_pairs(t.parent, t.depth, torch.zeros(4, dtype=torch.long), 200,
-                                         torch.Generator().manual_seed(1))
+    anc, desc, u, v = sample_order_pairs(
+        t.parent, t.depth, torch.zeros(4, dtype=torch.long), 200, torch.Generator().manual_seed(1)
+    )
     assert set(zip(anc.tolist(), desc.tolist())) == {(0, 1), (0, 2), (1, 3), (0, 3)}
     assert set(zip(u.tolist(), v.tolist())) == {(1, 0), (2, 0), (3, 0), (2, 1), (3, 1), (1, 2), (3, 2), (2, 3)}
 

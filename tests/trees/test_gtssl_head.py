@@ -67,8 +67,16 @@ def _expected_growth(m, h, parent, pos, act=_silu, root_as_branch_point=False):
                 if parent[v] == v:  # a root has no parent segment: no angle target
                     continue
                 a = pos[v] - pos[parent[v]]
-                target = np.mean([_soft_hist(math.atan2(np.linalg.norm(np.cross(a, pos[c] - pos[v])),
-                                                        float(a @ (pos[c] - pos[v]))) / math.pi) for c in kids[v]], 0)
+                target = np.mean(
+                    [
+                        _soft_hist(
+                            math.atan2(np.linalg.norm(np.cross(a, pos[c] - pos[v])), float(a @ (pos[c] - pos[v])))
+                            / math.pi
+                        )
+                        for c in kids[v]
+                    ],
+                    0,
+                )
                 pred = pa[v]
             one = len(kids[v]) == 1 and not (root_as_branch_point and parent[v] == v)
             per_group[1 if one else 2].append(_emd(pred, target))
@@ -78,8 +86,10 @@ def _expected_growth(m, h, parent, pos, act=_silu, root_as_branch_point=False):
 
 # root 0 has exactly one child (1); 1 branches into 2 and 3; 2 has one child 4; 3 two children 5, 6
 PARENT = [0, 0, 1, 1, 2, 3, 3]
-POS = np.array([[0, 0, 0], [0.9, 0.1, 0], [1.3, 0.8, 0.2], [1.5, -0.6, 0.1], [1.2, 1.9, 0.9],
-                [2.6, -0.2, -0.4], [1.9, -1.7, 0.5]], dtype=np.float64)
+POS = np.array(
+    [[0, 0, 0], [0.9, 0.1, 0], [1.3, 0.8, 0.2], [1.5, -0.6, 0.1], [1.2, 1.9, 0.9], [2.6, -0.2, -0.4], [1.9, -1.7, 0.5]],
+    dtype=np.float64,
+)
 
 
 def _tree():
@@ -87,8 +97,14 @@ def _tree():
     depth = [0] * n
     for v in range(n):
         depth[v] = 0 if PARENT[v] == v else depth[PARENT[v]] + 1
-    return SimpleNamespace(x=torch.zeros(n, 1), pos=torch.tensor(POS, dtype=torch.float32), paths=None,
-                           parent=torch.tensor(PARENT), depth=torch.tensor(depth), num_nodes=n)
+    return SimpleNamespace(
+        x=torch.zeros(n, 1),
+        pos=torch.tensor(POS, dtype=torch.float32),
+        paths=None,
+        parent=torch.tensor(PARENT),
+        depth=torch.tensor(depth),
+        num_nodes=n,
+    )
 
 
 def test_growth_loss_through_the_real_head_matches_float64_by_hand():
@@ -127,6 +143,10 @@ def test_documented_defaults():
     p, q = torch.tensor([1.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 1.0])
     assert float(emd_1d(p, q)) == pytest.approx(2.0)  # the mass moves two bins of width 1
     # a two-node tree: the child gets one ancestor pair per sample, two by default
-    anc, desc, _, _ = sample_order_pairs(torch.tensor([0, 0]), torch.tensor([0, 1]), torch.zeros(2, dtype=torch.long),
-                                         generator=torch.Generator().manual_seed(0))
+    anc, desc, _, _ = sample_order_pairs(
+        torch.tensor([0, 0]),
+        torch.tensor([0, 1]),
+        torch.zeros(2, dtype=torch.long),
+        generator=torch.Generator().manual_seed(0),
+    )
     assert anc.tolist() == [0, 0] and desc.tolist() == [1, 1]

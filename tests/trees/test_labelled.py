@@ -91,7 +91,9 @@ def test_classification_report_matches_a_naive_count():
         for q in range(4):
             assert rep["confusion_matrix"][k][q] == sum(1 for t, r in zip(y, p) if t == k and r == q)
     assert rep["accuracy"] == pytest.approx(np.mean(y == p))
-    assert rep["macro_f1"] == pytest.approx(np.mean(f1s)) and rep["balanced_accuracy"] == pytest.approx(np.mean(recalls))
+    assert rep["macro_f1"] == pytest.approx(np.mean(f1s)) and rep["balanced_accuracy"] == pytest.approx(
+        np.mean(recalls)
+    )
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -130,14 +132,17 @@ def test_graph_files_json_and_npz(tmp_path):
     assert e.value.path == str(tmp_path / "bad.json")
 
 
-@pytest.mark.parametrize("csv,line,words", [
-    ("name,label\nc0-0,a\nnope,b\n", 3, "no tree file named 'nope'"),
-    ("c0-0,a\nc0-0,b\n", 2, "labelled twice"),
-    ("c0-0,a,val\n", 1, "split must be train or test"),
-    ("c0-0,a,train\nc1-0,b\n", 2, "every row or for none"),
-    ("c0-0\n", 1, "expected name,label"),
-    ("c0-0,a\nc1-0,a\nc0-1,b\n", 3, "class 'b' has 1 file"),
-])
+@pytest.mark.parametrize(
+    "csv,line,words",
+    [
+        ("name,label\nc0-0,a\nnope,b\n", 3, "no tree file named 'nope'"),
+        ("c0-0,a\nc0-0,b\n", 2, "labelled twice"),
+        ("c0-0,a,val\n", 1, "split must be train or test"),
+        ("c0-0,a,train\nc1-0,b\n", 2, "every row or for none"),
+        ("c0-0\n", 1, "expected name,label"),
+        ("c0-0,a\nc1-0,a\nc0-1,b\n", 3, "class 'b' has 1 file"),
+    ],
+)
 def test_label_errors_name_the_csv_line_through_the_cli(tmp_path, csv, line, words):
     d, _ = labelled_dir(tmp_path, per_class=2, max_nodes=20, pngs=0)
     (tmp_path / "bad.csv").write_text(csv)
@@ -168,18 +173,65 @@ def test_probe_and_train_do_not_import_each_other_for_data():
 def test_cli_pretrain_finetune_probe_on_a_labelled_directory(tmp_path):
     d, labels = labelled_dir(tmp_path)
     small = ["--max-nodes", 60, "--batch-size", 8]
-    res = run_cli(["trees", "pretrain", "--trees", d, *small, "--epochs", 2, "--hidden-channels", 16,
-                   "--num-interactions", 2, "--num-rbf", 8, "-o", tmp_path / "pre"])
+    res = run_cli(
+        [
+            "trees",
+            "pretrain",
+            "--trees",
+            d,
+            *small,
+            "--epochs",
+            2,
+            "--hidden-channels",
+            16,
+            "--num-interactions",
+            2,
+            "--num-rbf",
+            8,
+            "-o",
+            tmp_path / "pre",
+        ]
+    )
     assert res.exit_code == 0, res.output
     enc = tmp_path / "pre" / "encoder.pt"
-    res = run_cli(["trees", "finetune", "--trees", d, "--labels", labels, "--encoder", enc, *small, "--epochs", 2,
-                   "--compare-random", "-o", tmp_path / "ft"])
+    res = run_cli(
+        [
+            "trees",
+            "finetune",
+            "--trees",
+            d,
+            "--labels",
+            labels,
+            "--encoder",
+            enc,
+            *small,
+            "--epochs",
+            2,
+            "--compare-random",
+            "-o",
+            tmp_path / "ft",
+        ]
+    )
     assert res.exit_code == 0, res.output
     ft = json.loads((tmp_path / "ft" / "metrics.json").read_text())
     assert set(ft["arms"]) == {"pretrained", "random"} and ft["files"] == 26 and ft["trees"] == 26
     assert (tmp_path / "ft" / "random" / "last.pt").exists()
-    res = run_cli(["trees", "probe", "--trees", d, "--labels", labels, "--encoder", enc, "--max-nodes", 60,
-                   "-o", tmp_path / "probe"])
+    res = run_cli(
+        [
+            "trees",
+            "probe",
+            "--trees",
+            d,
+            "--labels",
+            labels,
+            "--encoder",
+            enc,
+            "--max-nodes",
+            60,
+            "-o",
+            tmp_path / "probe",
+        ]
+    )
     assert res.exit_code == 0, res.output
     m = json.loads((tmp_path / "probe" / "metrics.json").read_text())
     pre = m["arms"]["pretrained"]
@@ -191,8 +243,23 @@ def test_cli_pretrain_finetune_probe_on_a_labelled_directory(tmp_path):
     assert np.array(pre["confusion_matrix"]).sum() == pre["n"]
     for png in ("confusion.png", "confusion-random.png"):
         assert (tmp_path / "probe" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    res = run_cli(["trees", "probe", "--trees", d, "--labels", labels, "--encoder", enc, "--max-nodes", 60, "--folds", 3,
-                   "--no-compare-random"])
+    res = run_cli(
+        [
+            "trees",
+            "probe",
+            "--trees",
+            d,
+            "--labels",
+            labels,
+            "--encoder",
+            enc,
+            "--max-nodes",
+            60,
+            "--folds",
+            3,
+            "--no-compare-random",
+        ]
+    )
     assert res.exit_code == 0, res.output
     folds = json.loads(res.stdout.strip().splitlines()[-1])
     assert folds["split"] == "3 folds" and folds["pretrained"]["accuracy"] >= 0.75
@@ -247,8 +314,13 @@ def test_finetune_folds_resume_after_an_interrupted_fold_gives_the_same_metrics(
     ds = load_dataset(d, labels, max_nodes=25)
 
     def cfg():
-        return TrainConfig(data=DataConfig(None, 0, 25, seed=3), epochs=1, batch_size=4, seed=0,
-                           encoder=dict(hidden_channels=8, num_interactions=1, num_rbf=4, cutoff=None))
+        return TrainConfig(
+            data=DataConfig(None, 0, 25, seed=3),
+            epochs=1,
+            batch_size=4,
+            seed=0,
+            encoder=dict(hidden_channels=8, num_interactions=1, num_rbf=4, cutoff=None),
+        )
 
     full = finetune_on_labels(cfg(), None, tmp_path / "a", folds=2, data=ds)
     assert set(full["arms"]) == {"fresh"} and full["arms"]["fresh"]["n"] == 8

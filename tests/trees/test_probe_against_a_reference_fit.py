@@ -25,20 +25,21 @@ def _reference_predict(xtr, ytr, xte, c, l2):
     n, d = ztr.shape
 
     def f(theta):
-        w, b = theta[: c * d].reshape(c, d), theta[c * d:]
+        w, b = theta[: c * d].reshape(c, d), theta[c * d :]
         logits = ztr @ w.T + b
         m = logits.max(1, keepdims=True)
         lse = m[:, 0] + np.log(np.exp(logits - m).sum(1))
         p = np.exp(logits - lse[:, None])
-        loss = np.mean(lse - logits[np.arange(n), y]) + l2 * (w ** 2).sum()
+        loss = np.mean(lse - logits[np.arange(n), y]) + l2 * (w**2).sum()
         g = p.copy()
         g[np.arange(n), y] -= 1
         g /= n
         return loss, np.concatenate([(g.T @ ztr + 2 * l2 * w).ravel(), g.sum(0)])
 
-    res = minimize(f, np.zeros(c * d + c), jac=True, method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15,
-                                                                                   "maxiter": 5000})
-    w, b = res.x[: c * d].reshape(c, d), res.x[c * d:]
+    res = minimize(
+        f, np.zeros(c * d + c), jac=True, method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 5000}
+    )
+    w, b = res.x[: c * d].reshape(c, d), res.x[c * d :]
     return torch.from_numpy((zte @ w.T + b).argmax(1))
 
 
@@ -65,7 +66,7 @@ def test_predictions_do_not_depend_on_each_features_units():
     xtr, ytr = _overlapping(1, n=45)
     xte = torch.cartesian_prod(torch.linspace(-2, 3, 11), torch.linspace(-2, 3, 11))
     base = linear_probe_predict(xtr, ytr, xte, 3, l2=0.5)
-    for s in ([2.0 ** -10, 2.0 ** -10], [1.0, 2.0 ** 10], [2.0 ** 8, 2.0 ** -6]):  # powers of two: exact
+    for s in ([2.0**-10, 2.0**-10], [1.0, 2.0**10], [2.0**8, 2.0**-6]):  # powers of two: exact
         s = torch.tensor(s)
         assert torch.equal(linear_probe_predict(xtr * s, ytr, xte * s, 3, l2=0.5), base)
 
@@ -111,8 +112,17 @@ def test_embeddings_are_each_tree_encoded_on_its_own(labelled):
 
 def test_probe_study_pretrains_probes_and_summarises_each_seed(tmp_path, labelled):
     torch.set_num_threads(1)
-    res = probe_study([0, 1], tmp_path, pretrain_trees=4, labelled_trees=8, max_nodes=30, epochs=1, batch_size=3,
-                      encoder={"hidden_channels": 8, "cutoff": 5.0}, lr=0.01)
+    res = probe_study(
+        [0, 1],
+        tmp_path,
+        pretrain_trees=4,
+        labelled_trees=8,
+        max_nodes=30,
+        epochs=1,
+        batch_size=3,
+        encoder={"hidden_channels": 8, "cutoff": 5.0},
+        lr=0.01,
+    )
     rows = res["seeds"]
     assert [r["seed"] for r in rows] == [0, 1]
     pre = [r["pretrained"] for r in rows]

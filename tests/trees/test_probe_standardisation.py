@@ -30,7 +30,7 @@ def test_a_test_rows_prediction_does_not_depend_on_the_other_test_rows():
     xte = torch.stack([torch.linspace(0.5, 3.5, 13), torch.zeros(13)], 1)  # across the boundary
     together = linear_probe_predict(xtr, ytr, xte, 2)
     assert 0 < int(together.sum()) < 13  # both classes predicted: the boundary lies among them
-    alone = torch.stack([linear_probe_predict(xtr, ytr, xte[i:i + 1], 2)[0] for i in range(len(xte))])
+    alone = torch.stack([linear_probe_predict(xtr, ytr, xte[i : i + 1], 2)[0] for i in range(len(xte))])
     far = torch.tensor([[500.0, -300.0], [-800.0, 900.0]])  # test rows far away: statistics that
     with_outliers = linear_probe_predict(xtr, ytr, torch.cat([xte, far]), 2)[: len(xte)]  # saw them would move
     assert torch.equal(alone, together) and torch.equal(together, with_outliers)

@@ -8,13 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tracegraph.trees.sgmp import (
-    EncoderConfig,
-    GaussianBasis,
-    InteractionBlock,
-    SGMPEncoder,
-    chain_geometry,
-)
+from tracegraph.trees.sgmp import EncoderConfig, GaussianBasis, InteractionBlock, SGMPEncoder, chain_geometry
 
 # 5 nodes; chains chosen so counts differ per node: node 0 starts 3 chains, node 1 starts 1,
 # node 4 starts none; as second node: 1 (twice), 2 (once), 3 (once), 0 (once)
@@ -44,7 +38,7 @@ def naive_block(block, h, geom, paths, second_node):
     n, hid = h.shape
     u = _layer_norm(block.norm, h)
     proj = _lin(block.node_proj, u)
-    a, b, c = proj[:, :hid], proj[:, hid:2 * hid], proj[:, 2 * hid:]
+    a, b, c = proj[:, :hid], proj[:, hid : 2 * hid], proj[:, 2 * hid :]
     msgs = [_silu(a[j] + b[k] + c[p]) * _lin(block.filter, geom[q]) for q, (i, j, k, p) in enumerate(paths)]
     agg, agg_j = np.zeros((n, hid)), np.zeros((n, hid))
     for node in range(n):
@@ -79,7 +73,11 @@ def test_block_equals_the_float64_loop(second_node, order):
 
 def test_encoder_passes_each_block_the_chain_counts_of_first_and_second_nodes():
     torch.manual_seed(1)
-    enc = SGMPEncoder(EncoderConfig(in_channels=4, hidden_channels=6, num_interactions=2, num_rbf=4, cutoff=3.0)).double().eval()
+    enc = (
+        SGMPEncoder(EncoderConfig(in_channels=4, hidden_channels=6, num_interactions=2, num_rbf=4, cutoff=3.0))
+        .double()
+        .eval()
+    )
     x = torch.randn(5, 4, dtype=torch.float64)
     pos = torch.randn(5, 3, dtype=torch.float64)
     pt = torch.tensor(PATHS, dtype=torch.long).t()
@@ -98,7 +96,9 @@ def test_mean_and_sum_readout_per_graph_by_hand():
     enc = SGMPEncoder(EncoderConfig(hidden_channels=2, num_interactions=1, num_rbf=4))
     h = torch.tensor([[1.0, 2.0], [3.0, 4.0], [10.0, 0.0], [5.0, 5.0], [0.0, 1.0]])
     batch = torch.tensor([0, 0, 1, 0, 1])
-    np.testing.assert_allclose(enc.readout(h, batch, 3).numpy(), [[3.0, 11 / 3], [5.0, 0.5], [0.0, 0.0]], rtol=1e-6)  # 2: empty
+    np.testing.assert_allclose(
+        enc.readout(h, batch, 3).numpy(), [[3.0, 11 / 3], [5.0, 0.5], [0.0, 0.0]], rtol=1e-6
+    )  # 2: empty
     enc.cfg.readout = "sum"
     assert enc.readout(h, batch).tolist() == [[9.0, 11.0], [10.0, 1.0]]
 

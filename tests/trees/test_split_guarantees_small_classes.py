@@ -14,8 +14,11 @@ def _labels(sizes):
 
 
 @settings(max_examples=200, deadline=None)
-@given(sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5), frac=st.sampled_from([0.01, 0.1, 0.3, 0.5, 0.9, 0.99]),
-       seed=st.integers(0, 1000))
+@given(
+    sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5),
+    frac=st.sampled_from([0.01, 0.1, 0.3, 0.5, 0.9, 0.99]),
+    seed=st.integers(0, 1000),
+)
 def test_every_class_of_two_or_more_has_a_file_on_each_side(sizes, frac, seed):
     labels = _labels(sizes)
     side = stratified_split(labels, frac, seed)

@@ -40,8 +40,13 @@ def test_pretrain_writes_run_and_resume_continues_identically(tiny, tmp_path):
 
 
 def test_bf16_accumulation_and_checkpointing_train(tiny, tmp_path):
-    hist = pretrain(_cfg(epochs=1, precision="bf16", gradient_accumulation_steps=2, gradient_checkpointing=True,
-                         memory_cleanup=True), tmp_path / "r", data=tiny)
+    hist = pretrain(
+        _cfg(
+            epochs=1, precision="bf16", gradient_accumulation_steps=2, gradient_checkpointing=True, memory_cleanup=True
+        ),
+        tmp_path / "r",
+        data=tiny,
+    )
     assert torch.isfinite(torch.tensor([hist[0]["order"], hist[0]["growth"]])).all()
 
 
@@ -69,9 +74,32 @@ def test_linear_probe_separates_separable_features():
 @pytest.mark.slow
 def test_cli_pretrain_on_neurons_both_losses_decrease(neurons_dir, tmp_path):
     out = tmp_path / "run"
-    args = ["trees", "pretrain", "--swc-dir", neurons_dir, "--num-trees", 20, "--max-nodes", 80, "--epochs", 4,
-            "--batch-size", 4, "--hidden-channels", 32, "--num-interactions", 2, "--num-rbf", 12,
-            "--lr", 3e-3, "--cache-dir", tmp_path / "cache", "-o", out]
+    args = [
+        "trees",
+        "pretrain",
+        "--swc-dir",
+        neurons_dir,
+        "--num-trees",
+        20,
+        "--max-nodes",
+        80,
+        "--epochs",
+        4,
+        "--batch-size",
+        4,
+        "--hidden-channels",
+        32,
+        "--num-interactions",
+        2,
+        "--num-rbf",
+        12,
+        "--lr",
+        3e-3,
+        "--cache-dir",
+        tmp_path / "cache",
+        "-o",
+        out,
+    ]
     res = run_cli(args)
     assert res.exit_code == 0, res.output
     hist = json.loads((out / "history.json").read_text())
@@ -80,8 +108,25 @@ def test_cli_pretrain_on_neurons_both_losses_decrease(neurons_dir, tmp_path):
     assert json.loads(res.stdout.strip().splitlines()[-1])["epoch"] == 4
     assert list((tmp_path / "cache").glob("paths-*.npz"))
     # finetune and probe consume the pretrained encoder from the CLI too
-    res = run_cli(["trees", "finetune", "--encoder", out / "encoder.pt", "--freeze-encoder", "--num-trees", 6,
-                   "--max-nodes", 40, "--epochs", 1, "--batch-size", 4, "-o", tmp_path / "ft"])
+    res = run_cli(
+        [
+            "trees",
+            "finetune",
+            "--encoder",
+            out / "encoder.pt",
+            "--freeze-encoder",
+            "--num-trees",
+            6,
+            "--max-nodes",
+            40,
+            "--epochs",
+            1,
+            "--batch-size",
+            4,
+            "-o",
+            tmp_path / "ft",
+        ]
+    )
     assert res.exit_code == 0, res.output
     res = run_cli(["trees", "probe", "--encoder", out / "encoder.pt", "--seed", 0, "--num-trees", 8, "--max-nodes", 40])
     assert res.exit_code == 0, res.output
@@ -92,6 +137,20 @@ def test_cli_pretrain_on_neurons_both_losses_decrease(neurons_dir, tmp_path):
 def test_cli_errors_are_one_line(tmp_path):
     res = run_cli(["trees", "pretrain", "--swc-dir", tmp_path, "-o", tmp_path / "o"])
     assert res.exit_code == 2 and "no *.swc files" in " ".join(res.output.split())
-    res = run_cli(["trees", "pretrain", "--precision", "fp16", "--device", "cpu", "--num-trees", 2, "--max-nodes", 20,
-                   "-o", tmp_path / "o2"])
+    res = run_cli(
+        [
+            "trees",
+            "pretrain",
+            "--precision",
+            "fp16",
+            "--device",
+            "cpu",
+            "--num-trees",
+            2,
+            "--max-nodes",
+            20,
+            "-o",
+            tmp_path / "o2",
+        ]
+    )
     assert res.exit_code == 2 and "fp16" in res.output

@@ -37,8 +37,10 @@ class _Group(TyperGroup):
 
 
 # the library names its Python parameters (top_k=…); the CLI says its flags (--top-k)
-_FLAGS = {name: "--" + name.replace("_", "-") for name in
-          ("top_k", "side", "method", "engine", "loss", "layers", "devices", "overwrite", "skip_existing")}
+_FLAGS = {
+    name: "--" + name.replace("_", "-")
+    for name in ("top_k", "side", "method", "engine", "loss", "layers", "devices", "overwrite", "skip_existing")
+}
 
 
 def as_flags(message: str) -> str:
@@ -89,8 +91,11 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     pass
 
 

@@ -7,8 +7,12 @@ import typer
 DEVICE_HELP = "cpu, cuda, cuda:N, or auto (CUDA when available)."
 DeviceOpt = typer.Option("auto", "--device", help=DEVICE_HELP)
 PrecisionOpt = typer.Option("fp32", "--precision", help="fp32 | bf16 | fp16 (fp16 only on CUDA, with GradScaler).")
-ThreadsOpt = typer.Option(0, "--num-threads", min=0, help="CPU intra-op threads (0: torch's default). On a busy "
-                         "shared machine 1 can be several times faster than 2.")
+ThreadsOpt = typer.Option(
+    0,
+    "--num-threads",
+    min=0,
+    help="CPU intra-op threads (0: torch's default). On a busy shared machine 1 can be several times faster than 2.",
+)
 
 
 def set_threads(n: int) -> None:
@@ -19,11 +23,17 @@ def set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-UNSEEN_HELP = ("Valid/test entities never seen in train: include (default; an embedding never trained as a positive, ranked among all "
-               "entities, as LibKGE and the ConvE code do), drop (leave those triples out, counted), error (stop).")
+UNSEEN_HELP = (
+    "Valid/test entities never seen in train: include (default; an embedding never trained as a positive, ranked among all "
+    "entities, as LibKGE and the ConvE code do), drop (leave those triples out, counted), error (stop)."
+)
 UnseenOpt = typer.Option("include", "--unseen", help=UNSEEN_HELP)
 
-DatasetOpt = typer.Option(None, "--dataset", help="A dataset by name (`tracegraph data list`): its splits fill whichever of --train/--valid/--test are not given; downloaded sets come from the cache (fill it with `tracegraph data get NAME --from MIRROR` offline).")
+DatasetOpt = typer.Option(
+    None,
+    "--dataset",
+    help="A dataset by name (`tracegraph data list`): its splits fill whichever of --train/--valid/--test are not given; downloaded sets come from the cache (fill it with `tracegraph data get NAME --from MIRROR` offline).",
+)
 
 
 def dataset_splits(dataset: str | None, required: tuple[str, ...], **given):
@@ -97,8 +107,9 @@ EXPLAIN_OLD_FLAGS = {
     "--entity-to-id": Gone("the run directory carries its own id maps (node_dict.txt, rel_dict.txt); drop the flag"),
     "--relation-to-id": Gone("the run directory carries its own id maps (node_dict.txt, rel_dict.txt); drop the flag"),
     "--output": Gone("explain writes a directory of per-triple CSV and JSON files: give -o DIR"),
-    "--use-gradient-checkpointing": Gone("exact TracIn keeps no per-example graphs to checkpoint; "
-                                         "lower --batch-size to use less memory"),
+    "--use-gradient-checkpointing": Gone(
+        "exact TracIn keeps no per-example graphs to checkpoint; lower --batch-size to use less memory"
+    ),
 }
 #: every old flag, for the message when a command that does not take it is given one
 OLD_FLAG_HINTS = {
@@ -205,8 +216,10 @@ def method_list_command():
                 return
             from tracegraph.kg.explain.methods import BASELINE_METHODS, METHODS
 
-            lists = {METHODS_PLACEHOLDER: ", ".join(METHODS),
-                     GRADED_METHODS_PLACEHOLDER: ", ".join(m for m in METHODS if m not in BASELINE_METHODS)}
+            lists = {
+                METHODS_PLACEHOLDER: ", ".join(METHODS),
+                GRADED_METHODS_PLACEHOLDER: ", ".join(m for m in METHODS if m not in BASELINE_METHODS),
+            }
             for p in self.params:
                 for key, text in lists.items():
                     if getattr(p, "help", None) and key in p.help:
@@ -248,8 +261,11 @@ def tidy_unknown_option(error) -> None:
         return
     if name in OLD_FLAG_HINTS:
         error.possibilities = []
-        error.message = (f"No such option: {name} (a flag of the original research scripts; today: "
-                         f"{OLD_FLAG_HINTS[name]}; docs/coming-from-scripts.md)")
+        error.message = (
+            f"No such option: {name} (a flag of the original research scripts; today: "
+            f"{OLD_FLAG_HINTS[name]}; docs/coming-from-scripts.md)"
+        )
         return
-    error.possibilities = [p for p in (error.possibilities or [])
-                           if difflib.SequenceMatcher(None, name, p).ratio() >= 0.8]
+    error.possibilities = [
+        p for p in (error.possibilities or []) if difflib.SequenceMatcher(None, name, p).ratio() >= 0.8
+    ]

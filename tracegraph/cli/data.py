@@ -36,8 +36,13 @@ def stats(
     for name, s in rows:
         d = s["degree"]
         table.add_row(
-            name, str(s["triples"]), str(s["entities"]), str(s["relations"]),
-            str(s["duplicate_triples"]), str(s["self_loops"]), f"{d['min']}/{d['median']:g}/{d['max']}",
+            name,
+            str(s["triples"]),
+            str(s["entities"]),
+            str(s["relations"]),
+            str(s["duplicate_triples"]),
+            str(s["self_loops"]),
+            f"{d['min']}/{d['median']:g}/{d['max']}",
         )
     table_console().print(table)
 
@@ -57,7 +62,9 @@ def split(
     typer.echo(f"train {len(res.train)}  valid {len(res.valid)}  test {len(res.test)}  -> {output_dir}")
     for name, rows in res.dropped.items():
         if rows:
-            typer.echo(f"dropped {len(rows)} {name} triples whose entity/relation is not in train, e.g. {rows[0]}", err=True)
+            typer.echo(
+                f"dropped {len(rows)} {name} triples whose entity/relation is not in train, e.g. {rows[0]}", err=True
+            )
 
 
 @data_app.command("import-kgx")
@@ -86,21 +93,32 @@ def synthetic(
     diseases: int | None = typer.Option(None, help="Number of diseases (default 150; quick 40)."),
     phenotypes: int | None = typer.Option(None, help="Number of phenotypes (default 175; quick 45)."),
     test_triples: int | None = typer.Option(None, help="Held-out treats edges in test.txt (default 100; quick 15)."),
-    treats_per_drug: float | None = typer.Option(None, help="Mechanism walks drawn per drug (default 8; repeats of a pair count once)."),
+    treats_per_drug: float | None = typer.Option(
+        None, help="Mechanism walks drawn per drug (default 8; repeats of a pair count once)."
+    ),
     module_coherence: float | None = typer.Option(
-        None, help="Share of partners from one's own disease module, 0-1 (default 0.95; lower: harder)."),
+        None, help="Share of partners from one's own disease module, 0-1 (default 0.95; lower: harder)."
+    ),
     noise_edge_fraction: float | None = typer.Option(
-        None, help="Random typed edges per background edge (default 0.05)."),
+        None, help="Random typed edges per background edge (default 0.05)."
+    ),
     noise_treats_fraction: float | None = typer.Option(
-        None, help="Mechanism-free treats edges per planted one (default 0.05)."),
+        None, help="Mechanism-free treats edges per planted one (default 0.05)."
+    ),
 ):
     """A generated biomedical KG with treats edges planted through mechanisms; test mechanisms in mechanisms.tsv."""
     from tracegraph.kg.demo.synthetic import SyntheticConfig, generate, write
 
     given = {
-        "n_drugs": drugs, "n_genes": genes, "n_pathways": pathways, "n_diseases": diseases,
-        "n_phenotypes": phenotypes, "n_test": test_triples, "treats_per_drug": treats_per_drug,
-        "module_coherence": module_coherence, "noise_edge_fraction": noise_edge_fraction,
+        "n_drugs": drugs,
+        "n_genes": genes,
+        "n_pathways": pathways,
+        "n_diseases": diseases,
+        "n_phenotypes": phenotypes,
+        "n_test": test_triples,
+        "treats_per_drug": treats_per_drug,
+        "module_coherence": module_coherence,
+        "noise_edge_fraction": noise_edge_fraction,
         "noise_treats_fraction": noise_treats_fraction,
     }
     overrides = {k: v for k, v in given.items() if v is not None}
@@ -123,9 +141,21 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON inst
     rows = []
     for d in DATASETS.values():
         cached = d.bundled or cached_path(d).is_dir()
-        rows.append({"name": d.name, "source": d.source, "sha256": d.sha256, "entities": d.entities,
-                     "relations": d.relations, "train": d.triples[0], "valid": d.triples[1], "test": d.triples[2],
-                     "conve_mrr": d.conve_mrr, "available": cached, "description": d.description})
+        rows.append(
+            {
+                "name": d.name,
+                "source": d.source,
+                "sha256": d.sha256,
+                "entities": d.entities,
+                "relations": d.relations,
+                "train": d.triples[0],
+                "valid": d.triples[1],
+                "test": d.triples[2],
+                "conve_mrr": d.conve_mrr,
+                "available": cached,
+                "description": d.description,
+            }
+        )
     if as_json:
         typer.echo(json.dumps({"cache_dir": str(cache_dir()), "datasets": rows}, indent=2))
         return
@@ -133,8 +163,15 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON inst
     for c in ("name", "source", "entities", "relations", "train/valid/test", "ConvE MRR (published)", "here"):
         table.add_column(c, overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["source"], str(r["entities"]), str(r["relations"]),
-                      f"{r['train']}/{r['valid']}/{r['test']}", r["conve_mrr"], "yes" if r["available"] else "no")
+        table.add_row(
+            r["name"],
+            r["source"],
+            str(r["entities"]),
+            str(r["relations"]),
+            f"{r['train']}/{r['valid']}/{r['test']}",
+            r["conve_mrr"],
+            "yes" if r["available"] else "no",
+        )
     table_console().print(table)
 
 
@@ -142,7 +179,9 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON inst
 def get_cmd(
     name: str = typer.Argument(..., help="A name from `tracegraph data list`."),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Writes train.txt, valid.txt, test.txt here."),
-    source: Optional[str] = typer.Option(None, "--from", help="A local copy or mirror URL of the archive (same sha256) instead of the published address."),
+    source: Optional[str] = typer.Option(
+        None, "--from", help="A local copy or mirror URL of the archive (same sha256) instead of the published address."
+    ),
 ):
     """Write a dataset's train/valid/test files into a directory (downloading it into the cache first if needed)."""
     from tracegraph.kg.data.datasets import split_paths

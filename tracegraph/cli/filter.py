@@ -23,35 +23,68 @@ import typer
 from tracegraph.cli.common import FILTER_OLD_FLAGS, DatasetOpt, dataset_splits, old_flags_command, table_console
 
 N_HOPS = typer.Option(2, "--n-hops", min=0, help="Keep nodes within this many hops of the head AND of the tail.")
-MIN_DEGREE = typer.Option(2, "--min-degree", min=0,
-                          help="Keep an edge if an endpoint has at least this many distinct neighbours "
-                               "(full training graph, self-loops excluded).")
-PRESERVE_TEST_EDGES = typer.Option(True, "--preserve-test-edges/--no-preserve-test-edges",
-                                   help="Always keep edges touching the test head or tail.")
-STRICT_HOP = typer.Option(False, "--strict-hop-constraint",
-                          help="Measure hop distances with the direct head–tail edges removed.")
-PATH_FILTERING = typer.Option(False, "--path-filtering",
-                              help="Then keep only edges on a simple head–tail path of length <= L.")
-MAX_PATH_LENGTH = typer.Option(3, "--max-total-path-length", min=1, metavar="L",
-                               help="L for path filtering (exact and vectorised for L <= 4).")
-STRICT_PATH = typer.Option(False, "--strict-path-filtering",
-                           help="Keep only path edges of the n-hop subgraph, ignoring degree and test-edge rules.")
+MIN_DEGREE = typer.Option(
+    2,
+    "--min-degree",
+    min=0,
+    help="Keep an edge if an endpoint has at least this many distinct neighbours "
+    "(full training graph, self-loops excluded).",
+)
+PRESERVE_TEST_EDGES = typer.Option(
+    True, "--preserve-test-edges/--no-preserve-test-edges", help="Always keep edges touching the test head or tail."
+)
+STRICT_HOP = typer.Option(
+    False, "--strict-hop-constraint", help="Measure hop distances with the direct head–tail edges removed."
+)
+PATH_FILTERING = typer.Option(
+    False, "--path-filtering", help="Then keep only edges on a simple head–tail path of length <= L."
+)
+MAX_PATH_LENGTH = typer.Option(
+    3, "--max-total-path-length", min=1, metavar="L", help="L for path filtering (exact and vectorised for L <= 4)."
+)
+STRICT_PATH = typer.Option(
+    False,
+    "--strict-path-filtering",
+    help="Keep only path edges of the n-hop subgraph, ignoring degree and test-edge rules.",
+)
 EDGES_ONLY = typer.Option(False, "--save-edges-only", help="Keep one triple (the first) per node pair.")
 
 #: parameter names a command must use for the shared filtering flags (in --help order)
-FILTER_PARAMS = ("n_hops", "min_degree", "preserve_test_edges", "strict_hop_constraint", "path_filtering",
-                 "max_total_path_length", "strict_path_filtering", "save_edges_only")
+FILTER_PARAMS = (
+    "n_hops",
+    "min_degree",
+    "preserve_test_edges",
+    "strict_hop_constraint",
+    "path_filtering",
+    "max_total_path_length",
+    "strict_path_filtering",
+    "save_edges_only",
+)
 
 
-def filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint, path_filtering,
-                            max_total_path_length, strict_path_filtering, save_edges_only):
+def filter_options_from_cli(
+    n_hops,
+    min_degree,
+    preserve_test_edges,
+    strict_hop_constraint,
+    path_filtering,
+    max_total_path_length,
+    strict_path_filtering,
+    save_edges_only,
+):
     """The parsed flag values -> :class:`~tracegraph.kg.explain.neighborhood.FilterOptions`."""
     from tracegraph.kg.explain.neighborhood import FilterOptions
 
-    return FilterOptions(n_hops=n_hops, min_degree=min_degree, preserve_test_edges=preserve_test_edges,
-                         strict_hop=strict_hop_constraint, path_filtering=path_filtering,
-                         max_path_length=max_total_path_length, strict_path=strict_path_filtering,
-                         edges_only=save_edges_only)
+    return FilterOptions(
+        n_hops=n_hops,
+        min_degree=min_degree,
+        preserve_test_edges=preserve_test_edges,
+        strict_hop=strict_hop_constraint,
+        path_filtering=path_filtering,
+        max_path_length=max_total_path_length,
+        strict_path=strict_path_filtering,
+        edges_only=save_edges_only,
+    )
 
 
 def output_name(k: int, head: str, tail: str, width: int = 3) -> str:
@@ -62,11 +95,14 @@ def output_name(k: int, head: str, tail: str, width: int = 3) -> str:
 
 
 def filter_cmd(
-    train: Optional[Path] = typer.Option(None, "--train", help="Training triples (head<TAB>relation<TAB>tail), or --dataset."),
+    train: Optional[Path] = typer.Option(
+        None, "--train", help="Training triples (head<TAB>relation<TAB>tail), or --dataset."
+    ),
     dataset: Optional[str] = DatasetOpt,
     test_triples: Path = typer.Option(..., "--test-triples", help="Test triples to filter around."),
-    output: Path = typer.Option(..., "--output", "-o",
-                                help="A file when there is one test triple, otherwise a directory."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="A file when there is one test triple, otherwise a directory."
+    ),
     n_hops: int = N_HOPS,
     min_degree: int = MIN_DEGREE,
     preserve_test_edges: bool = PRESERVE_TEST_EDGES,
@@ -75,8 +111,11 @@ def filter_cmd(
     max_total_path_length: int = MAX_PATH_LENGTH,
     strict_path_filtering: bool = STRICT_PATH,
     save_edges_only: bool = EDGES_ONLY,
-    cache: bool = typer.Option(True, "--cache/--no-cache",
-                               help="Reuse/write the graph index in the user cache dir (keyed by the file's content; $TRACEGRAPH_CACHE_DIR)."),
+    cache: bool = typer.Option(
+        True,
+        "--cache/--no-cache",
+        help="Reuse/write the graph index in the user cache dir (keyed by the file's content; $TRACEGRAPH_CACHE_DIR).",
+    ),
 ):
     """Write the filtered training graph for each test triple, with per-triple statistics.
 
@@ -96,9 +135,16 @@ def filter_cmd(
     setup_logging()  # the index cache reports where it was read or written
     train = dataset_splits(dataset, ("train",), train=train)["train"]
 
-    options = filter_options_from_cli(n_hops, min_degree, preserve_test_edges, strict_hop_constraint,
-                                      path_filtering, max_total_path_length, strict_path_filtering,
-                                      save_edges_only)
+    options = filter_options_from_cli(
+        n_hops,
+        min_degree,
+        preserve_test_edges,
+        strict_hop_constraint,
+        path_filtering,
+        max_total_path_length,
+        strict_path_filtering,
+        save_edges_only,
+    )
     ts = read_triples(train)
     tests = read_labeled_triples(test_triples)
     t0 = time.perf_counter()
@@ -130,25 +176,43 @@ def filter_cmd(
             records.append(rec)
             progress.update(task, advance=1, info=f"{k + 1}/{len(tests)}")
 
-    table = Table(title=Text(f"filtered {train} ({len(ts)} triples; index {index_s:.2f} s"
-                             f"{', cached' if index.loaded_from else ''})"))
+    table = Table(
+        title=Text(
+            f"filtered {train} ({len(ts)} triples; index {index_s:.2f} s{', cached' if index.loaded_from else ''})"
+        )
+    )
     for c in ("#", "head", "tail", "nodes", "edges", "reduction", "time"):
         table.add_column(c, justify="left" if c in ("head", "tail") else "right")
     for rec in records:
         if rec["status"] == "ok":
-            table.add_row(str(rec["index"]), Text(rec["head"]), Text(rec["tail"]), str(rec["nodes_kept"]),
-                          str(rec["edges_kept"]), f"{100 * rec['reduction_ratio']:.2f} %", f"{rec['seconds']:.3f} s")
+            table.add_row(
+                str(rec["index"]),
+                Text(rec["head"]),
+                Text(rec["tail"]),
+                str(rec["nodes_kept"]),
+                str(rec["edges_kept"]),
+                f"{100 * rec['reduction_ratio']:.2f} %",
+                f"{rec['seconds']:.3f} s",
+            )
         else:
             table.add_row(str(rec["index"]), Text(rec["head"]), Text(rec["tail"]), "-", "-", "failed", "-")
     table_console().print(table)  # results on stdout (like `data stats`); progress and warnings on stderr
     ok = sum(rec["status"] == "ok" for rec in records)
     if not single:
-        atomic_write_json(output / "filter_summary.json", {
-            "train": str(train), "test_triples": str(test_triples), "training_triples": len(ts),
-            "options": options.__dict__, "index_seconds": index_s,
-            "index_cache": str(index.loaded_from) if index.loaded_from else None,
-            "succeeded": ok, "failed": len(records) - ok, "triples": records,
-        })
+        atomic_write_json(
+            output / "filter_summary.json",
+            {
+                "train": str(train),
+                "test_triples": str(test_triples),
+                "training_triples": len(ts),
+                "options": options.__dict__,
+                "index_seconds": index_s,
+                "index_cache": str(index.loaded_from) if index.loaded_from else None,
+                "succeeded": ok,
+                "failed": len(records) - ok,
+                "triples": records,
+            },
+        )
     if ok == 0:
         raise TracegraphError(f"no test triple could be filtered; see {output / 'filter_summary.json'}")
 

@@ -11,12 +11,31 @@ from tracegraph.cli.common import DeviceOpt
 
 
 def report_cmd(
-    run_dir: Path = typer.Argument(..., metavar="RUN", help="Run directory (written by `tracegraph train` or `tracegraph import`)."),
-    explanations: Optional[List[Path]] = typer.Option(None, "--explanations", help="An output directory of `tracegraph explain` (summary.json and the per-triple files); repeat for several."),
-    necessity: Optional[Path] = typer.Option(None, "--necessity", help="necessity.json of `tracegraph fidelity necessity`, or its directory."),
-    test: Optional[Path] = typer.Option(None, "--test", help="Triples to rank for the metrics (default: RUN/evaluation/ranks.csv when `tracegraph evaluate` wrote one, else the run's recorded test file)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="The .html file to write (default: RUN/report.html)."),
-    top: int = typer.Option(10, "--top", min=1, help="Rows in each explained triple's proponent table (the opponent table shows half as many, at least 5)."),
+    run_dir: Path = typer.Argument(
+        ..., metavar="RUN", help="Run directory (written by `tracegraph train` or `tracegraph import`)."
+    ),
+    explanations: Optional[List[Path]] = typer.Option(
+        None,
+        "--explanations",
+        help="An output directory of `tracegraph explain` (summary.json and the per-triple files); repeat for several.",
+    ),
+    necessity: Optional[Path] = typer.Option(
+        None, "--necessity", help="necessity.json of `tracegraph fidelity necessity`, or its directory."
+    ),
+    test: Optional[Path] = typer.Option(
+        None,
+        "--test",
+        help="Triples to rank for the metrics (default: RUN/evaluation/ranks.csv when `tracegraph evaluate` wrote one, else the run's recorded test file).",
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="The .html file to write (default: RUN/report.html)."
+    ),
+    top: int = typer.Option(
+        10,
+        "--top",
+        min=1,
+        help="Rows in each explained triple's proponent table (the opponent table shows half as many, at least 5).",
+    ),
     device: str = DeviceOpt,
 ):
     """One self-contained HTML report of a run: settings, training curves, test metrics overall and per
@@ -31,8 +50,15 @@ def report_cmd(
     if test is not None and not test.is_file():
         raise DataError("--test: file not found", test)
     out = output if output is not None else run_dir / "report.html"
-    path = report_run(Run(run_dir, device), out, explanations=explanations or (), necessity=necessity, test=test,
-                      n_pro=top, n_opp=max(5, top // 2))
+    path = report_run(
+        Run(run_dir, device),
+        out,
+        explanations=explanations or (),
+        necessity=necessity,
+        test=test,
+        n_pro=top,
+        n_opp=max(5, top // 2),
+    )
     typer.echo(f"-> {path}")
 
 

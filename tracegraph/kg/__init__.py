@@ -40,4 +40,3 @@ def open_run(path, device="cpu"):
     from tracegraph.kg.api import open_run as _open
 
     return _open(path, device)
-

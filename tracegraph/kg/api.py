@@ -37,9 +37,19 @@ def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
 
 
 # ConvE's sizes and dropouts: flat keywords here and flags on the CLI, `model={...}` in TrainConfig
-MODEL_SETTINGS = ("embedding_dim", "embedding_height", "embedding_width", "output_channels", "kernel_size",
-                  "input_dropout", "feature_map_dropout", "output_dropout", "entity_dropout", "relation_dropout",
-                  "reciprocal")
+MODEL_SETTINGS = (
+    "embedding_dim",
+    "embedding_height",
+    "embedding_width",
+    "output_channels",
+    "kernel_size",
+    "input_dropout",
+    "feature_map_dropout",
+    "output_dropout",
+    "entity_dropout",
+    "relation_dropout",
+    "reciprocal",
+)
 
 
 def train(config=None, *, quiet: bool = False, **settings) -> Run:
@@ -66,7 +76,9 @@ def train(config=None, *, quiet: bool = False, **settings) -> Run:
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(settings) - fields - set(MODEL_SETTINGS))
     if unknown:
-        raise TracegraphError(f"train() got unknown setting(s) {', '.join(map(repr, unknown))}; see help(tracegraph.train)")
+        raise TracegraphError(
+            f"train() got unknown setting(s) {', '.join(map(repr, unknown))}; see help(tracegraph.train)"
+        )
     flat_model = {k: settings.pop(k) for k in MODEL_SETTINGS if k in settings}
     if isinstance(config, TrainConfig):
         base = dataclasses.asdict(config)
@@ -98,8 +110,11 @@ def _train_signature():
     P = inspect.Parameter
     params = [P("config", P.POSITIONAL_OR_KEYWORD, default=None), P("quiet", P.KEYWORD_ONLY, default=False)]
     for f in dataclasses.fields(TrainConfig):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else P.empty)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else P.empty)
+        )
         params.append(P(f.name, P.KEYWORD_ONLY, default=None if default is P.empty else default))
     model_defaults = {f.name: f.default for f in dataclasses.fields(ConvEConfig)}
     params += [P(k, P.KEYWORD_ONLY, default=model_defaults[k]) for k in MODEL_SETTINGS]

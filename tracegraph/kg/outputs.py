@@ -39,8 +39,9 @@ def write_csv(path, rows, header) -> None:
         w.writerow(header)
         for row in rows:
             row = list(row)
-            w.writerow([str(x) for x in row[:N_TEXT]]
-                       + [x if isinstance(x, str) else repr(float(x)) for x in row[N_TEXT:]])
+            w.writerow(
+                [str(x) for x in row[:N_TEXT]] + [x if isinstance(x, str) else repr(float(x)) for x in row[N_TEXT:]]
+            )
 
 
 def write_explanations(result: ExplainResult, output_dir) -> list[str]:
@@ -89,8 +90,10 @@ def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) 
             p.unlink(missing_ok=True)
         return
     if not cfg.skip_existing:
-        raise TracegraphError(f"{out}: the output folder is not empty; use overwrite=True to replace its explanations "
-                              f"or skip_existing=True to add to them")
+        raise TracegraphError(
+            f"{out}: the output folder is not empty; use overwrite=True to replace its explanations "
+            f"or skip_existing=True to add to them"
+        )
     summary = out / "summary.json"
     if summary.is_file():
         before = read_json(summary)
@@ -98,16 +101,23 @@ def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) 
         differ = [k for k in SETTINGS_KEPT if k in before and before.get(k) != now.get(k)]
         if differ:
             k = differ[0]
-            raise TracegraphError(f"{out}: skip_existing would mix two explanation runs: the folder's {k} is "
-                                  f"{before[k]!r}, this run's {now[k]!r} (use overwrite, or another folder)")
+            raise TracegraphError(
+                f"{out}: skip_existing would mix two explanation runs: the folder's {k} is "
+                f"{before[k]!r}, this run's {now[k]!r} (use overwrite, or another folder)"
+            )
 
 
 def _settings(cfg: ExplainConfig) -> dict:
     """The settings of ``cfg`` as summary.json records them."""
     from tracegraph.kg.explain.methods import default_method
 
-    return {"method": cfg.method or default_method(cfg.loss), "engine": cfg.engine, "loss": cfg.loss,
-            "side": cfg.side, "top_k": cfg.top_k}
+    return {
+        "method": cfg.method or default_method(cfg.loss),
+        "engine": cfg.engine,
+        "loss": cfg.loss,
+        "side": cfg.side,
+        "top_k": cfg.top_k,
+    }
 
 
 def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
@@ -128,5 +138,4 @@ def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
     return result.summary
 
 
-__all__ = ["evaluate_files", "write_csv", "write_explanations", "prepare_output_dir", "explain_files",
-           "ROLE_COLUMN"]
+__all__ = ["evaluate_files", "write_csv", "write_explanations", "prepare_output_dir", "explain_files", "ROLE_COLUMN"]

@@ -59,7 +59,9 @@ def predict_frame(run, head=None, relation=None, tail=None, k: int = 10, exclude
         TracegraphError: neither or both of head and tail, no relation, or an unknown label.
     """
     if relation is None or (head is None) == (tail is None):
-        raise TracegraphError("give a relation and either a head (its tails are ranked) or a tail (its heads are ranked)")
+        raise TracegraphError(
+            "give a relation and either a head (its tails are ranked) or a tail (its heads are ranked)"
+        )
     side = "tail" if head is not None else "head"
     given, rels = _broadcast(head if side == "tail" else tail, relation)
     labels = run.labels
@@ -109,8 +111,18 @@ def _broadcast(entities, relations) -> tuple[list[str], list[str]]:
     return ents, rels
 
 
-def predict_command(run, head: str | None, tail: str | None, relation: str | None, query: Sequence[str] | None,
-                    query_file, triples, top_k: int, exclude_train: bool, output) -> None:
+def predict_command(
+    run,
+    head: str | None,
+    tail: str | None,
+    relation: str | None,
+    query: Sequence[str] | None,
+    query_file,
+    triples,
+    top_k: int,
+    exclude_train: bool,
+    output,
+) -> None:
     """Run ``tracegraph predict`` on an open run: one kind of query, then write or print.
 
     Args:
@@ -131,10 +143,14 @@ def predict_command(run, head: str | None, tail: str | None, relation: str | Non
     """
     single = head is not None or tail is not None or relation is not None
     if sum(x for x in (single, query is not None, query_file is not None, triples is not None)) != 1:
-        raise TracegraphError("give exactly one of --head H --relation R, --tail T --relation R, --query HEAD RELATION, "
-                              "--query-file, --triples")
+        raise TracegraphError(
+            "give exactly one of --head H --relation R, --tail T --relation R, --query HEAD RELATION, "
+            "--query-file, --triples"
+        )
     if single and (relation is None or (head is None) == (tail is None)):
-        raise TracegraphError("give --relation with --head (its tails are ranked) or with --tail (its heads are ranked)")
+        raise TracegraphError(
+            "give --relation with --head (its tails are ranked) or with --tail (its heads are ranked)"
+        )
     if triples is not None:
         frame = run.score(triples)
     elif query_file is not None:

@@ -73,8 +73,15 @@ class Run(RunStore):
 
         return run_labels(self.path, self.config, self.entities)
 
-    def predict(self, head: str | Sequence[str] | None = None, relation: str | Sequence[str] | None = None,
-                k: int = 10, exclude_train: bool = False, *, tail: str | Sequence[str] | None = None) -> pd.DataFrame:
+    def predict(
+        self,
+        head: str | Sequence[str] | None = None,
+        relation: str | Sequence[str] | None = None,
+        k: int = 10,
+        exclude_train: bool = False,
+        *,
+        tail: str | Sequence[str] | None = None,
+    ) -> pd.DataFrame:
         """The ``k`` best tails of (head, relation, ?), or heads of (?, relation, tail).
 
         Give ``tail=`` instead of a head for heads; lists ask several queries at once.
@@ -117,8 +124,15 @@ class Run(RunStore):
         rows = [(ent[h], rel[r], ent[tl], float(s), _sigmoid(s)) for (h, r, tl), s in zip(ids, scores)]
         return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
-    def evaluate(self, test, filter_triples=None, top_k: int = 10, batch_size: int = 256,
-                 entity_chunk: int = 65536, unseen: str = "include") -> Evaluation:
+    def evaluate(
+        self,
+        test,
+        filter_triples=None,
+        top_k: int = 10,
+        batch_size: int = 256,
+        entity_chunk: int = 65536,
+        unseen: str = "include",
+    ) -> Evaluation:
         """Filtered ranks of ``test`` against every entity.
 
         Args:
@@ -139,17 +153,39 @@ class Run(RunStore):
             DataError: If a file is malformed or a label is unknown.
             TracegraphError: If an unseen entity is refused by the policy.
         """
-        return evaluate_store(self, test, filter_triples, top_k=top_k, batch_size=batch_size,
-                              entity_chunk=entity_chunk, unseen=unseen)
+        return evaluate_store(
+            self, test, filter_triples, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk, unseen=unseen
+        )
 
-    def explain(self, test_triples, train=None, *, method: str | None = None, engine: str = "exact",
-                loss: str = DEFAULT_LOSS, layers: str = "all", side: str = "tail", checkpoints: list[str] | None = None,
-                top_k: int | None = None, batch_size: int = 0, precision: str = "fp32",
-                label_smoothing: float | None = None, node_name_dict=None, edge_map=None,
-                n_hops: int | None = None, min_degree: int = 2, preserve_test_edges: bool = True,
-                strict_hop: bool = False, path_filtering: bool = False, max_path_length: int = 3,
-                strict_path: bool = False, edges_only: bool = False,
-                output_dir=None, overwrite: bool = False, quiet: bool = False) -> pd.DataFrame:
+    def explain(
+        self,
+        test_triples,
+        train=None,
+        *,
+        method: str | None = None,
+        engine: str = "exact",
+        loss: str = DEFAULT_LOSS,
+        layers: str = "all",
+        side: str = "tail",
+        checkpoints: list[str] | None = None,
+        top_k: int | None = None,
+        batch_size: int = 0,
+        precision: str = "fp32",
+        label_smoothing: float | None = None,
+        node_name_dict=None,
+        edge_map=None,
+        n_hops: int | None = None,
+        min_degree: int = 2,
+        preserve_test_edges: bool = True,
+        strict_hop: bool = False,
+        path_filtering: bool = False,
+        max_path_length: int = 3,
+        strict_path: bool = False,
+        edges_only: bool = False,
+        output_dir=None,
+        overwrite: bool = False,
+        quiet: bool = False,
+    ) -> pd.DataFrame:
         """Rank training triples by their influence on each test triple (``tracegraph explain``).
 
         Args:
@@ -201,17 +237,40 @@ class Run(RunStore):
         if not isinstance(test_triples, (str, Path)):  # labels: checked here, so a typo is an error, not a skip
             ent, rel = self.entities.labels, self.relations.labels
             test_triples = [(ent[h], rel[r], ent[t]) for h, r, t in self.encode(test_triples)]
-        cfg = ExplainConfig(model_dir=str(self.opened_with), train=str(train), test_triples=test_triples,
-                            output_dir=None if output_dir is None else str(output_dir), checkpoints=checkpoints,
-                            engine=engine, method=method, loss=loss, layers=layers, top_k=top_k, batch_size=batch_size,
-                            precision=precision, device=str(self.device), label_smoothing=label_smoothing,
-                            node_name_dict=_s(node_name_dict), edge_map=_s(edge_map), side=side)
+        cfg = ExplainConfig(
+            model_dir=str(self.opened_with),
+            train=str(train),
+            test_triples=test_triples,
+            output_dir=None if output_dir is None else str(output_dir),
+            checkpoints=checkpoints,
+            engine=engine,
+            method=method,
+            loss=loss,
+            layers=layers,
+            top_k=top_k,
+            batch_size=batch_size,
+            precision=precision,
+            device=str(self.device),
+            label_smoothing=label_smoothing,
+            node_name_dict=_s(node_name_dict),
+            edge_map=_s(edge_map),
+            side=side,
+        )
         subsets = None
         if n_hops is not None:
-            subsets = self.training_subsets(train, FilterOptions(
-                n_hops=n_hops, min_degree=min_degree, preserve_test_edges=preserve_test_edges, strict_hop=strict_hop,
-                path_filtering=path_filtering, max_path_length=max_path_length, strict_path=strict_path,
-                edges_only=edges_only))
+            subsets = self.training_subsets(
+                train,
+                FilterOptions(
+                    n_hops=n_hops,
+                    min_degree=min_degree,
+                    preserve_test_edges=preserve_test_edges,
+                    strict_hop=strict_hop,
+                    path_filtering=path_filtering,
+                    max_path_length=max_path_length,
+                    strict_path=strict_path,
+                    edges_only=edges_only,
+                ),
+            )
         if output_dir is not None:
             prepare_output_dir(output_dir, cfg, overwrite)
         if quiet:
@@ -272,5 +331,4 @@ def _sigmoid(x: float) -> float:
     return float(1 / (1 + np.exp(-x)))
 
 
-__all__ = ["Run", "RunCheckpoint", "Evaluation", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS",
-           "RANKS_COLUMNS"]
+__all__ = ["Run", "RunCheckpoint", "Evaluation", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS", "RANKS_COLUMNS"]

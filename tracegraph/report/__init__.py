@@ -12,5 +12,13 @@ from tracegraph.report.explanations import ExplainedTriple, read_explanations
 from tracegraph.report.html import Section, insert_after, write_page
 from tracegraph.report.necessity import read_necessity
 
-__all__ = ["ExplainedTriple", "Section", "insert_after", "read_explanations", "read_necessity", "report_run",
-           "report_sections", "write_page"]
+__all__ = [
+    "ExplainedTriple",
+    "Section",
+    "insert_after",
+    "read_explanations",
+    "read_necessity",
+    "report_run",
+    "report_sections",
+    "write_page",
+]

@@ -15,7 +15,11 @@ from tracegraph.report.explanations import ExplainedTriple, read_explanations
 from tracegraph.report.html import Section, cards, e, num, write_page
 from tracegraph.report.necessity import headline_arm, necessity_section, read_necessity
 from tracegraph.report.sections import (
-    explained_section, metrics_section, settings_section, side_metrics, training_section,
+    explained_section,
+    metrics_section,
+    settings_section,
+    side_metrics,
+    training_section,
 )
 from tracegraph.runtime.checkpoints import read_json
 
@@ -44,8 +48,9 @@ def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
         return run.evaluate(test).ranks, f"computed now on <code>{e(test)}</code>"
     saved = run.path / "evaluation" / "ranks.csv"
     if saved.is_file():
-        ranks = pd.read_csv(saved, dtype={"head": str, "relation": str, "tail": str, "side": str},
-                            keep_default_na=False)
+        ranks = pd.read_csv(
+            saved, dtype={"head": str, "relation": str, "tail": str, "side": str}, keep_default_na=False
+        )
         missing = RANKS_NEEDED - set(ranks.columns)
         if missing:
             raise DataError(f"not a ranks.csv of `tracegraph evaluate`: no column {', '.join(sorted(missing))}", saved)
@@ -97,9 +102,19 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
             t.score = float(r.score)
 
 
-def report_sections(run, *, explanations=(), necessity=None, test=None, marks: dict | None = None,
-                    mark_label: str = "marked", n_pro: int = 10, n_opp: int = 5,
-                    explained_title: str = "Explained test triples", explained_intro: str = "") -> list[Section]:
+def report_sections(
+    run,
+    *,
+    explanations=(),
+    necessity=None,
+    test=None,
+    marks: dict | None = None,
+    mark_label: str = "marked",
+    n_pro: int = 10,
+    n_opp: int = 5,
+    explained_title: str = "Explained test triples",
+    explained_intro: str = "",
+) -> list[Section]:
     """The general sections of a run's report, in page order.
 
     Their keys: cards, training, metrics, explanations, necessity, settings. The demo places its own
@@ -130,12 +145,23 @@ def report_sections(run, *, explanations=(), necessity=None, test=None, marks: d
     history_file = run.path / "training_history.json"
     history = read_json(history_file) if history_file.is_file() else []
     loss = (run.config.get("train") or {}).get("loss")
-    sections = [_cards(run, ranks, triples, nec),
-                training_section(history, f"training loss ({loss})" if loss else "training loss", run.config),
-                metrics_section(ranks, source, run.labels.relation_names)]
+    sections = [
+        _cards(run, ranks, triples, nec),
+        training_section(history, f"training loss ({loss})" if loss else "training loss", run.config),
+        metrics_section(ranks, source, run.labels.relation_names),
+    ]
     if triples:
-        sections.append(explained_section(triples, marks=marks, mark_label=mark_label, n_pro=n_pro, n_opp=n_opp,
-                                          title=explained_title, intro=explained_intro))
+        sections.append(
+            explained_section(
+                triples,
+                marks=marks,
+                mark_label=mark_label,
+                n_pro=n_pro,
+                n_opp=n_opp,
+                title=explained_title,
+                intro=explained_intro,
+            )
+        )
     if nec is not None:
         sections.append(necessity_section(nec, "" if isinstance(necessity, dict) else str(necessity)))
     sections.append(settings_section(run.config))
@@ -144,8 +170,10 @@ def report_sections(run, *, explanations=(), necessity=None, test=None, marks: d
 
 def _cards(run, ranks, triples, nec) -> Section:
     sizes = run.config.get("sizes") or {}
-    items = [("entities", e(sizes.get("entities", len(run.entities)))),
-             ("relations", e(sizes.get("relations", len(run.relations))))]
+    items = [
+        ("entities", e(sizes.get("entities", len(run.entities)))),
+        ("relations", e(sizes.get("relations", len(run.relations)))),
+    ]
     if "train_triples" in sizes:
         items.append(("training triples", e(sizes["train_triples"])))
     if ranks is not None and not ranks.empty:
@@ -157,8 +185,12 @@ def _cards(run, ranks, triples, nec) -> Section:
     if name:
         k = name.rsplit("@", 1)[1]
         dh = {a: nec["summary"].get(f"{a}@{k}", {}).get("delta_hits@1", {}).get("mean") for a in ("neighbour", "far")}
-        items.append((f"necessity ΔH@1: {name.rsplit('@', 1)[0]} / neighbour / far",
-                      f"{num(nec['summary'][name]['delta_hits@1']['mean'])} / {num(dh['neighbour'])} / {num(dh['far'])}"))
+        items.append(
+            (
+                f"necessity ΔH@1: {name.rsplit('@', 1)[0]} / neighbour / far",
+                f"{num(nec['summary'][name]['delta_hits@1']['mean'])} / {num(dh['neighbour'])} / {num(dh['far'])}",
+            )
+        )
     return Section("cards", cards(items))
 
 
@@ -185,8 +217,9 @@ def report_run(run, output, *, explanations=(), necessity=None, test=None, n_pro
     if output.suffix.lower() not in (".html", ".htm"):
         raise TracegraphError(f"-o {output}: the report is one HTML file; name it .html")
     sections = report_sections(run, explanations=explanations, necessity=necessity, test=test, n_pro=n_pro, n_opp=n_opp)
-    return write_page(output, sections, title=f"tracegraph report: {run.path.name}",
-                      subtitle=f"ConvE link prediction run {run.path}")
+    return write_page(
+        output, sections, title=f"tracegraph report: {run.path.name}", subtitle=f"ConvE link prediction run {run.path}"
+    )
 
 
 __all__ = ["fill_ranks", "report_run", "report_sections", "test_ranks"]

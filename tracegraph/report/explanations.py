@@ -78,11 +78,14 @@ def read_explanations(directory: str | Path) -> list[ExplainedTriple]:
     summary = _read_json(d / "summary.json") if (d / "summary.json").is_file() else {}
     entries = summary.get("triples")
     if not entries:  # before summary.json listed its triples: the JSON files it names, else those present
-        names = [f for f in summary.get("files", []) if f.endswith("_tracin.json")] or \
-            sorted(p.name for p in d.glob("triple_*_tracin.json"))
+        names = [f for f in summary.get("files", []) if f.endswith("_tracin.json")] or sorted(
+            p.name for p in d.glob("triple_*_tracin.json")
+        )
         entries = [{"json": n} for n in names]
     if not entries:
-        raise DataError("--explanations: no triple_*_tracin.json here (give the -o directory of `tracegraph explain`)", d)
+        raise DataError(
+            "--explanations: no triple_*_tracin.json here (give the -o directory of `tracegraph explain`)", d
+        )
     out = []
     for entry in entries:
         path = d / entry["json"]
@@ -102,8 +105,14 @@ def _triple(doc: dict, path: Path, entry: dict, summary: dict) -> ExplainedTripl
         if rows.empty:
             raise DataError("no test_triple and no rows: cannot tell which triple this explains", path)
         head, rel, tail = (str(rows.iloc[0][c]) for c in ("TestHead", "TestRel", "TestTail"))
-    names = (head, rel, tail) if rows.empty else tuple(
-        str(rows.iloc[0].get(f"{c}_label", x)) for c, x in (("TestHead", head), ("TestRel", rel), ("TestTail", tail)))
+    names = (
+        (head, rel, tail)
+        if rows.empty
+        else tuple(
+            str(rows.iloc[0].get(f"{c}_label", x))
+            for c, x in (("TestHead", head), ("TestRel", rel), ("TestTail", tail))
+        )
+    )
     if not rows.empty and "Role" not in rows.columns:
         key = rows["MethodScore"] if "MethodScore" in rows.columns else rows["TracInScore"]
         rows["Role"] = [OPPONENT if float(v) < 0 else PROPONENT for v in key]
@@ -117,11 +126,22 @@ def _triple(doc: dict, path: Path, entry: dict, summary: dict) -> ExplainedTripl
     rank, score = first("rank"), first("score")
     meta = {k: v for k, v in doc.items() if k not in ("rows", "test_triple", "rival")}
     return ExplainedTriple(
-        head=str(head), relation=str(rel), tail=str(tail), names=names, rows=rows, source=path,
-        method=doc.get("method") or summary.get("method") or "tracin", loss=doc.get("loss") or summary.get("loss"),
-        side=doc.get("side") or "tail", index=test.get("index", entry.get("index")),
-        rank=None if rank is None else float(rank), rank_source="explain" if rank is not None else "",
-        score=None if score is None else float(score), rival=doc.get("rival") or entry.get("rival"), meta=meta)
+        head=str(head),
+        relation=str(rel),
+        tail=str(tail),
+        names=names,
+        rows=rows,
+        source=path,
+        method=doc.get("method") or summary.get("method") or "tracin",
+        loss=doc.get("loss") or summary.get("loss"),
+        side=doc.get("side") or "tail",
+        index=test.get("index", entry.get("index")),
+        rank=None if rank is None else float(rank),
+        rank_source="explain" if rank is not None else "",
+        score=None if score is None else float(score),
+        rival=doc.get("rival") or entry.get("rival"),
+        meta=meta,
+    )
 
 
 def _read_json(path: Path) -> dict:

@@ -168,8 +168,10 @@ def write_page(path: str | Path, sections: list[Section], *, title: str, subtitl
     """
     sub = f"<p class='sub'>{e(subtitle)}</p>" if subtitle else ""
     body = f"<h1>{e(title)}</h1>{sub}" + "".join(s.html for s in sections)
-    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
-            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+    page = (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"
+        f"<style>{CSS}</style></head><body>{body}</body></html>\n"
+    )
     atomic_write_text(path, page)
     return Path(path)
 

@@ -16,15 +16,17 @@ from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 from tracegraph.kg.explain.necessity import RANDOM_ARMS
 from tracegraph.report.html import Section, e, num, table
 
-PROTOCOL = ("Per arm, every fact's top-k training triples are removed <em>at once</em> and the model is retrained "
-            "<em>once</em> with the run's configuration and seed; removed triples are masked out of their batches, so "
-            "every other batch stays as it was. Arms: each explanation method's top-k; <b>neighbour</b>: k random "
-            "triples touching the fact's head or tail; <b>far</b>: k random triples touching neither (the noise floor). "
-            "ΔH@1 = Hits@1 of the facts before − after (positive: the facts got worse), with its 95 % bootstrap "
-            "interval over the facts. <b>Above far</b>: the arm's ΔH@1 minus far's, paired by fact — what the removal "
-            "did beyond the floor. <b>At each fact</b>: how many of the removed triples touch a fact's head or tail, on "
-            "average — every fact's removals go at once, so on a small graph one fact's far draws are another's "
-            "neighbours.")
+PROTOCOL = (
+    "Per arm, every fact's top-k training triples are removed <em>at once</em> and the model is retrained "
+    "<em>once</em> with the run's configuration and seed; removed triples are masked out of their batches, so "
+    "every other batch stays as it was. Arms: each explanation method's top-k; <b>neighbour</b>: k random "
+    "triples touching the fact's head or tail; <b>far</b>: k random triples touching neither (the noise floor). "
+    "ΔH@1 = Hits@1 of the facts before − after (positive: the facts got worse), with its 95 % bootstrap "
+    "interval over the facts. <b>Above far</b>: the arm's ΔH@1 minus far's, paired by fact — what the removal "
+    "did beyond the floor. <b>At each fact</b>: how many of the removed triples touch a fact's head or tail, on "
+    "average — every fact's removals go at once, so on a small graph one fact's far draws are another's "
+    "neighbours."
+)
 
 
 def read_necessity(source) -> dict:
@@ -45,8 +47,11 @@ def read_necessity(source) -> dict:
     if p.is_dir():
         p = p / "necessity.json"
     if not p.is_file():
-        raise DataError("--necessity: necessity.json not found (give the -o directory of `tracegraph fidelity "
-                        "necessity` or its necessity.json)", p)
+        raise DataError(
+            "--necessity: necessity.json not found (give the -o directory of `tracegraph fidelity "
+            "necessity` or its necessity.json)",
+            p,
+        )
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -126,8 +131,10 @@ def headline(nec: dict) -> str | None:
         return None
     y, z = flips(nec, f"neighbour@{k}"), flips(nec, f"far@{k}")
     t = "triple" if k == 1 else "triples"
-    text = (f"Removing the {k} training {t} that <b>{e(arm)}</b> names for each of the {n} predictions (all at once, "
-            f"then retraining) flips <b>{x} of {n}</b>: the model no longer ranks them first.")
+    text = (
+        f"Removing the {k} training {t} that <b>{e(arm)}</b> names for each of the {n} predictions (all at once, "
+        f"then retraining) flips <b>{x} of {n}</b>: the model no longer ranks them first."
+    )
     if y is not None:
         text += f" Removing {k} random {t} at the same entities flips <b>{y}</b>"
         text += f"; {k} random {t} elsewhere in the graph flip <b>{z}</b>." if z is not None else "."
@@ -160,17 +167,47 @@ def necessity_section(nec: dict, files: str = "") -> Section:
     default = headline_arm(nec)
     for name, v in nec["summary"].items():
         arm, k = arm_of(name)
-        rows.append([e(arm), str(k), _ci(v, "delta_hits@1"), _ci(v, "above_far_hits@1"),
-                     num(v["delta_mrr"]["mean"]), num(v["hits@1"]["mean"]), num(v["mrr"]["mean"]),
-                     num(v["mean_rank"]["mean"], 1), e(v.get("triples_removed", "—")), num(v.get("removed_at_fact"), 1)])
+        rows.append(
+            [
+                e(arm),
+                str(k),
+                _ci(v, "delta_hits@1"),
+                _ci(v, "above_far_hits@1"),
+                num(v["delta_mrr"]["mean"]),
+                num(v["hits@1"]["mean"]),
+                num(v["mrr"]["mean"]),
+                num(v["mean_rank"]["mean"], 1),
+                e(v.get("triples_removed", "—")),
+                num(v.get("removed_at_fact"), 1),
+            ]
+        )
         classes.append("default" if name == default else "")
     seconds = f"; explanations {num(nec['explain_seconds'], 0)} s" if "explain_seconds" in nec else ""
     seconds += f", whole test {num(nec['seconds'], 0)} s" if "seconds" in nec else ""
     where = f" Files: <code>{e(files)}</code>." if files else ""
-    return Section("necessity", head + (f"<p class='headline'>{sentence}</p>" if sentence else "")
-                   + table(["arm", "k", "ΔH@1 (95 % CI)", "above far (95 % CI)", "ΔMRR", "H@1 after", "MRR after",
-                            "mean rank after", "triples removed", "at each fact"], rows, classes, num_from=1)
-                   + f"<p class='note'>{e(nec.get('n_facts', '?'))} facts{seconds}.{where}</p>")
+    return Section(
+        "necessity",
+        head
+        + (f"<p class='headline'>{sentence}</p>" if sentence else "")
+        + table(
+            [
+                "arm",
+                "k",
+                "ΔH@1 (95 % CI)",
+                "above far (95 % CI)",
+                "ΔMRR",
+                "H@1 after",
+                "MRR after",
+                "mean rank after",
+                "triples removed",
+                "at each fact",
+            ],
+            rows,
+            classes,
+            num_from=1,
+        )
+        + f"<p class='note'>{e(nec.get('n_facts', '?'))} facts{seconds}.{where}</p>",
+    )
 
 
 __all__ = ["headline", "headline_arm", "flips", "necessity_section", "read_necessity"]

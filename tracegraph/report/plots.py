@@ -60,9 +60,16 @@ def _short(name: str, n: int = 18) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def subgraph(head: int, tail: int, edges: list[tuple[int, int, int, str]], labels: dict[int, str],
-             context: list[tuple[int, int]] = (), mark_label: str = "marked edge", n_pro: int = 10,
-             n_opp: int = 5) -> bytes:
+def subgraph(
+    head: int,
+    tail: int,
+    edges: list[tuple[int, int, int, str]],
+    labels: dict[int, str],
+    context: list[tuple[int, int]] = (),
+    mark_label: str = "marked edge",
+    n_pro: int = 10,
+    n_opp: int = 5,
+) -> bytes:
     """The training triples around one explained prediction, drawn as an undirected graph.
 
     Args:
@@ -107,31 +114,64 @@ def subgraph(head: int, tail: int, edges: list[tuple[int, int, int, str]], label
     for u, v, rank, kind in sorted(edges, key=lambda x: -x[2]):
         color = MARK if kind.startswith("marked") else PRO if kind == "proponent" else OPP
         width = 1.2 + (3.5 * (10 - rank) / 10 if "proponent" in kind and rank < 10 else 0.6 * kind.startswith("marked"))
-        ax.plot(*zip(pos[u], pos[v]), color=color, lw=width, ls="--" if kind == "opponent" else "-",
-                alpha=0.9, zorder=1, solid_capstyle="round")
+        ax.plot(
+            *zip(pos[u], pos[v]),
+            color=color,
+            lw=width,
+            ls="--" if kind == "opponent" else "-",
+            alpha=0.9,
+            zorder=1,
+            solid_capstyle="round",
+        )
     named = {n for u, v, _, _ in edges for n in (u, v)} - {head, tail}
     rest = [n for n in g if n not in named and n not in (head, tail)]
-    ax.scatter([pos[n][0] for n in rest], [pos[n][1] for n in rest], s=10, color="#e2e8f0", edgecolor="#94a3b8",
-               lw=0.5, zorder=2)
-    ax.scatter([pos[n][0] for n in named], [pos[n][1] for n in named], s=45, color="#f8fafc", edgecolor="#475569",
-               zorder=2)
+    ax.scatter(
+        [pos[n][0] for n in rest],
+        [pos[n][1] for n in rest],
+        s=10,
+        color="#e2e8f0",
+        edgecolor="#94a3b8",
+        lw=0.5,
+        zorder=2,
+    )
+    ax.scatter(
+        [pos[n][0] for n in named], [pos[n][1] for n in named], s=45, color="#f8fafc", edgecolor="#475569", zorder=2
+    )
     ax.scatter(*pos[head], s=200, color=HEAD, zorder=3)
     ax.scatter(*pos[tail], s=200, color=TAIL, zorder=3)
     for n in [*named, head, tail]:
         bold = n in (head, tail)
         dy = 10 if n == head else -16 if n == tail else 7  # head above, tail below: they often sit close
-        ax.annotate(_short(labels.get(n, str(n)), 26 if bold else 18), pos[n], xytext=(0, dy), textcoords="offset points",
-                    ha="center", fontsize=8.5 if bold else 6.5, weight="bold" if bold else "normal", zorder=4,
-                    color=HEAD if n == head else TAIL if n == tail else "#1e293b")
+        ax.annotate(
+            _short(labels.get(n, str(n)), 26 if bold else 18),
+            pos[n],
+            xytext=(0, dy),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8.5 if bold else 6.5,
+            weight="bold" if bold else "normal",
+            zorder=4,
+            color=HEAD if n == head else TAIL if n == tail else "#1e293b",
+        )
     kinds = {k for _, _, _, k in edges}
-    legend = [(any(k.startswith("marked") for k in kinds), Line2D([], [], color=MARK, lw=2.5, label=mark_label)),
-              ("proponent" in kinds or "marked+proponent" in kinds,
-               Line2D([], [], color=PRO, lw=3, label=f"top-{n_pro} proponent (thicker = stronger)")),
-              ("opponent" in kinds, Line2D([], [], color=OPP, lw=1.2, ls="--", label=f"top-{n_opp} opponent")),
-              (True, Line2D([], [], color="#64748b", lw=1.5, ls=":", label="the explained prediction")),
-              (bool(context), Line2D([], [], color="#cbd5e1", lw=1, label="other ranked training triples"))]
-    ax.legend(handles=[h for shown, h in legend if shown], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
-              fontsize=7, frameon=False)
+    legend = [
+        (any(k.startswith("marked") for k in kinds), Line2D([], [], color=MARK, lw=2.5, label=mark_label)),
+        (
+            "proponent" in kinds or "marked+proponent" in kinds,
+            Line2D([], [], color=PRO, lw=3, label=f"top-{n_pro} proponent (thicker = stronger)"),
+        ),
+        ("opponent" in kinds, Line2D([], [], color=OPP, lw=1.2, ls="--", label=f"top-{n_opp} opponent")),
+        (True, Line2D([], [], color="#64748b", lw=1.5, ls=":", label="the explained prediction")),
+        (bool(context), Line2D([], [], color="#cbd5e1", lw=1, label="other ranked training triples")),
+    ]
+    ax.legend(
+        handles=[h for shown, h in legend if shown],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=3,
+        fontsize=7,
+        frameon=False,
+    )
     ax.set_axis_off()
     ax.margins(0.06)
     fig.tight_layout()

@@ -15,9 +15,18 @@ from tracegraph.report.explanations import ExplainedTriple
 from tracegraph.report.html import Section, e, img, num, sig, table
 from tracegraph.report.plots import subgraph, training_curves
 
-METHOD_WORDS = {"tracin": "TracIn", "tracin-margin": "TracIn margin", "tracin-margin-path": "margin (path shells)",
-                "tracin-cosine": "TracIn-cosine", "relatif": "RelatIF", "tracin-path": "TracIn (path shells)",
-                "local-retrain": "local retrain", "degree": "degree", "path": "path", "random": "random"}
+METHOD_WORDS = {
+    "tracin": "TracIn",
+    "tracin-margin": "TracIn margin",
+    "tracin-margin-path": "margin (path shells)",
+    "tracin-cosine": "TracIn-cosine",
+    "relatif": "RelatIF",
+    "tracin-path": "TracIn (path shells)",
+    "local-retrain": "local retrain",
+    "degree": "degree",
+    "path": "path",
+    "random": "random",
+}
 MAX_CONTEXT = 300  # grey edges drawn around an explained triple
 PER_RELATION_ROWS = 60  # a graph with more relations lists the most frequent; ranks.csv has them all
 
@@ -33,15 +42,22 @@ def settings_section(config: dict, extra: dict | None = None) -> Section:
         The section.
     """
     # train.model repeats model (the built model's full configuration) less the sizes: shown once
-    flat = _flatten({k: ({kk: vv for kk, vv in v.items() if kk != "model"} if k == "train" and isinstance(v, dict) else v)
-                     for k, v in config.items()})
+    flat = _flatten(
+        {
+            k: ({kk: vv for kk, vv in v.items() if kk != "model"} if k == "train" and isinstance(v, dict) else v)
+            for k, v in config.items()
+        }
+    )
     if extra:
         flat.update(_flatten(extra))
     if not flat:
         return Section("settings", "<h2>Settings</h2><p class='note'>This run has no config.json.</p>")
     items = "".join(f"<div><span>{e(k)}</span> {e(_short(v))}</div>" for k, v in flat.items())
-    return Section("settings", f"<h2>Settings</h2><p class='note'>From the run's <code>config.json</code>.</p>"
-                               f"<div class='settings'>{items}</div>")
+    return Section(
+        "settings",
+        f"<h2>Settings</h2><p class='note'>From the run's <code>config.json</code>.</p>"
+        f"<div class='settings'>{items}</div>",
+    )
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -73,13 +89,19 @@ def training_section(history: list[dict], loss_name: str = "training loss", conf
     """
     line = _key_settings(config or {})
     if not history:
-        return Section("training", f"<h2>Training</h2>{line}<p class='note'>This run records no training history "
-                                   "(an imported model, or one trained elsewhere).</p>")
+        return Section(
+            "training",
+            f"<h2>Training</h2>{line}<p class='note'>This run records no training history "
+            "(an imported model, or one trained elsewhere).</p>",
+        )
     valid = [r["valid"]["mrr"] for r in history if "mrr" in (r.get("valid") or {})]
     best = f"; best valid MRR {num(max(valid))}" if valid else "; no validation recorded"
     secs = sum(r.get("seconds") or 0 for r in history)
-    return Section("training", f"<h2>Training</h2>{line}{img(training_curves(history, loss_name), 'training curves')}"
-                               f"<p>{len(history)} epochs recorded, {num(secs, 0)} s of training{best}.</p>")
+    return Section(
+        "training",
+        f"<h2>Training</h2>{line}{img(training_curves(history, loss_name), 'training curves')}"
+        f"<p>{len(history)} epochs recorded, {num(secs, 0)} s of training{best}.</p>",
+    )
 
 
 def _key_settings(config: dict) -> str:
@@ -93,14 +115,26 @@ def _key_settings(config: dict) -> str:
     def phrase(fmt: str, *keys, src=t) -> str:
         return fmt.format(*(src[k] for k in keys)) if all(src.get(k) is not None for k in keys) else ""
 
-    model = [phrase("ConvE, embeddings {} ({}×{})", "embedding_dim", "embedding_height", "embedding_width", src=m),
-             phrase("{} channels", "output_channels", src=m), "reciprocal relations" if m.get("reciprocal") else ""]
-    train = [phrase("{} epochs", "epochs"), phrase("batch {}", "batch_size"),
-             phrase("{} at learning rate {}", "optimizer", "learning_rate"), phrase("loss {}", "loss"),
-             phrase("{}", "training_mode"), phrase("label smoothing {}", "label_smoothing"), phrase("seed {}", "seed")]
+    model = [
+        phrase("ConvE, embeddings {} ({}×{})", "embedding_dim", "embedding_height", "embedding_width", src=m),
+        phrase("{} channels", "output_channels", src=m),
+        "reciprocal relations" if m.get("reciprocal") else "",
+    ]
+    train = [
+        phrase("{} epochs", "epochs"),
+        phrase("batch {}", "batch_size"),
+        phrase("{} at learning rate {}", "optimizer", "learning_rate"),
+        phrase("loss {}", "loss"),
+        phrase("{}", "training_mode"),
+        phrase("label smoothing {}", "label_smoothing"),
+        phrase("seed {}", "seed"),
+    ]
     source = (config.get("source") or {}).get("format")
-    parts = [", ".join(p for p in model if p), ", ".join(p for p in train if p),
-             f"imported from {source}" if source else ""]
+    parts = [
+        ", ".join(p for p in model if p),
+        ", ".join(p for p in train if p),
+        f"imported from {source}" if source else "",
+    ]
     text = "; ".join(p for p in parts if p)
     return f"<p class='note'>{e(text)}.</p>" if text else ""
 
@@ -116,10 +150,18 @@ def side_metrics(ranks: pd.DataFrame) -> dict[str, dict]:
     """
     out = {}
     for side in ("tail", "head", "both"):
-        r = ranks["rank"].to_numpy(float) if side == "both" else ranks.loc[ranks["side"] == side, "rank"].to_numpy(float)
+        r = (
+            ranks["rank"].to_numpy(float)
+            if side == "both"
+            else ranks.loc[ranks["side"] == side, "rank"].to_numpy(float)
+        )
         if len(r):
-            out[side] = {"count": len(r), "mrr": float(np.mean(1 / r)), "mr": float(np.mean(r)),
-                         **{f"hits@{k}": float(np.mean(r <= k)) for k in (1, 3, 10)}}
+            out[side] = {
+                "count": len(r),
+                "mrr": float(np.mean(1 / r)),
+                "mr": float(np.mean(r)),
+                **{f"hits@{k}": float(np.mean(r <= k)) for k in (1, 3, 10)},
+            }
     return out
 
 
@@ -138,8 +180,10 @@ def metrics_section(ranks: pd.DataFrame | None, source: str, relation_names: dic
     if ranks is None or ranks.empty:
         return Section("metrics", f"<h2>Test metrics</h2><p class='note'>{source}</p>")
     m = side_metrics(ranks)
-    rows = [[e(s), str(v["count"]), num(v["mrr"]), num(v["mr"], 1), num(v["hits@1"]), num(v["hits@3"]), num(v["hits@10"])]
-            for s, v in m.items()]
+    rows = [
+        [e(s), str(v["count"]), num(v["mrr"]), num(v["mr"], 1), num(v["hits@1"]), num(v["hits@3"]), num(v["hits@10"])]
+        for s, v in m.items()
+    ]
     overall = table(["side", "ranks", "MRR", "MR", "Hits@1", "Hits@3", "Hits@10"], rows)
     per = []
     groups = sorted(ranks.groupby("relation", sort=False), key=lambda g: (-len(g[1]), str(g[0])))
@@ -147,23 +191,43 @@ def metrics_section(ranks: pd.DataFrame | None, source: str, relation_names: dic
         r = g["rank"].to_numpy(float)
         side = {s: g.loc[g["side"] == s, "rank"].to_numpy(float) for s in ("tail", "head")}
         name = (relation_names or {}).get(rel)
-        per.append([e(f"{name} ({rel})" if name and name != rel else rel), str(int((g["side"] == "tail").sum()) or len(g)),
-                    *(num(np.mean(1 / side[s])) if len(side[s]) else "—" for s in ("tail", "head")),
-                    num(np.mean(r <= 1)), num(np.mean(r <= 10))])
-    more = (f"<p class='note'>The {PER_RELATION_ROWS} most frequent of {len(groups)} relations; ranks.csv has them all.</p>"
-            if len(groups) > PER_RELATION_ROWS else "")
-    return Section("metrics", f"<h2>Test metrics</h2><p>Filtered ranks (ties: mean rank), {source}.</p>{overall}"
-                              f"<h3>Per relation</h3>"
-                              + table(["relation", "test triples", "MRR tail", "MRR head", "Hits@1", "Hits@10"], per)
-                              + more)
+        per.append(
+            [
+                e(f"{name} ({rel})" if name and name != rel else rel),
+                str(int((g["side"] == "tail").sum()) or len(g)),
+                *(num(np.mean(1 / side[s])) if len(side[s]) else "—" for s in ("tail", "head")),
+                num(np.mean(r <= 1)),
+                num(np.mean(r <= 10)),
+            ]
+        )
+    more = (
+        f"<p class='note'>The {PER_RELATION_ROWS} most frequent of {len(groups)} relations; ranks.csv has them all.</p>"
+        if len(groups) > PER_RELATION_ROWS
+        else ""
+    )
+    return Section(
+        "metrics",
+        f"<h2>Test metrics</h2><p>Filtered ranks (ties: mean rank), {source}.</p>{overall}"
+        f"<h3>Per relation</h3>"
+        + table(["relation", "test triples", "MRR tail", "MRR head", "Hits@1", "Hits@10"], per)
+        + more,
+    )
 
 
 def _name(name: str, label: str) -> str:
     return e(name) if name == label else f'{e(name)} <span class="note">{e(label)}</span>'
 
 
-def explained_section(triples: list[ExplainedTriple], *, marks: dict | None = None, mark_label: str = "marked",
-                      n_pro: int = 10, n_opp: int = 5, title: str = "Explained test triples", intro: str = "") -> Section:
+def explained_section(
+    triples: list[ExplainedTriple],
+    *,
+    marks: dict | None = None,
+    mark_label: str = "marked",
+    n_pro: int = 10,
+    n_opp: int = 5,
+    title: str = "Explained test triples",
+    intro: str = "",
+) -> Section:
     """The section on each explained test triple.
 
     Its rank, score and rival, its proponents and opponents in two tables, and a drawing of its
@@ -182,9 +246,11 @@ def explained_section(triples: list[ExplainedTriple], *, marks: dict | None = No
         The section.
     """
     methods = sorted({t.method for t in triples})
-    text = intro or (f"Ranked by {e(', '.join(methods))} (<code>tracegraph explain</code>). <b>Proponents</b> support "
-                     "the prediction (positive score: training on them made it more likely); <b>opponents</b> work "
-                     "against it (negative score).")
+    text = intro or (
+        f"Ranked by {e(', '.join(methods))} (<code>tracegraph explain</code>). <b>Proponents</b> support "
+        "the prediction (positive score: training on them made it more likely); <b>opponents</b> work "
+        "against it (negative score)."
+    )
     blocks = "".join(_triple_block(t, (marks or {}).get(t.triple, set()), mark_label, n_pro, n_opp) for t in triples)
     return Section("explanations", f"<h2>{e(title)}</h2><p>{text}</p>{blocks}")
 
@@ -194,7 +260,9 @@ def _columns(t: ExplainedTriple) -> list[tuple[str, str, callable]]:
     if "MethodScore" in t.rows.columns:
         cols.append(("MethodScore", f"{t.method} score", sig))
     if "HeadTailWalk" in t.rows.columns:
-        cols.append(("HeadTailWalk", "head–tail walk", lambda w: "none" if not math.isfinite(float(w)) else str(int(w))))
+        cols.append(
+            ("HeadTailWalk", "head–tail walk", lambda w: "none" if not math.isfinite(float(w)) else str(int(w)))
+        )
     cols.append(("TracInScore", "TracIn", sig))
     return cols
 
@@ -204,29 +272,42 @@ def _rows_html(frame: pd.DataFrame, t: ExplainedTriple, marked: set, mark_label:
     for k, (_, r) in enumerate(frame.iterrows(), start=1):
         tri = (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"]))
         tag = f' <span class="tag">{e(mark_label)}</span>' if tri in marked else ""
-        rows.append([str(k), _name(str(r.get("TrainHead_label", tri[0])), tri[0]),
-                     _name(str(r.get("TrainRel_label", tri[1])), tri[1]) + tag,
-                     _name(str(r.get("TrainTail_label", tri[2])), tri[2]),
-                     *(fmt(r[c]) for c, _, fmt in _columns(t))])
+        rows.append(
+            [
+                str(k),
+                _name(str(r.get("TrainHead_label", tri[0])), tri[0]),
+                _name(str(r.get("TrainRel_label", tri[1])), tri[1]) + tag,
+                _name(str(r.get("TrainTail_label", tri[2])), tri[2]),
+                *(fmt(r[c]) for c, _, fmt in _columns(t)),
+            ]
+        )
         classes.append("mark" if tri in marked else "")
     return rows, classes
 
 
 def _summary_line(t: ExplainedTriple) -> str:
     rank = "—" if t.rank is None else str(int(t.rank)) if float(t.rank).is_integer() else num(t.rank, 1)
-    where = {"explain": "", "ranks.csv": " (from the test metrics)", "computed": " (computed now)"}.get(t.rank_source, "")
+    where = {"explain": "", "ranks.csv": " (from the test metrics)", "computed": " (computed now)"}.get(
+        t.rank_source, ""
+    )
     score = "—" if t.score is None else f"{num(t.score, 2)} (σ = {1 / (1 + math.exp(-t.score)):.3f})"
     parts = [f"filtered {e(t.side)} rank <b>{rank}</b>{where}", f"score {score}"]
     if t.rival:
         other = t.rival.get(t.side) or "?"
         name = t.rival.get(f"{t.side}_name") or other
-        parts.append(f"rival {_name(str(name), str(other))} (score {num(t.rival.get('logit'), 2)}, margin "
-                     f"{num(t.rival.get('logit_margin'), 2)})")
+        parts.append(
+            f"rival {_name(str(name), str(other))} (score {num(t.rival.get('logit'), 2)}, margin "
+            f"{num(t.rival.get('logit_margin'), 2)})"
+        )
     n_ckpt = len(t.meta.get("checkpoints") or [])
     ranked = t.meta.get("training_triples_ranked")
-    how = (f"{e(t.method)}" + (f", --loss {e(t.loss)}" if t.loss else "") + (f", {n_ckpt} checkpoint{'s' * (n_ckpt != 1)}" if n_ckpt else "")
-           + (f", {ranked} training triples ranked" if ranked is not None else "")
-           + (f", top {t.meta['top_k']} kept each way" if t.meta.get("top_k") else ""))
+    how = (
+        f"{e(t.method)}"
+        + (f", --loss {e(t.loss)}" if t.loss else "")
+        + (f", {n_ckpt} checkpoint{'s' * (n_ckpt != 1)}" if n_ckpt else "")
+        + (f", {ranked} training triples ranked" if ranked is not None else "")
+        + (f", top {t.meta['top_k']} kept each way" if t.meta.get("top_k") else "")
+    )
     return f"<p class='sub'>{'; '.join(parts)}.<br>Explained by {how}.</p>"
 
 
@@ -238,27 +319,44 @@ def _triple_block(t: ExplainedTriple, marked: set, mark_label: str, n_pro: int, 
     orow, ocls = _rows_html(opp.head(n_opp), t, marked, mark_label)
     key = "its score" if t.order_column == "MethodScore" else "TracIn"
     if opp.empty:
-        opp_html = (f"<p class='note'>None of the {len(t.rows)} training triples listed works against this prediction: "
-                    f"{key} is positive for every one.</p>")
+        opp_html = (
+            f"<p class='note'>None of the {len(t.rows)} training triples listed works against this prediction: "
+            f"{key} is positive for every one.</p>"
+        )
     else:
-        few = (f"<p class='note'>Only {len(opp)} of the {len(t.rows)} training triples listed have a negative {key}.</p>"
-               if len(opp) < n_opp else "")
+        few = (
+            f"<p class='note'>Only {len(opp)} of the {len(t.rows)} training triples listed have a negative {key}.</p>"
+            if len(opp) < n_opp
+            else ""
+        )
         opp_html = table(header, orow, ocls, num_from=nf) + few
     marks_line = ""
     if marked:
-        def where(frame):
-            return [str(i + 1) for i, (_, r) in enumerate(frame.iterrows())
-                    if (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"])) in marked]
 
-        found = [f"{what} #{', #'.join(pos)}" for what, pos in (("proponents", where(pro)), ("opponents", where(opp))) if pos]
-        marks_line = (f"<p class='note'>{len(marked)} {e(mark_label)} edges: {e('; '.join(found) or 'none listed')}.</p>")
+        def where(frame):
+            return [
+                str(i + 1)
+                for i, (_, r) in enumerate(frame.iterrows())
+                if (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"])) in marked
+            ]
+
+        found = [
+            f"{what} #{', #'.join(pos)}" for what, pos in (("proponents", where(pro)), ("opponents", where(opp))) if pos
+        ]
+        marks_line = f"<p class='note'>{len(marked)} {e(mark_label)} edges: {e('; '.join(found) or 'none listed')}.</p>"
     h, r, tl = t.names
-    return (f'<div class="pred"><h3>{_name(h, t.head)} — {_name(r, t.relation)} → {_name(tl, t.tail)}</h3>'
-            + _summary_line(t) + marks_line + f"<p class='note'>File: <code>{e(t.source.with_suffix('.csv').name)}</code></p>"
-            + f"<h4>Top {min(n_pro, len(pro))} proponents</h4>"
-            + (table(header, prow, pcls, num_from=nf) if len(pro) else "<p class='note'>No proponent listed.</p>")
-            + f"<h4>Top {min(n_opp, len(opp))} opponents</h4>" + opp_html + _drawing(t, marked, mark_label, n_pro, n_opp)
-            + "</div>")
+    return (
+        f'<div class="pred"><h3>{_name(h, t.head)} — {_name(r, t.relation)} → {_name(tl, t.tail)}</h3>'
+        + _summary_line(t)
+        + marks_line
+        + f"<p class='note'>File: <code>{e(t.source.with_suffix('.csv').name)}</code></p>"
+        + f"<h4>Top {min(n_pro, len(pro))} proponents</h4>"
+        + (table(header, prow, pcls, num_from=nf) if len(pro) else "<p class='note'>No proponent listed.</p>")
+        + f"<h4>Top {min(n_opp, len(opp))} opponents</h4>"
+        + opp_html
+        + _drawing(t, marked, mark_label, n_pro, n_opp)
+        + "</div>"
+    )
 
 
 def _drawing(t: ExplainedTriple, marked: set, mark_label: str, n_pro: int, n_opp: int) -> str:
@@ -277,9 +375,11 @@ def _drawing(t: ExplainedTriple, marked: set, mark_label: str, n_pro: int, n_opp
     head, tail = node(t.head, t.names[0]), node(t.tail, t.names[2])
     ends = {}
     for i, r in t.rows.iterrows():
-        ends[i] = (node(str(r["TrainHead"]), str(r.get("TrainHead_label", r["TrainHead"]))),
-                   node(str(r["TrainTail"]), str(r.get("TrainTail_label", r["TrainTail"]))),
-                   (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"])) in marked)
+        ends[i] = (
+            node(str(r["TrainHead"]), str(r.get("TrainHead_label", r["TrainHead"]))),
+            node(str(r["TrainTail"]), str(r.get("TrainTail_label", r["TrainTail"]))),
+            (str(r["TrainHead"]), str(r["TrainRel"]), str(r["TrainTail"])) in marked,
+        )
     edges, shown = [], set()
     for k, i in enumerate(t.proponents.index[:n_pro]):
         edges.append((*ends[i][:2], k, "marked+proponent" if ends[i][2] else "proponent"))

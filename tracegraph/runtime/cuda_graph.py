@@ -31,6 +31,7 @@ class GraphedStep:
         fn: The step; it must follow the capture rules in this module's description.
         warmup: Eager calls before the first capture.
     """
+
     def __init__(self, fn: Callable[..., torch.Tensor], warmup: int = 3):
         self.fn, self.warmup = fn, warmup
         self.calls = 0
@@ -83,8 +84,10 @@ class GraphedStep:
                 self.output = self.fn(*self.inputs)
         except Exception as e:  # an op that cannot be captured: carry on eagerly, say so once
             self.failed = True
-            log.warning(f"CUDA graph capture failed ({type(e).__name__}: {e}); training continues without "
-                        "graphs (--no-cuda-graphs silences this)")
+            log.warning(
+                f"CUDA graph capture failed ({type(e).__name__}: {e}); training continues without "
+                "graphs (--no-cuda-graphs silences this)"
+            )
             return False
         self.graph, self.key = graph, key
         return True

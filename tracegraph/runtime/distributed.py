@@ -61,6 +61,7 @@ class DistContext:
         device: The device this process computes on.
         backend: ``"nccl"`` or ``"gloo"`` under torchrun; None for a single process.
     """
+
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
@@ -140,7 +141,9 @@ def init_distributed(device_spec: str | None = "auto") -> DistContext:
     base = resolve_device(device_spec)
     if base.type == "cuda":
         if base.index is not None and base.index != local_rank:
-            log.warning(f"--device {device_spec} ignored under torchrun: rank {rank} uses cuda:{local_rank} (LOCAL_RANK)")
+            log.warning(
+                f"--device {device_spec} ignored under torchrun: rank {rank} uses cuda:{local_rank} (LOCAL_RANK)"
+            )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         backend = "nccl"
@@ -150,13 +153,18 @@ def init_distributed(device_spec: str | None = "auto") -> DistContext:
         timeout = timeout_seconds()
         # NCCL only honours the timeout when it watches its collectives asynchronously
         os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
-        dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout),
-                                device_id=device if device.type == "cuda" else None)
+        dist.init_process_group(
+            backend=backend,
+            timeout=datetime.timedelta(seconds=timeout),
+            device_id=device if device.type == "cuda" else None,
+        )
         atexit.register(_destroy)
         _quiet_other_ranks(rank)
         if rank == 0:
-            log.info(f"torch.distributed: {world} processes, backend {backend}, collective timeout {timeout:g}s "
-                     f"({TIMEOUT_ENV})")
+            log.info(
+                f"torch.distributed: {world} processes, backend {backend}, collective timeout {timeout:g}s "
+                f"({TIMEOUT_ENV})"
+            )
     return DistContext(rank, world, local_rank, device, dist.get_backend())
 
 
@@ -194,7 +202,8 @@ def _quiet_other_ranks(rank: int) -> None:
 def _collective_failure(e: BaseException) -> bool:
     msg = str(e)
     return isinstance(e, dist.DistError) or any(
-        k in msg for k in ("Connection closed by peer", "Timed out", "timed out", "NCCL", "gloo", "c10d"))
+        k in msg for k in ("Connection closed by peer", "Timed out", "timed out", "NCCL", "gloo", "c10d")
+    )
 
 
 def recorded(fn: Callable) -> Callable:
@@ -221,9 +230,11 @@ def recorded(fn: Callable) -> Callable:
         except Exception as e:
             if not _collective_failure(e):
                 raise
-            log.error(f"rank {env_rank()}: a collective failed ({type(e).__name__}: {str(e).splitlines()[0][:300]}). "
-                      f"Another rank probably died or stopped answering (timeout {timeout_seconds():g}s, "
-                      f"{TIMEOUT_ENV}); torchrun reports the first failure.")
+            log.error(
+                f"rank {env_rank()}: a collective failed ({type(e).__name__}: {str(e).splitlines()[0][:300]}). "
+                f"Another rank probably died or stopped answering (timeout {timeout_seconds():g}s, "
+                f"{TIMEOUT_ENV}); torchrun reports the first failure."
+            )
             raise
 
     return wrapper
@@ -367,7 +378,7 @@ class ShardedBatchSampler(torch.utils.data.Sampler):
 
     def __iter__(self) -> Iterator[list[int]]:
         for batch in self.batch_sampler:
-            yield list(batch)[self.rank::self.world_size]
+            yield list(batch)[self.rank :: self.world_size]
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -470,8 +481,9 @@ def convert_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module
         return nn.SyncBatchNorm.convert_sync_batchnorm(module)
     out = module
     if isinstance(module, nn.modules.batchnorm._BatchNorm) and not isinstance(module, CPUSyncBatchNorm):
-        out = CPUSyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                               module.track_running_stats)
+        out = CPUSyncBatchNorm(
+            module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats
+        )
         if module.affine:
             out.weight, out.bias = module.weight, module.bias
         out.running_mean, out.running_var = module.running_mean, module.running_var

@@ -24,6 +24,7 @@ class Precision:
         name: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
         device_type: ``"cpu"`` or ``"cuda"``.
     """
+
     name: str  # fp32 | bf16 | fp16
     device_type: str  # cpu | cuda
 
@@ -155,9 +156,13 @@ def math_mode(tf32: bool, deterministic: bool):
     Yields:
         Nothing; the policy holds inside the block.
     """
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
-             torch.backends.cudnn.benchmark)
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+    )
     set_tf32(tf32)
     if deterministic:
         set_deterministic(True)

@@ -74,12 +74,16 @@ def claim(out: Path, *, resume: bool, overwrite: bool) -> str:
     entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if entries and not overwrite:
         shown = ", ".join(entries[:4]) + (", …" if len(entries) > 4 else "")
-        raise TracegraphError(f"{out} is not empty ({shown}): pass --resume to continue the run in it, "
-                              f"--overwrite to delete it and start afresh, or choose another --output-dir")
+        raise TracegraphError(
+            f"{out} is not empty ({shown}): pass --resume to continue the run in it, "
+            f"--overwrite to delete it and start afresh, or choose another --output-dir"
+        )
     if entries:
         if not any((out / m).exists() for m in _RUN_MARKERS):
-            raise TracegraphError(f"--overwrite: {out} does not look like a run directory (no config.json or "
-                                  f"checkpoints/); not deleting it — choose another --output-dir")
+            raise TracegraphError(
+                f"--overwrite: {out} does not look like a run directory (no config.json or "
+                f"checkpoints/); not deleting it — choose another --output-dir"
+            )
         for p in out.iterdir():
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
     out.mkdir(parents=True, exist_ok=True)
@@ -131,4 +135,5 @@ def check_one_run(model_dir: Path, checkpoints: list[Path]) -> None:
         raise TracegraphError(
             f"{stray[0]} belongs to another run (run id {theirs}, {model_dir / 'config.json'} says "
             f"{expected or 'none'}; {len(stray)} of {len(checkpoints)} checkpoints differ): TracIn would sum over "
-            f"two runs. Retrain into an empty --output-dir, or pass --checkpoints with one run's files")
+            f"two runs. Retrain into an empty --output-dir, or pass --checkpoints with one run's files"
+        )

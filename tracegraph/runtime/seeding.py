@@ -49,8 +49,15 @@ def set_rng_state(state: dict) -> None:
     random.setstate((version, internal, state.get("python_gauss")))
     keys = state["numpy_keys"].numpy().astype(np.uint32)
     # states saved without the pending normal draw (older checkpoints) had none recorded
-    np.random.set_state(("MT19937", keys, int(state["numpy_pos"]),
-                         int(state.get("numpy_has_gauss", 0)), float(state.get("numpy_gauss", 0.0))))
+    np.random.set_state(
+        (
+            "MT19937",
+            keys,
+            int(state["numpy_pos"]),
+            int(state.get("numpy_has_gauss", 0)),
+            float(state.get("numpy_gauss", 0.0)),
+        )
+    )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

@@ -26,4 +26,4 @@ def strip_bom(text: str, path: str | Path) -> str:
     from tracegraph.runtime.progress import log
 
     log.info(f"{path}:1: removed a UTF-8 byte-order mark")
-    return text[len(BOM):]
+    return text[len(BOM) :]

@@ -62,7 +62,7 @@ def all_tree_paths(trees: list[Tree]) -> list[np.ndarray]:
     order = np.argsort(owner, kind="stable")
     paths, owner = paths[:, order], owner[order]
     cuts = np.searchsorted(owner, np.arange(len(trees) + 1))
-    return [paths[:, cuts[k]:cuts[k + 1]] - offsets[k] for k in range(len(trees))]
+    return [paths[:, cuts[k] : cuts[k + 1]] - offsets[k] for k in range(len(trees))]
 
 
 def cached_paths(trees: list[Tree], cache_dir: str | Path | None) -> tuple[list[np.ndarray], bool]:
@@ -89,7 +89,7 @@ def cached_paths(trees: list[Tree], cache_dir: str | Path | None) -> tuple[list[
             raise DataError(f"unreadable path cache ({e}); delete it to rebuild", path) from None
         if len(offsets) != len(trees) + 1:
             raise DataError("path cache does not match the trees; delete it to rebuild", path)
-        return [flat[:, offsets[k]:offsets[k + 1]] for k in range(len(trees))], True
+        return [flat[:, offsets[k] : offsets[k + 1]] for k in range(len(trees))], True
     per = all_tree_paths(trees)
     offsets = np.zeros(len(per) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([p.shape[1] for p in per])

@@ -33,6 +33,7 @@ class Tree:
         name: The tree's name (usually its file's stem).
         meta: Notes on how it was read (dropped fragments, spacing, truncation...).
     """
+
     pos: np.ndarray  # (N, D) float64, D in {2, 3}
     parent: np.ndarray  # (N,) int64, parent[0] == 0, parent[i] < i for i > 0
     label: int = -1
@@ -147,8 +148,11 @@ def read_swc(path: str | Path, multiple_roots: str = "largest") -> Tree:
     if not roots:
         raise DataError("no root (parent -1): the parent pointers form a cycle", p, lines[0])
     if len(roots) > 1 and multiple_roots == "error":
-        raise DataError(f"{len(roots)} roots (lines {', '.join(str(lines[r]) for r in roots[:5])}); "
-                        "a tree needs exactly one", p, lines[roots[1]])
+        raise DataError(
+            f"{len(roots)} roots (lines {', '.join(str(lines[r]) for r in roots[:5])}); a tree needs exactly one",
+            p,
+            lines[roots[1]],
+        )
     best = None
     reached = np.zeros(len(ids), dtype=bool)
     for r in roots:
@@ -161,8 +165,7 @@ def read_swc(path: str | Path, multiple_roots: str = "largest") -> Tree:
     tree.meta["fragments"] = len(roots)
     if not reached.all():  # unreachable from every root: only a cycle does that
         k = int(np.flatnonzero(~reached)[0])
-        raise DataError(f"node {ids[k]} is on a cycle of parent pointers (not reachable from a root)",
-                        p, lines[k])
+        raise DataError(f"node {ids[k]} is on a cycle of parent pointers (not reachable from a root)", p, lines[k])
     return tree
 
 
@@ -338,8 +341,14 @@ def _orthonormal(d: np.ndarray, rng) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def synthetic_tree(label: int, rng: np.random.Generator, max_nodes: int = 300, step: float = 1.0,
-                   max_depth: int = 9, params: list[dict] | None = None) -> Tree:
+def synthetic_tree(
+    label: int,
+    rng: np.random.Generator,
+    max_nodes: int = 300,
+    step: float = 1.0,
+    max_depth: int = 9,
+    params: list[dict] | None = None,
+) -> Tree:
     """Grow a 3-D tree branch by branch (breadth first) until ``max_nodes`` points.
 
     Each branch is a chain of points ``step`` apart whose heading wanders by ``tortuosity`` radians
@@ -406,8 +415,9 @@ def synthetic_trees(n_per_class: int, seed: int, max_nodes: int = 300, num_class
     return out
 
 
-def neuron_subtrees(swc_dir: str | Path, count: int, max_nodes: int = 300, keep_every: int = 4,
-                    seed: int = 0) -> list[Tree]:
+def neuron_subtrees(
+    swc_dir: str | Path, count: int, max_nodes: int = 300, keep_every: int = 4, seed: int = 0
+) -> list[Tree]:
     """Subtrees sampled from every ``*.swc`` in a folder (thinned first), ``count`` in total.
 
     Args:

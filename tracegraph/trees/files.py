@@ -95,8 +95,13 @@ def read_graph_file(path: str | Path) -> Tree:
         raise DataError(e.reason, p) from None
 
 
-def read_tree_file(path: str | Path, max_nodes: int = 300, node_spacing: float = 0.0, trees_per_image: int = 1,
-                   image_root: str = "widest") -> list[Tree]:
+def read_tree_file(
+    path: str | Path,
+    max_nodes: int = 300,
+    node_spacing: float = 0.0,
+    trees_per_image: int = 1,
+    image_root: str = "widest",
+) -> list[Tree]:
     """Read the tree(s) in one file, resampled at ``node_spacing`` and fitted to ``max_nodes``, named by stem.
 
     Args:
@@ -172,16 +177,23 @@ def cached_tree_file(path: str | Path, cache_dir: str | Path | None, **options) 
                 offsets, pos, parent, metas = z["offsets"], z["pos"], z["parent"], json.loads(str(z["meta"]))
         except Exception as e:  # noqa: BLE001 - a corrupt cache file is the user's to delete
             raise DataError(f"unreadable tree cache ({e}); delete it to rebuild", target) from None
-        return [Tree(pos[a:b].copy(), parent[a:b].copy(), name=Path(path).stem, meta=m)
-                for a, b, m in zip(offsets[:-1], offsets[1:], metas)]
+        return [
+            Tree(pos[a:b].copy(), parent[a:b].copy(), name=Path(path).stem, meta=m)
+            for a, b, m in zip(offsets[:-1], offsets[1:], metas)
+        ]
     trees = read_tree_file(path, **options)
     offsets = np.concatenate([[0], np.cumsum([t.num_nodes for t in trees])]).astype(np.int64)
     dim = max(t.pos.shape[1] for t in trees)
     pos = np.concatenate([np.pad(t.pos, ((0, 0), (0, dim - t.pos.shape[1]))) for t in trees])
     with atomic_path(target, suffix=".npz") as tmp:
         with open(tmp, "wb") as f:  # a file object stops numpy from appending another ".npz"
-            np.savez_compressed(f, offsets=offsets, pos=pos, parent=np.concatenate([t.parent for t in trees]),
-                                meta=np.array(json.dumps([t.meta for t in trees])))
+            np.savez_compressed(
+                f,
+                offsets=offsets,
+                pos=pos,
+                parent=np.concatenate([t.parent for t in trees]),
+                meta=np.array(json.dumps([t.meta for t in trees])),
+            )
     return trees
 
 

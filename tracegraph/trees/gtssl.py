@@ -163,7 +163,9 @@ def growth_targets(pos, parent, cutoff: float, num_bins: int):
     length = seg.norm(dim=-1)
     ones = torch.ones_like(length)
     count = torch.zeros(n, device=pos.device).index_add_(0, node, ones)
-    len_hist = torch.zeros(n, num_bins, device=pos.device).index_add_(0, node, soft_histogram(length / cutoff, num_bins))
+    len_hist = torch.zeros(n, num_bins, device=pos.device).index_add_(
+        0, node, soft_histogram(length / cutoff, num_bins)
+    )
     len_hist = len_hist / count.clamp(min=1).unsqueeze(-1)
 
     # angle between the parent segment (grandparent → node) and the child segment (node → child)
@@ -193,8 +195,15 @@ class GTSSL(nn.Module):
         margin: Margin of the order loss's negative pairs.
         num_samples: Pairs sampled per node.
     """
-    def __init__(self, encoder: nn.Module, order_dim: int | None = None, num_bins: int = 16,
-                 margin: float = 1.0, num_samples: int = 2):
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        order_dim: int | None = None,
+        num_bins: int = 16,
+        margin: float = 1.0,
+        num_samples: int = 2,
+    ):
         super().__init__()
         hid = encoder.cfg.hidden_channels
         self.encoder = encoder
@@ -226,20 +235,29 @@ class GTSSL(nn.Module):
         order = pos_term + neg_term
 
         with torch.no_grad():
-            len_t, len_m, ang_t, ang_m = growth_targets(data.pos.float(), data.parent, self.encoder.cfg.cutoff, self.num_bins)
+            len_t, len_m, ang_t, ang_m = growth_targets(
+                data.pos.float(), data.parent, self.encoder.cfg.cutoff, self.num_bins
+            )
         logits = self.growth_head(h).float()
         pl = torch.softmax(logits[:, : self.num_bins], -1)
-        pa = torch.softmax(logits[:, self.num_bins:], -1)
+        pa = torch.softmax(logits[:, self.num_bins :], -1)
         w = 1.0 / self.num_bins
         # branch points are ~1/7 of the nodes but carry the branching statistics; a plain mean
         # lets the head ignore them (it did: their angles were not decodable from the
         # embeddings). Average within "one child" and "several children" nodes, then sum.
-        nkids = torch.bincount(data.parent, minlength=data.num_nodes) - (data.parent == torch.arange(
-            data.num_nodes, device=data.parent.device)).long()
+        nkids = (
+            torch.bincount(data.parent, minlength=data.num_nodes)
+            - (data.parent == torch.arange(data.num_nodes, device=data.parent.device)).long()
+        )
         growth = z.sum() * 0
         for mask, pred, target in ((len_m, pl, len_t), (ang_m, pa, ang_t)):
             for group in (mask & (nkids == 1), mask & (nkids >= 2)):
                 if group.any():
                     growth = growth + emd_1d(pred[group], target[group], w).mean()
-        return {"order": order, "order_pos": pos_term.detach(), "order_neg": neg_term.detach(),
-                "growth": growth, "order_z_max": z.detach().abs().max()}
+        return {
+            "order": order,
+            "order_pos": pos_term.detach(),
+            "order_neg": neg_term.detach(),
+            "growth": growth,
+            "order_z_max": z.detach().abs().max(),
+        }

@@ -33,6 +33,7 @@ class DataConfig:
         trees_per_image: Vessel images: the largest components, one tree each.
         image_root: Vessel images: ``"widest"`` point of a component or ``"disc"`` (optic disc).
     """
+
     swc_dir: str | None = None  # neurons: subtrees sampled from every *.swc here
     num_trees: int = 200  # SWC: subtrees in total; synthetic: trees per class
     max_nodes: int = 300
@@ -81,8 +82,13 @@ def tree_dir_options(dc: DataConfig) -> dict:
     Returns:
         ``node_spacing``, ``max_nodes``, ``trees_per_image``, ``image_root`` and ``cache_dir``.
     """
-    return dict(node_spacing=dc.node_spacing, max_nodes=dc.max_nodes, trees_per_image=dc.trees_per_image,
-                image_root=dc.image_root, cache_dir=dc.cache_dir)
+    return dict(
+        node_spacing=dc.node_spacing,
+        max_nodes=dc.max_nodes,
+        trees_per_image=dc.trees_per_image,
+        image_root=dc.image_root,
+        cache_dir=dc.cache_dir,
+    )
 
 
 def make_loader(data, batch_size, shuffle, seed=0):

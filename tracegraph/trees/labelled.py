@@ -31,6 +31,7 @@ class LabelRow:
         split: ``"train"``, ``"test"`` or None when the CSV has no split column.
         line: The row's line in the CSV.
     """
+
     name: str
     label: str
     split: str | None
@@ -149,8 +150,11 @@ class TreeDataset(list):
         for y, members in sorted(counts.items()):
             if len(members) < need:
                 first = min((self.rows[m] for m in members), key=lambda r: r.line)
-                raise DataError(f"class {self.classes[y]!r} has {len(members)} file(s); {why} needs at least {need}",
-                                self.labels_path, first.line)
+                raise DataError(
+                    f"class {self.classes[y]!r} has {len(members)} file(s); {why} needs at least {need}",
+                    self.labels_path,
+                    first.line,
+                )
 
     def splits(self, folds: int = 0, test_fraction: float = 0.3, seed: int = 0) -> list[tuple[list[str], list[str]]]:
         """Train/test splits over files, never trees, stratified by class.
@@ -176,8 +180,9 @@ class TreeDataset(list):
         given = {n: self.rows[n].split for n in labels if self.rows[n].split}
         if folds:
             if given:
-                raise DataError("the labels give a split column; --folds would ignore it (drop one of the two)",
-                                self.labels_path)
+                raise DataError(
+                    "the labels give a split column; --folds would ignore it (drop one of the two)", self.labels_path
+                )
             self.require_per_class(folds, f"{folds}-fold cross-validation")
             fold = stratified_folds(labels, folds, seed)
             return [([n for n in labels if fold[n] != k], [n for n in labels if fold[n] == k]) for k in range(folds)]
@@ -192,9 +197,16 @@ class TreeDataset(list):
         return [(train, test)]
 
 
-def load_dataset(directory: str | Path, labels: str | Path | None = None, *, max_nodes: int = 300,
-                 node_spacing: float = 0.0, trees_per_image: int = 1, image_root: str = "widest",
-                 cache_dir: str | Path | None = None) -> TreeDataset:
+def load_dataset(
+    directory: str | Path,
+    labels: str | Path | None = None,
+    *,
+    max_nodes: int = 300,
+    node_spacing: float = 0.0,
+    trees_per_image: int = 1,
+    image_root: str = "widest",
+    cache_dir: str | Path | None = None,
+) -> TreeDataset:
     """Read a directory of trees (SWC, vessel images, graph files), optionally labelled.
 
     Each file becomes one or more rooted trees with their 3rd-order paths, ready for the SGMP
@@ -235,14 +247,22 @@ def load_dataset(directory: str | Path, labels: str | Path | None = None, *, max
         classes = _class_order({r.label for r in label_rows})
         skipped = [n for n in files if n not in rows]
         if skipped:
-            log.warning(f"{len(skipped)} tree file(s) have no label and are left out: {', '.join(skipped[:5])}"
-                        + (" …" if len(skipped) > 5 else ""))
+            log.warning(
+                f"{len(skipped)} tree file(s) have no label and are left out: {', '.join(skipped[:5])}"
+                + (" …" if len(skipped) > 5 else "")
+            )
         files = {n: f for n, f in files.items() if n in rows}
     index = {c: k for k, c in enumerate(classes)}
     trees, names = [], []
     for name, path in files.items():
-        for t in cached_tree_file(path, cache_dir, max_nodes=max_nodes, node_spacing=node_spacing,
-                                  trees_per_image=trees_per_image, image_root=image_root):
+        for t in cached_tree_file(
+            path,
+            cache_dir,
+            max_nodes=max_nodes,
+            node_spacing=node_spacing,
+            trees_per_image=trees_per_image,
+            image_root=image_root,
+        ):
             t.label = index[rows[name].label] if rows else -1
             trees.append(t)
             names.append(name)

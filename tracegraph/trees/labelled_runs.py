@@ -54,7 +54,7 @@ def write_split(out: Path, ds: TreeDataset, splits) -> None:
     rows = ["name,label,fold" if len(splits) > 1 else "name,label,split"]
     for k, (_, test) in enumerate(splits):
         side = {n: "test" for n in test}
-        for n in (labels if len(splits) == 1 else test):
+        for n in labels if len(splits) == 1 else test:
             rows.append(f"{n},{ds.classes[labels[n]]},{k if len(splits) > 1 else side.get(n, 'train')}")
     atomic_write_text(out / "split.csv", "\n".join(rows) + "\n")
 
@@ -74,10 +74,17 @@ def _summary(ds: TreeDataset, per_fold: list[tuple[np.ndarray, np.ndarray]]) -> 
 
 
 def _finish(out: Path | None, ds: TreeDataset, splits, arms: dict[str, dict], task: str, seed: int) -> dict:
-    res = {"task": task, "classes": ds.classes, "files": len(ds.file_labels()), "trees": len(ds),
-           "split": f"{len(splits)} folds" if len(splits) > 1 else
-           ("from the labels file" if any(r.split for r in ds.rows.values()) else "stratified"),
-           "seed": seed, "arms": arms}
+    res = {
+        "task": task,
+        "classes": ds.classes,
+        "files": len(ds.file_labels()),
+        "trees": len(ds),
+        "split": f"{len(splits)} folds"
+        if len(splits) > 1
+        else ("from the labels file" if any(r.split for r in ds.rows.values()) else "stratified"),
+        "seed": seed,
+        "arms": arms,
+    }
     if "pretrained" in arms and "random" in arms:
         res["gain_points"] = {k: 100 * (arms["pretrained"][k] - arms["random"][k]) for k in FOLD_KEYS}
     if out is not None:
@@ -85,14 +92,24 @@ def _finish(out: Path | None, ds: TreeDataset, splits, arms: dict[str, dict], ta
         write_split(out, ds, splits)
         atomic_write_json(out / "metrics.json", res)
         for arm, rep in arms.items():
-            save_confusion_png(rep, out / ("confusion-random.png" if arm == "random" else "confusion.png"),
-                               title=f"{task}, {arm} encoder\naccuracy {rep['accuracy']:.2f}, "
-                                     f"balanced {rep['balanced_accuracy']:.2f}")
+            save_confusion_png(
+                rep,
+                out / ("confusion-random.png" if arm == "random" else "confusion.png"),
+                title=f"{task}, {arm} encoder\naccuracy {rep['accuracy']:.2f}, balanced {rep['balanced_accuracy']:.2f}",
+            )
     return res
 
 
-def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fraction: float = 0.3,
-                       compare_random: bool = False, resume: bool = False, data: TreeDataset | None = None) -> dict:
+def finetune_on_labels(
+    cfg,
+    encoder_path,
+    output_dir,
+    folds: int = 0,
+    test_fraction: float = 0.3,
+    compare_random: bool = False,
+    resume: bool = False,
+    data: TreeDataset | None = None,
+) -> dict:
     """Fine-tune per fold (and, optionally, a randomly initialised twin); metrics on each fold's held-out files.
 
     Args:
@@ -131,17 +148,30 @@ def finetune_on_labels(cfg, encoder_path, output_dir, folds: int = 0, test_fract
             run = out / ("random" if arm == "random" else "") / (f"fold-{k}" if len(splits) > 1 else "")
             train, test = ds.select(train_files), ds.select(test_files)
             # --resume continues the folds that started and starts the ones an interruption never reached
-            finetune(copy.deepcopy(arm_cfg), enc, run, resume=resume and (run / "last.pt").exists(),
-                     data=(list(train), list(test)),
-                     num_classes=len(ds.classes))
+            finetune(
+                copy.deepcopy(arm_cfg),
+                enc,
+                run,
+                resume=resume and (run / "last.pt").exists(),
+                data=(list(train), list(test)),
+                num_classes=len(ds.classes),
+            )
             y_pred = predict(load_classifier(run / "last.pt", device), test, device=device)
             per_fold.append((np.array([int(d.y) for d in test]), y_pred))
         reports[arm] = _summary(ds, per_fold)
     return _finish(out, ds, splits, reports, "finetune", cfg.data.seed)
 
 
-def probe_on_labels(encoder_path, ds: TreeDataset, output_dir=None, folds: int = 0, test_fraction: float = 0.3,
-                    seed: int = 0, compare_random: bool = True, device="cpu") -> dict:
+def probe_on_labels(
+    encoder_path,
+    ds: TreeDataset,
+    output_dir=None,
+    folds: int = 0,
+    test_fraction: float = 0.3,
+    seed: int = 0,
+    compare_random: bool = True,
+    device="cpu",
+) -> dict:
     """Linear probe of frozen embeddings per fold, for the pretrained and (optionally) a random encoder.
 
     Args:

@@ -56,8 +56,15 @@ def classification_report(y_true, y_pred, classes: list[str]) -> dict:
         "accuracy": float(tp.sum() / n) if n else 0.0,
         "balanced_accuracy": float(recall[present].mean()) if present.any() else 0.0,
         "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
-        "per_class": {c: {"precision": float(precision[k]), "recall": float(recall[k]), "f1": float(f1[k]),
-                          "support": int(support[k])} for k, c in enumerate(classes)},
+        "per_class": {
+            c: {
+                "precision": float(precision[k]),
+                "recall": float(recall[k]),
+                "f1": float(f1[k]),
+                "support": int(support[k]),
+            }
+            for k, c in enumerate(classes)
+        },
         "classes": list(classes),
         "confusion_matrix": cm.tolist(),
     }

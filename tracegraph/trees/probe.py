@@ -113,10 +113,17 @@ def probe(encoder: SGMPEncoder, train, test, device="cpu") -> float:
     return linear_probe(xtr, ytr, xte, yte)
 
 
-
-
-def probe_study(seeds, output_dir, pretrain_trees: int = 100, labelled_trees: int = 150, max_nodes: int = 150,
-                epochs: int = 6, batch_size: int = 16, encoder: dict | None = None, **train_kw) -> dict:
+def probe_study(
+    seeds,
+    output_dir,
+    pretrain_trees: int = 100,
+    labelled_trees: int = 150,
+    max_nodes: int = 150,
+    epochs: int = 6,
+    batch_size: int = 16,
+    encoder: dict | None = None,
+    **train_kw,
+) -> dict:
     """Per seed: pretrain on unlabelled synthetic trees, then probe pretrained against random initialisation.
 
     Seeds change the pretraining pool, the labelled trees, the split and both initialisations; the
@@ -139,8 +146,9 @@ def probe_study(seeds, output_dir, pretrain_trees: int = 100, labelled_trees: in
     rows = []
     for seed in seeds:
         dc = DataConfig(None, pretrain_trees, max_nodes, seed=1000 + seed)
-        cfg = TrainConfig(data=dc, encoder=dict(encoder or {}), epochs=epochs, batch_size=batch_size,
-                          seed=seed, **train_kw)
+        cfg = TrainConfig(
+            data=dc, encoder=dict(encoder or {}), epochs=epochs, batch_size=batch_size, seed=seed, **train_kw
+        )
         out = Path(output_dir) / f"seed-{seed}"
         pretrain(cfg, out)
         train, test = labelled_split(DataConfig(None, labelled_trees, max_nodes, seed=2000 + seed))
@@ -150,6 +158,12 @@ def probe_study(seeds, output_dir, pretrain_trees: int = 100, labelled_trees: in
         rows.append({"seed": seed, "pretrained": acc_pre, "random": acc_rand})
     pre = np.array([r["pretrained"] for r in rows])
     rnd = np.array([r["random"] for r in rows])
-    return {"seeds": rows, "pretrained_mean": float(pre.mean()), "pretrained_std": float(pre.std()),
-            "random_mean": float(rnd.mean()), "random_std": float(rnd.std()),
-            "gain_points_mean": float(100 * (pre - rnd).mean()), "gain_points_std": float(100 * (pre - rnd).std())}
+    return {
+        "seeds": rows,
+        "pretrained_mean": float(pre.mean()),
+        "pretrained_std": float(pre.std()),
+        "random_mean": float(rnd.mean()),
+        "random_std": float(rnd.std()),
+        "gain_points_mean": float(100 * (pre - rnd).mean()),
+        "gain_points_std": float(100 * (pre - rnd).std()),
+    }

@@ -32,6 +32,7 @@ class EncoderConfig:
         readout: ``"mean"`` or ``"sum"`` over a tree's nodes.
         second_node_messages: Also deliver each chain's message to its second node ``j``.
     """
+
     in_channels: int = 4
     hidden_channels: int = 64
     num_interactions: int = 3
@@ -54,6 +55,7 @@ class GaussianBasis(nn.Module):
         stop: The last centre.
         num: Number of centres; their spacing sets the width.
     """
+
     def __init__(self, start: float, stop: float, num: int):
         super().__init__()
         self.register_buffer("centres", torch.linspace(start, stop, num))
@@ -109,8 +111,15 @@ class InteractionBlock(nn.Module):
         width = (3 if second_node else 2) * hidden
         self.update = nn.Sequential(nn.Linear(width, hidden), nn.SiLU(), nn.Linear(hidden, hidden))
 
-    def forward(self, h: torch.Tensor, geom: torch.Tensor, paths: torch.Tensor, count: torch.Tensor,
-                count_j: torch.Tensor, sorted_by_source: bool):
+    def forward(
+        self,
+        h: torch.Tensor,
+        geom: torch.Tensor,
+        paths: torch.Tensor,
+        count: torch.Tensor,
+        count_j: torch.Tensor,
+        sorted_by_source: bool,
+    ):
         """One message-passing update of the node states over the chains.
 
         Args:
@@ -151,6 +160,7 @@ class SGMPEncoder(nn.Module):
     Args:
         cfg: The encoder's settings.
     """
+
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
@@ -161,7 +171,9 @@ class SGMPEncoder(nn.Module):
         self.register_buffer("harmonics", torch.arange(1, r // 2 + 1, dtype=torch.float32))
         geom_dim = 3 * r + 2 * r + 2 * (r // 2)
         self.geom_mlp = nn.Sequential(nn.Linear(geom_dim, hid), nn.SiLU(), nn.Linear(hid, hid))
-        self.blocks = nn.ModuleList(InteractionBlock(hid, cfg.second_node_messages) for _ in range(cfg.num_interactions))
+        self.blocks = nn.ModuleList(
+            InteractionBlock(hid, cfg.second_node_messages) for _ in range(cfg.num_interactions)
+        )
         self.out_norm = nn.LayerNorm(hid)
         self.gradient_checkpointing = False
 
@@ -179,8 +191,9 @@ class SGMPEncoder(nn.Module):
             dist, ang, tors = chain_geometry(pos.float(), paths)
             dist = dist.clamp(max=self.cfg.cutoff)
             m = tors.unsqueeze(-1) * self.harmonics
-            feats = torch.cat([self.dist_basis(dist).flatten(1), self.angle_basis(ang).flatten(1),
-                               torch.sin(m), torch.cos(m)], dim=-1)
+            feats = torch.cat(
+                [self.dist_basis(dist).flatten(1), self.angle_basis(ang).flatten(1), torch.sin(m), torch.cos(m)], dim=-1
+            )
         return self.geom_mlp(feats)
 
     def forward(self, x, pos, paths, batch=None, num_graphs: int | None = None):
@@ -230,7 +243,9 @@ class SGMPEncoder(nn.Module):
             num_graphs = int(batch.max()) + 1
         out = torch.zeros(num_graphs, h.shape[1], device=h.device, dtype=h.dtype).index_add_(0, batch, h)
         if self.cfg.readout == "mean":
-            cnt = torch.zeros(num_graphs, device=h.device, dtype=h.dtype).index_add_(0, batch, torch.ones_like(batch, dtype=h.dtype))
+            cnt = torch.zeros(num_graphs, device=h.device, dtype=h.dtype).index_add_(
+                0, batch, torch.ones_like(batch, dtype=h.dtype)
+            )
             out = out / cnt.clamp(min=1).unsqueeze(-1)
         return out
 
@@ -243,7 +258,9 @@ class SGMPEncoder(nn.Module):
         Returns:
             Node embeddings ``[N, H]`` and graph embeddings ``[G, H]``.
         """
-        return self.forward(data.x, data.pos, data.paths, getattr(data, "batch", None), getattr(data, "num_graphs", None))
+        return self.forward(
+            data.x, data.pos, data.paths, getattr(data, "batch", None), getattr(data, "num_graphs", None)
+        )
 
 
 def suggest_cutoff(datasets, quantile: float = 0.99) -> float:

@@ -65,7 +65,7 @@ def _components(coords: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
     order = np.argsort(-sizes, kind="stable")
     by_comp = np.argsort(comp, kind="stable")
     cuts = np.concatenate([[0], np.cumsum(sizes)])
-    return [by_comp[cuts[c]:cuts[c + 1]] for c in order]
+    return [by_comp[cuts[c] : cuts[c + 1]] for c in order]
 
 
 def _component_tree(coords: np.ndarray, edges: np.ndarray, members: np.ndarray, root_pos) -> Tree:
@@ -217,8 +217,9 @@ def draw_tree(tree: Tree, shape: tuple[int, int], radius: int = 1) -> np.ndarray
     return binary_dilation(img, structure=disk(radius)) if radius > 0 else img
 
 
-def planar_tree(rng: np.random.Generator, size: int = 128, depth: int = 4, length: float = 30.0,
-                angle_deg: float = 60.0) -> Tree:
+def planar_tree(
+    rng: np.random.Generator, size: int = 128, depth: int = 4, length: float = 30.0, angle_deg: float = 60.0
+) -> Tree:
     """A random 2-D binary tree in pixel units (for drawing), growing upwards from the bottom centre.
 
     Branches are straight; each generation is 60 to 80 % as long as its parent and splits by about
@@ -251,8 +252,13 @@ def planar_tree(rng: np.random.Generator, size: int = 128, depth: int = 4, lengt
     return _topological(np.asarray(parent), 0, np.asarray(pos))[0]
 
 
-def retina_like_mask(shape: tuple[int, int] = (2336, 3504), rng: np.random.Generator | None = None,
-                     arcades: int = 4, depth: int = 7, width: float = 11.0) -> np.ndarray:
+def retina_like_mask(
+    shape: tuple[int, int] = (2336, 3504),
+    rng: np.random.Generator | None = None,
+    arcades: int = 4,
+    depth: int = 7,
+    width: float = 11.0,
+) -> np.ndarray:
     """A synthetic binary vessel mask at fundus/OCTA scale (tests and benchmarks only).
 
     Vessel trees leave an "optic disc" a third of the way across, wiggle, branch in two and thin

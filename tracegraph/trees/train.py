@@ -35,6 +35,7 @@ class TrainConfig:
     derived from the data). The pretraining loss is ``order_weight * order + growth_weight *
     growth``.
     """
+
     data: DataConfig = field(default_factory=DataConfig)
     encoder: dict = field(default_factory=dict)  # EncoderConfig fields; cutoff None = from data
     epochs: int = 10
@@ -115,13 +116,22 @@ class _Runner:
         self.start_epoch = 0
 
     def save(self, epoch: int):
-        save_checkpoint(self.out / "last.pt", {
-            "kind": self.kind, "epoch": epoch, "model": self.model.state_dict(),
-            "optimizer": self.opt.state_dict(), "scaler": self.scaler.state_dict(), "rng": rng_state(),
-            "encoder_config": self.model.encoder.cfg.to_dict(),
-        })
-        save_checkpoint(self.out / "encoder.pt", {"encoder_config": self.model.encoder.cfg.to_dict(),
-                                                   "encoder": self.model.encoder.state_dict()})
+        save_checkpoint(
+            self.out / "last.pt",
+            {
+                "kind": self.kind,
+                "epoch": epoch,
+                "model": self.model.state_dict(),
+                "optimizer": self.opt.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "rng": rng_state(),
+                "encoder_config": self.model.encoder.cfg.to_dict(),
+            },
+        )
+        save_checkpoint(
+            self.out / "encoder.pt",
+            {"encoder_config": self.model.encoder.cfg.to_dict(), "encoder": self.model.encoder.state_dict()},
+        )
         atomic_write_json(self.out / "history.json", self.history)
 
     def resume(self):
@@ -166,15 +176,23 @@ class _Runner:
                     del losses, batch
                     if cfg.memory_cleanup:
                         cleanup(self.device)
-                rec = {"epoch": epoch + 1, **{k: v / max(len(loader), 1) for k, v in sums.items()},
-                       "seconds": time.perf_counter() - t0, "peak_memory_bytes": peak_memory_bytes(self.device)}
+                rec = {
+                    "epoch": epoch + 1,
+                    **{k: v / max(len(loader), 1) for k, v in sums.items()},
+                    "seconds": time.perf_counter() - t0,
+                    "peak_memory_bytes": peak_memory_bytes(self.device),
+                }
                 if evaluate is not None:
                     rec.update(evaluate())
                 self.history.append(rec)
                 self.save(epoch)
-                log.info(f"{self.kind} epoch {rec['epoch']}: " + "  ".join(
-                    f"{k} {v:.4f}" for k, v in rec.items() if k not in ("epoch", "seconds", "peak_memory_bytes"))
-                    + f"  {rec['seconds']:.1f}s  peak memory {format_bytes(rec['peak_memory_bytes'])}")
+                log.info(
+                    f"{self.kind} epoch {rec['epoch']}: "
+                    + "  ".join(
+                        f"{k} {v:.4f}" for k, v in rec.items() if k not in ("epoch", "seconds", "peak_memory_bytes")
+                    )
+                    + f"  {rec['seconds']:.1f}s  peak memory {format_bytes(rec['peak_memory_bytes'])}"
+                )
         return self.history
 
 
@@ -250,6 +268,7 @@ class Classifier(nn.Module):
         encoder: The encoder.
         num_classes: Number of classes.
     """
+
     def __init__(self, encoder: SGMPEncoder, num_classes: int):
         super().__init__()
         self.encoder = encoder
@@ -268,8 +287,14 @@ class Classifier(nn.Module):
         return self.head(self.encoder.encode(batch)[1].float())
 
 
-def finetune(cfg: TrainConfig, encoder_path: str | Path | None, output_dir: str | Path, resume: bool = False,
-             data=None, num_classes: int | None = None) -> list[dict]:
+def finetune(
+    cfg: TrainConfig,
+    encoder_path: str | Path | None,
+    output_dir: str | Path,
+    resume: bool = False,
+    data=None,
+    num_classes: int | None = None,
+) -> list[dict]:
     """Train a new classification head on a pretrained (or, without a path, fresh) encoder.
 
     Args:

@@ -21,8 +21,11 @@ from tracegraph.errors import DataError
 SPLITS = ("train", "valid", "test")
 
 #: the option that replaces a recorded file, named in the error when the file is gone or changed
-OVERRIDE = {"train": "--train (explain, predict) or --filter (evaluate)", "valid": "--filter (evaluate)",
-            "test": "--test and --filter (evaluate)"}
+OVERRIDE = {
+    "train": "--train (explain, predict) or --filter (evaluate)",
+    "valid": "--filter (evaluate)",
+    "test": "--test and --filter (evaluate)",
+}
 
 
 def sha256_of(path: str | Path) -> str:
@@ -59,8 +62,11 @@ def record_data_files(files: dict[str, str | Path | None], run_dir: str | Path) 
         if p is None:
             continue
         absolute = Path(p).resolve()
-        out[name] = {"path": str(absolute), "relative": os.path.relpath(absolute, run_dir),
-                     "sha256": sha256_of(absolute)}
+        out[name] = {
+            "path": str(absolute),
+            "relative": os.path.relpath(absolute, run_dir),
+            "sha256": sha256_of(absolute),
+        }
     return out
 
 
@@ -93,8 +99,11 @@ def resolve_data_files(run_dir: str | Path, config: dict) -> dict[str, Path]:
         if match is None:
             shown = existing[0] if existing else candidates[0]
             what = "changed since the run was trained (sha256 differs)" if existing else "is missing"
-            raise DataError(f"the run's {name} file {what} (recorded in {run_dir / 'config.json'}); "
-                            f"give the file with {OVERRIDE[name]}", shown)
+            raise DataError(
+                f"the run's {name} file {what} (recorded in {run_dir / 'config.json'}); "
+                f"give the file with {OVERRIDE[name]}",
+                shown,
+            )
         out[name] = match
     return out
 
@@ -110,10 +119,11 @@ def _unhashed(run_dir: Path, train_cfg: dict) -> dict[str, Path]:
             continue
         found = next((c for c in (Path(p), run_dir / p) if c.is_file()), None)
         if found is None:
-            log.warning(f"{run_dir / 'config.json'}: the run's {name} file {p} is not found and left out "
-                        f"(the run records no hashes; give it with {OVERRIDE[name]})")
+            log.warning(
+                f"{run_dir / 'config.json'}: the run's {name} file {p} is not found and left out "
+                f"(the run records no hashes; give it with {OVERRIDE[name]})"
+            )
             continue
-        log.warning(f"{run_dir / 'config.json'}: the run records no hash of its {name} file; using {found} "
-                    f"unchecked")
+        log.warning(f"{run_dir / 'config.json'}: the run records no hash of its {name} file; using {found} unchecked")
         out[name] = found
     return out

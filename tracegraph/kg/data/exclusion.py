@@ -50,12 +50,14 @@ def excluded_mask(train_ids: np.ndarray, excluded_ids: np.ndarray, num_entities:
     Returns:
         ``[N]`` boolean mask.
     """
-    return np.isin(triple_keys(train_ids, num_entities, num_relations),
-                   triple_keys(excluded_ids, num_entities, num_relations))
+    return np.isin(
+        triple_keys(train_ids, num_entities, num_relations), triple_keys(excluded_ids, num_entities, num_relations)
+    )
 
 
-def exclude_from_samples(exclude_path: str, train: TripleSet, samples: np.ndarray, known: KnownTails | None,
-                         mcfg) -> tuple[KnownTails | None, np.ndarray]:
+def exclude_from_samples(
+    exclude_path: str, train: TripleSet, samples: np.ndarray, known: KnownTails | None, mcfg
+) -> tuple[KnownTails | None, np.ndarray]:
     """Remove the triples listed in a file from the training samples and targets.
 
     ``samples`` and ``known`` are what the full training set gives; every excluded triple must be
@@ -81,8 +83,11 @@ def exclude_from_samples(exclude_path: str, train: TripleSet, samples: np.ndarra
     present = excluded_mask(excluded, train.ids, train.num_entities, R)
     if not present.all():
         i = int(np.flatnonzero(~present)[0])
-        raise DataError(f"excluded triple {lt.heads[i]} {lt.relations[i]} {lt.tails[i]} is not a training triple",
-                        exclude_path, int(lt.lines[i]))
+        raise DataError(
+            f"excluded triple {lt.heads[i]} {lt.relations[i]} {lt.tails[i]} is not a training triple",
+            exclude_path,
+            int(lt.lines[i]),
+        )
     ids = with_reciprocals(train.ids, R) if mcfg.reciprocal else train.ids
     gone = with_reciprocals(excluded, R) if mcfg.reciprocal else excluded
     drop = excluded_mask(ids, gone, train.num_entities, mcfg.num_relation_rows)

@@ -63,6 +63,7 @@ class KGXImport:
         nodes_only_in_edges: Nodes named by an edge but missing from the nodes file (their id is
             used as their name).
     """
+
     triples: int
     entities: int
     relations: int

@@ -61,15 +61,18 @@ class RunLabels:
         if text in relations:
             return text
         exact = [lab for lab, name in self.relation_names.items() if name == text and lab in relations]
-        by_predicate = [lab for lab, name in self.relation_names.items()
-                        if name.split(" (", 1)[0] == text and lab in relations]
+        by_predicate = [
+            lab for lab, name in self.relation_names.items() if name.split(" (", 1)[0] == text and lab in relations
+        ]
         hits = exact or by_predicate
         if len(hits) == 1:
             return hits[0]
         if hits:
             shown = "; ".join(f"{h} = {self.relation_names[h]}" for h in hits)
-            raise TracegraphError(f"relation {text!r} names {len(hits)} relations (its qualifiers differ): {shown}; "
-                                  f"give one of their labels")
+            raise TracegraphError(
+                f"relation {text!r} names {len(hits)} relations (its qualifiers differ): {shown}; "
+                f"give one of their labels"
+            )
         raise relations.unknown(text, "relation")
 
     def entity(self, text: str, entities: IdMap) -> str:
@@ -91,8 +94,9 @@ class RunLabels:
         if len(hits) == 1:
             return hits[0]
         if hits:
-            raise TracegraphError(f"entity {text!r} is the name of {len(hits)} entities ({', '.join(hits[:5])}); "
-                                  f"give its label")
+            raise TracegraphError(
+                f"entity {text!r} is the name of {len(hits)} entities ({', '.join(hits[:5])}); give its label"
+            )
         raise entities.unknown(text, "entity")
 
 
@@ -131,8 +135,10 @@ def _resolve(run_dir: Path, recorded: dict) -> dict[str, Path]:
             except (OSError, DataError):
                 continue
         else:
-            log.warning(f"{entry['path']}: the run's {key.replace('_', ' ')} file is missing or changed; "
-                        f"labels are shown without its names")
+            log.warning(
+                f"{entry['path']}: the run's {key.replace('_', ' ')} file is missing or changed; "
+                f"labels are shown without its names"
+            )
     if "node_names" in out and "node_dict" in recorded and "node_dict" not in out:
         del out["node_names"]  # names by the index of a node_dict that is gone: they would be misplaced
     return out

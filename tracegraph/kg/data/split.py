@@ -24,6 +24,7 @@ class SplitResult:
         dropped: Triples removed from ``"valid"`` and ``"test"`` because an entity or the relation
             does not occur in train.
     """
+
     train: list[tuple[str, str, str]]
     valid: list[tuple[str, str, str]]
     test: list[tuple[str, str, str]]

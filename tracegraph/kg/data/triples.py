@@ -91,9 +91,7 @@ def read_tsv(path: str | Path, ncols: int, what: str, header_hint: str) -> tuple
             continue
         parts = line.split("\t")
         if len(parts) != ncols:
-            raise DataError(
-                f"expected {ncols} tab-separated fields ({header_hint}), found {len(parts)}", path, no
-            )
+            raise DataError(f"expected {ncols} tab-separated fields ({header_hint}), found {len(parts)}", path, no)
         for j, part in enumerate(parts):
             if not part.strip():
                 raise DataError(f"field {j + 1} is empty ({header_hint})", path, no)
@@ -448,9 +446,36 @@ class LabeledTriples:
 
 
 #: words a header line of a triples file is made of ("head relation tail", "subject predicate object", …)
-HEADER_WORDS = {"head", "relation", "tail", "subject", "predicate", "object", "source", "target", "h", "r", "t",
-                "s", "p", "o", "rel", "edge", "from", "to", "head_id", "relation_id", "tail_id", "subject_id",
-                "object_id", "head_label", "tail_label", "relation_label", "label", "type"}
+HEADER_WORDS = {
+    "head",
+    "relation",
+    "tail",
+    "subject",
+    "predicate",
+    "object",
+    "source",
+    "target",
+    "h",
+    "r",
+    "t",
+    "s",
+    "p",
+    "o",
+    "rel",
+    "edge",
+    "from",
+    "to",
+    "head_id",
+    "relation_id",
+    "tail_id",
+    "subject_id",
+    "object_id",
+    "head_label",
+    "tail_label",
+    "relation_label",
+    "label",
+    "type",
+}
 
 
 def is_header(fields: Sequence[str]) -> bool:
@@ -555,9 +580,7 @@ def encode_triples(lt: LabeledTriples, entities: IdMap, relations: IdMap) -> np.
     return np.stack([h, r, t], axis=1)
 
 
-def read_triples(
-    path: str | Path, entities: IdMap | None = None, relations: IdMap | None = None
-) -> TripleSet:
+def read_triples(path: str | Path, entities: IdMap | None = None, relations: IdMap | None = None) -> TripleSet:
     """Read a triples file into ids; the maps are built from the file when not given.
 
     Args:

@@ -53,17 +53,26 @@ class UnseenReport:
 
     def to_json(self) -> dict:
         """The report as written to config.json / evaluation.json (at most 100 entity labels)."""
-        return {"policy": self.policy, "entities": len(self.entities), "entity_labels": self.entities[:100],
-                "entities_per_split": self.per_split, "triples": self.triples, "dropped": self.policy == "drop"}
+        return {
+            "policy": self.policy,
+            "entities": len(self.entities),
+            "entity_labels": self.entities[:100],
+            "entities_per_split": self.per_split,
+            "triples": self.triples,
+            "dropped": self.policy == "drop",
+        }
 
     def describe(self) -> str | None:
         """One log line saying what was found and done, or None when there is nothing to say."""
         if not self.entities or self.policy == "error":  # error: the id map's own message says it
             return None
-        where = ", ".join(f"{self.per_split[s]} in {s} ({n} triple{'s' * (n != 1)})"
-                          for s, n in self.triples.items() if n)
-        action = {"include": "included (never a training positive) and ranked among all entities",
-                  "drop": "their triples dropped from evaluation"}[self.policy]
+        where = ", ".join(
+            f"{self.per_split[s]} in {s} ({n} triple{'s' * (n != 1)})" for s, n in self.triples.items() if n
+        )
+        action = {
+            "include": "included (never a training positive) and ranked among all entities",
+            "drop": "their triples dropped from evaluation",
+        }[self.policy]
         return f"{len(self.entities)} entities unseen in train, {where}: {action}"
 
 
@@ -100,8 +109,9 @@ def subset(lt: LabeledTriples, keep: np.ndarray) -> LabeledTriples:
     return LabeledTriples(pick(lt.heads), pick(lt.relations), pick(lt.tails), lt.lines[idx], lt.path)
 
 
-def apply_policy(entities: IdMap, splits: dict[str, LabeledTriples], policy: str,
-                 trained: IdMap | set | None = None) -> tuple[IdMap, dict[str, LabeledTriples], UnseenReport]:
+def apply_policy(
+    entities: IdMap, splits: dict[str, LabeledTriples], policy: str, trained: IdMap | set | None = None
+) -> tuple[IdMap, dict[str, LabeledTriples], UnseenReport]:
     """Apply ``policy`` to the evaluation ``splits`` given the id map built from train.
 
     ``error`` changes nothing: encoding then raises the id map's usual message.
@@ -128,9 +138,12 @@ def apply_policy(entities: IdMap, splits: dict[str, LabeledTriples], policy: str
         found = per_split.setdefault(name, set())
         for k in np.flatnonzero(masks[name]):
             found.update(x for x in (lt.heads[k], lt.tails[k]) if x not in reference)
-    report = UnseenReport(policy, sorted(set().union(*per_split.values())),
-                          {name: int(m.sum()) for name, m in masks.items()},
-                          {name: len(found) for name, found in per_split.items()})
+    report = UnseenReport(
+        policy,
+        sorted(set().union(*per_split.values())),
+        {name: int(m.sum()) for name, m in masks.items()},
+        {name: len(found) for name, found in per_split.items()},
+    )
     if policy == "include":
         new = [x for x in report.entities if x not in entities]
         if new:
@@ -196,12 +209,15 @@ def evaluation_triples(lm, test, policy: str, train_files: list) -> tuple[np.nda
             raise TracegraphError(
                 f"{lt.path}:{int(lt.lines[k])}: entity {label!r} is not in the model's id map, so it cannot be "
                 f"ranked ({outside.size} such triples); use --unseen drop, or retrain with --unseen include "
-                f"and this file as --valid/--test")
+                f"and this file as --valid/--test"
+            )
     elif policy == "error" and report.entities and not isinstance(trained, IdMap):
         k = int(np.flatnonzero(unseen_mask(lt, trained))[0])
         label = next(x for x in (lt.heads[k], lt.tails[k]) if x not in trained)
-        raise TracegraphError(f"{lt.path}:{int(lt.lines[k])}: entity {label!r} never occurs in the training "
-                              f"triples {train_files[0]} (--unseen include ranks it, --unseen drop skips it)")
+        raise TracegraphError(
+            f"{lt.path}:{int(lt.lines[k])}: entity {label!r} never occurs in the training "
+            f"triples {train_files[0]} (--unseen include ranks it, --unseen drop skips it)"
+        )
     if report.describe():
         log.info(report.describe())
     return encode_triples(lt, lm.entities, lm.relations), report.to_json()

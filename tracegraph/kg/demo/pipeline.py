@@ -34,6 +34,7 @@ class DemoConfig:
         device: Where to train and explain.
         threads: Torch intra-op threads during the demo (1 is robust on shared CPUs).
     """
+
     output_dir: str = "demo-output"
     quick: bool = False
     seed: int = 0
@@ -47,8 +48,9 @@ class Preset:
     """Sizes chosen so the default demo fits in 5 minutes on an idle 2-core CPU (see docs/demo.md)."""
 
     graph: dict = field(default_factory=dict)  # SyntheticConfig overrides (quick: SyntheticConfig.quick)
-    model: dict = field(default_factory=lambda: dict(embedding_dim=64, embedding_height=8, embedding_width=8,
-                                                     output_channels=32))
+    model: dict = field(
+        default_factory=lambda: dict(embedding_dim=64, embedding_height=8, embedding_width=8, output_channels=32)
+    )
     epochs: int = 100
     checkpoint_every: int = 10
     eval_every: int = 5
@@ -78,9 +80,15 @@ def preset(quick: bool) -> Preset:
     """
     if not quick:
         return Preset()
-    return Preset(model=dict(embedding_dim=32, embedding_height=4, embedding_width=8, output_channels=8),
-                  epochs=20, checkpoint_every=5, eval_every=5, batch_size=128, label_smoothing=0.1,
-                  graded=(*Preset.graded, "local-retrain"))
+    return Preset(
+        model=dict(embedding_dim=32, embedding_height=4, embedding_width=8, output_channels=8),
+        epochs=20,
+        checkpoint_every=5,
+        eval_every=5,
+        batch_size=128,
+        label_smoothing=0.1,
+        graded=(*Preset.graded, "local-retrain"),
+    )
 
 
 class Stages:
@@ -97,7 +105,6 @@ class Stages:
         yield
         self.seconds[name] = round(time.perf_counter() - t0, 2)
         console.print(f"[green]✓[/] {name} ({self.seconds[name]:.1f} s)", highlight=False)
-
 
 
 STAGES = ["generate", "train", "evaluate", "filter", "explain", "grade", "necessity test", "report"]
@@ -149,22 +156,47 @@ def _run(cfg: DemoConfig) -> dict:
     with stage("generate", "synthetic biomedical graph with planted mechanisms"):
         gcfg = SyntheticConfig.quick(**p.graph) if cfg.quick else SyntheticConfig(**p.graph)
         counts = write(generate(gcfg, seed=cfg.seed), data)
-        console.print(f"{counts['entities']} entities, {counts['train']} train / {counts['valid']} valid / "
-                      f"{counts['test']} test triples (test = held-out treats edges)", highlight=False)
+        console.print(
+            f"{counts['entities']} entities, {counts['train']} train / {counts['valid']} valid / "
+            f"{counts['test']} test triples (test = held-out treats edges)",
+            highlight=False,
+        )
 
-    tcfg = TrainConfig(train=str(data / "train.txt"), valid=str(data / "valid.txt"), test=str(data / "test.txt"),
-                       entity_map=str(data / "node_dict.txt"), relation_map=str(data / "rel_dict.txt"),
-                       output_dir=str(run_dir), epochs=p.epochs, batch_size=p.batch_size,
-                       learning_rate=p.learning_rate, label_smoothing=p.label_smoothing, checkpoint_every=p.checkpoint_every, eval_every=p.eval_every,
-                       seed=cfg.seed, device=cfg.device, model=dict(p.model),
-                       patience=0,  # every epoch, as the demo's documented results were measured
-                       overwrite=True)  # the demo regenerates its data, so a rerun replaces its own run
-    with stage("train", f"ConvE d={p.model['embedding_dim']}, {p.epochs} epochs, checkpoint every {p.checkpoint_every}"):
+    tcfg = TrainConfig(
+        train=str(data / "train.txt"),
+        valid=str(data / "valid.txt"),
+        test=str(data / "test.txt"),
+        entity_map=str(data / "node_dict.txt"),
+        relation_map=str(data / "rel_dict.txt"),
+        output_dir=str(run_dir),
+        epochs=p.epochs,
+        batch_size=p.batch_size,
+        learning_rate=p.learning_rate,
+        label_smoothing=p.label_smoothing,
+        checkpoint_every=p.checkpoint_every,
+        eval_every=p.eval_every,
+        seed=cfg.seed,
+        device=cfg.device,
+        model=dict(p.model),
+        patience=0,  # every epoch, as the demo's documented results were measured
+        overwrite=True,
+    )  # the demo regenerates its data, so a rerun replaces its own run
+    with stage(
+        "train", f"ConvE d={p.model['embedding_dim']}, {p.epochs} epochs, checkpoint every {p.checkpoint_every}"
+    ):
         train(tcfg)
 
-    fcfg = FidelityConfig(model_dir=str(run_dir), train=str(data / "train.txt"), test=str(data / "test.txt"),
-                          mechanisms=str(data / "mechanisms.tsv"), output_dir=str(out), loss=p.loss,
-                          seed=cfg.seed, removal=False, device=cfg.device)
+    fcfg = FidelityConfig(
+        model_dir=str(run_dir),
+        train=str(data / "train.txt"),
+        test=str(data / "test.txt"),
+        mechanisms=str(data / "mechanisms.tsv"),
+        output_dir=str(out),
+        loss=p.loss,
+        seed=cfg.seed,
+        removal=False,
+        device=cfg.device,
+    )
     with stage("evaluate", "filtered ranks of the held-out treats edges (final model)"):
         ctx = fid.prepare(fcfg)
         known = ctx.known
@@ -172,15 +204,23 @@ def _run(cfg: DemoConfig) -> dict:
         fid.rank_test(ctx)
         order = np.lexsort((-ctx.model_scores, ctx.ranks))
         chosen = [int(j) for j in order[: cfg.n_explain]]
-        console.print(f"test MRR {metrics['both']['mrr']:.3f} (tails {metrics['tail']['mrr']:.3f}); best tail ranks "
-                      f"{', '.join(f'{ctx.ranks[j]:g}' for j in chosen)}", highlight=False)
+        console.print(
+            f"test MRR {metrics['both']['mrr']:.3f} (tails {metrics['tail']['mrr']:.3f}); best tail ranks "
+            f"{', '.join(f'{ctx.ranks[j]:g}' for j in chosen)}",
+            highlight=False,
+        )
 
     with stage("filter", "2-hop training subgraph around every test triple"):
         sizes = [len(s) for s in ctx.subsets]
-        console.print(f"{len(sizes)} subgraphs, {np.mean(sizes):.0f} training triples on average "
-                      f"(max {max(sizes)}) of {len(ctx.train_ids)}", highlight=False)
+        console.print(
+            f"{len(sizes)} subgraphs, {np.mean(sizes):.0f} training triples on average "
+            f"(max {max(sizes)}) of {len(ctx.train_ids)}",
+            highlight=False,
+        )
 
-    with stage("explain", f"exact TracIn ({p.loss}) over {len(list((run_dir / 'checkpoints').glob('*.pt')))} checkpoints"):
+    with stage(
+        "explain", f"exact TracIn ({p.loss}) over {len(list((run_dir / 'checkpoints').glob('*.pt')))} checkpoints"
+    ):
         with make_progress() as progress:
             fid.compute_tracin(ctx, progress)
         main_scores, main_infl, main_opts = ctx.scores, ctx.influence, ctx.influence_options
@@ -190,14 +230,24 @@ def _run(cfg: DemoConfig) -> dict:
         sel.write_text("".join("\t".join(ctx.labels(*ctx.test_ids[j])) + "\n" for j in chosen))
         rows_of = {(int(ctx.test_ids[j][0]), int(ctx.test_ids[j][2])): ctx.subsets[j] for j in chosen}
         with quiet():
-            run_explain(ExplainConfig(model_dir=str(run_dir), train=str(data / "train.txt"), test_triples=str(sel),
-                                      output_dir=str(out / "explanations"), loss=p.loss, device=cfg.device,
-                                      node_name_dict=str(data / "node_name_dict.txt")),
-                        lambda h, t: rows_of[(h, t)])
+            run_explain(
+                ExplainConfig(
+                    model_dir=str(run_dir),
+                    train=str(data / "train.txt"),
+                    test_triples=str(sel),
+                    output_dir=str(out / "explanations"),
+                    loss=p.loss,
+                    device=cfg.device,
+                    node_name_dict=str(data / "node_name_dict.txt"),
+                ),
+                lambda h, t: rows_of[(h, t)],
+            )
 
     other = "score" if p.loss != "score" else "logit"
-    with stage("grade", f"ground-truth recovery: {', '.join(p.graded)} vs baselines (and TracIn with --loss "
-                        f"{other} for comparison)"):
+    with stage(
+        "grade",
+        f"ground-truth recovery: {', '.join(p.graded)} vs baselines (and TracIn with --loss {other} for comparison)",
+    ):
         with make_progress() as progress:
             fid.compute_methods(ctx, p.graded, progress)
         recovery = fid.recovery(ctx)
@@ -208,15 +258,27 @@ def _run(cfg: DemoConfig) -> dict:
         recovery_other = fid.recovery(ctx)
         ctx.cfg, ctx.scores, ctx.influence, ctx.influence_options = fcfg, main_scores, main_infl, main_opts
         s = recovery["summary"]
-        console.print("MRR of the mechanism edges: " + ", ".join(
-            f"{m} {s[m]['mrr']['mean']:.3f}" for m in s) + f"; TracIn {other} {recovery_other['summary']['tracin']['mrr']['mean']:.3f}",
-            highlight=False)
+        console.print(
+            "MRR of the mechanism edges: "
+            + ", ".join(f"{m} {s[m]['mrr']['mean']:.3f}" for m in s)
+            + f"; TracIn {other} {recovery_other['summary']['tracin']['mrr']['mean']:.3f}",
+            highlight=False,
+        )
 
     # necessity (kg/explain/necessity.py): the test a user can run on a graph without planted answers.
     # Tail side only: the demo asks which disease a drug treats, as its recovery grading does.
-    ncfg = NecessityConfig(model_dir=str(run_dir), train=str(data / "train.txt"), output_dir=str(out / "necessity"),
-                           n=p.necessity_facts, ks=[p.necessity_k], methods=list(p.necessity_methods), loss=p.loss, sample_seed=cfg.seed,
-                           device=cfg.device, sides="tail")
+    ncfg = NecessityConfig(
+        model_dir=str(run_dir),
+        train=str(data / "train.txt"),
+        output_dir=str(out / "necessity"),
+        n=p.necessity_facts,
+        ks=[p.necessity_k],
+        methods=list(p.necessity_methods),
+        loss=p.loss,
+        sample_seed=cfg.seed,
+        device=cfg.device,
+        sides="tail",
+    )
     with stage("necessity test", f"remove every top-ranked fact's top-{p.necessity_k} at once, retrain once per arm"):
         with make_progress() as progress:
             try:
@@ -226,36 +288,63 @@ def _run(cfg: DemoConfig) -> dict:
                 necessity = {"note": str(err), "summary": {}}
         arms = necessity["summary"]
         if arms:
-            console.print(f"ΔH@1 of {necessity['n_facts']} facts ranked first, top-{p.necessity_k} removed: " + ", ".join(
-                f"{name.split('@')[0]} {v['delta_hits@1']['mean']:.2f}" for name, v in arms.items()), highlight=False)
+            console.print(
+                f"ΔH@1 of {necessity['n_facts']} facts ranked first, top-{p.necessity_k} removed: "
+                + ", ".join(f"{name.split('@')[0]} {v['delta_hits@1']['mean']:.2f}" for name, v in arms.items()),
+                highlight=False,
+            )
         else:
             console.print(necessity["note"], highlight=False)
 
-    fidelity = {"model_dir": str(run_dir), "train": fcfg.train, "test": fcfg.test, "mechanisms": fcfg.mechanisms,
-                "recovery": recovery, "recovery_other_loss": recovery_other, "necessity": necessity}
+    fidelity = {
+        "model_dir": str(run_dir),
+        "train": fcfg.train,
+        "test": fcfg.test,
+        "mechanisms": fcfg.mechanisms,
+        "recovery": recovery,
+        "recovery_other_loss": recovery_other,
+        "necessity": necessity,
+    }
     atomic_write_json(out / "fidelity.json", fidelity)
 
     with stage("report", "report.html"):
         marks = {tuple(ctx.labels(*ctx.test_ids[j])): {tuple(ctx.labels(*x)) for x in ctx.relevant[j]} for j in chosen}
-        write_report(out / "report.html", run=run_dir / "final_model.pt", device=cfg.device,
-                     explanations=out / "explanations",
-                     metrics=metrics, counts=counts, fidelity=fidelity, marks=marks,
-                     n_checkpoints=len(fidelity["recovery"]["influence"]["checkpoints"]),
-                     settings={"graph": "quick" if cfg.quick else "default", "seed": cfg.seed,
-                               "model": p.model, "epochs": p.epochs, "checkpoint_every": p.checkpoint_every,
-                               "learning_rate": p.learning_rate, "label_smoothing": p.label_smoothing,
-                               "tracin_loss": p.loss,
-                               "necessity": f"k={p.necessity_k}, arms {', '.join(p.necessity_methods)}, neighbour, far",
-                               "torch_threads": torch.get_num_threads()},
-                     stage_seconds=stage.seconds)
+        write_report(
+            out / "report.html",
+            run=run_dir / "final_model.pt",
+            device=cfg.device,
+            explanations=out / "explanations",
+            metrics=metrics,
+            counts=counts,
+            fidelity=fidelity,
+            marks=marks,
+            n_checkpoints=len(fidelity["recovery"]["influence"]["checkpoints"]),
+            settings={
+                "graph": "quick" if cfg.quick else "default",
+                "seed": cfg.seed,
+                "model": p.model,
+                "epochs": p.epochs,
+                "checkpoint_every": p.checkpoint_every,
+                "learning_rate": p.learning_rate,
+                "label_smoothing": p.label_smoothing,
+                "tracin_loss": p.loss,
+                "necessity": f"k={p.necessity_k}, arms {', '.join(p.necessity_methods)}, neighbour, far",
+                "torch_threads": torch.get_num_threads(),
+            },
+            stage_seconds=stage.seconds,
+        )
 
-    summary = {"output_dir": str(out), "stage_seconds": stage.seconds,
-               "total_seconds": round(time.perf_counter() - t_start, 2), "test_metrics": metrics,
-               "recovery_mrr": {m: v["mrr"]["mean"] for m, v in recovery["summary"].items()},
-               "recovery_map": {m: v["map"]["mean"] for m, v in recovery["summary"].items()},
-               "recovery_mrr_other_loss": recovery_other["summary"]["tracin"]["mrr"]["mean"],
-               "necessity_delta_hits@1": {k: v["delta_hits@1"]["mean"] for k, v in necessity["summary"].items()},
-               "necessity_delta_mrr": {k: v["delta_mrr"]["mean"] for k, v in necessity["summary"].items()}}
+    summary = {
+        "output_dir": str(out),
+        "stage_seconds": stage.seconds,
+        "total_seconds": round(time.perf_counter() - t_start, 2),
+        "test_metrics": metrics,
+        "recovery_mrr": {m: v["mrr"]["mean"] for m, v in recovery["summary"].items()},
+        "recovery_map": {m: v["map"]["mean"] for m, v in recovery["summary"].items()},
+        "recovery_mrr_other_loss": recovery_other["summary"]["tracin"]["mrr"]["mean"],
+        "necessity_delta_hits@1": {k: v["delta_hits@1"]["mean"] for k, v in necessity["summary"].items()},
+        "necessity_delta_mrr": {k: v["delta_mrr"]["mean"] for k, v in necessity["summary"].items()},
+    }
     summary["stage_seconds"]["report"] = stage.seconds.get("report")
     atomic_write_json(out / "demo_summary.json", summary)
     return summary

@@ -95,14 +95,26 @@ SCHEMAS = (
 TEMPLATES = {
     "target_gene_condition": ((AFFECTS, "out", "gene"), (GENE_CONDITION, "out", "disease")),
     "target_pathway_disease": (
-        (AFFECTS, "out", "gene"), (PARTICIPATES, "out", "pathway"), (PATHWAY_DISEASE, "out", "disease")),
+        (AFFECTS, "out", "gene"),
+        (PARTICIPATES, "out", "pathway"),
+        (PATHWAY_DISEASE, "out", "disease"),
+    ),
     "binding_partner_condition": (
-        (INTERACTS, "out", "gene"), (INTERACTS, "both", "gene"), (GENE_CONDITION, "out", "disease")),
+        (INTERACTS, "out", "gene"),
+        (INTERACTS, "both", "gene"),
+        (GENE_CONDITION, "out", "disease"),
+    ),
     "target_phenotype": (
-        (AFFECTS, "out", "gene"), (GENE_PHENOTYPE, "out", "phenotype"), (HAS_PHENOTYPE, "in", "disease")),
+        (AFFECTS, "out", "gene"),
+        (GENE_PHENOTYPE, "out", "phenotype"),
+        (HAS_PHENOTYPE, "in", "disease"),
+    ),
     "interactor_pathway_disease": (
-        (AFFECTS, "out", "gene"), (INTERACTS, "both", "gene"), (PARTICIPATES, "out", "pathway"),
-        (PATHWAY_DISEASE, "out", "disease")),
+        (AFFECTS, "out", "gene"),
+        (INTERACTS, "both", "gene"),
+        (PARTICIPATES, "out", "pathway"),
+        (PATHWAY_DISEASE, "out", "disease"),
+    ),
 }
 
 
@@ -130,9 +142,15 @@ class SyntheticConfig:
     side_effects_per_drug: float = 2.0
     parents_per_disease: float = 0.5
     treats_per_drug: float = 8.0  # walks drawn per drug; repeats of one pair count once
-    template_weights: dict[str, float] = field(default_factory=lambda: {
-        "target_gene_condition": 0.3, "target_pathway_disease": 0.25, "binding_partner_condition": 0.15,
-        "target_phenotype": 0.15, "interactor_pathway_disease": 0.15})
+    template_weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "target_gene_condition": 0.3,
+            "target_pathway_disease": 0.25,
+            "binding_partner_condition": 0.15,
+            "target_phenotype": 0.15,
+            "interactor_pathway_disease": 0.15,
+        }
+    )
     druggable_fraction: float = 0.25  # share of genes drugs target or bind (the druggable genome)
     # share of a walk's steps past the drug that take the node's dominant continuation (the
     # partner with the highest hidden salience): drugs sharing a target then share its mechanism
@@ -146,8 +164,17 @@ class SyntheticConfig:
     @classmethod
     def quick(cls, **overrides) -> "SyntheticConfig":
         """About 4x smaller, for CI and smoke tests."""
-        small = dict(n_drugs=50, n_genes=100, n_pathways=20, n_diseases=40, n_phenotypes=45, n_modules=7,
-                     n_test=15, n_valid_treats=6, n_valid_other=40)
+        small = dict(
+            n_drugs=50,
+            n_genes=100,
+            n_pathways=20,
+            n_diseases=40,
+            n_phenotypes=45,
+            n_modules=7,
+            n_test=15,
+            n_valid_treats=6,
+            n_valid_other=40,
+        )
         return cls(**{**small, **overrides})
 
     def size(self, kind: str) -> int:
@@ -188,6 +215,7 @@ class MechanismPath:
         template: The template it follows.
         edges: Its edges as stored in train, in walk order from drug to disease.
     """
+
     template: str
     edges: tuple[Triple, ...]  # as stored in train, in walk order from drug to disease
 
@@ -206,6 +234,7 @@ class SyntheticKG:
         names: Label to readable name.
         categories: Label to Biolink category.
     """
+
     config: SyntheticConfig
     seed: int
     train: list[Triple]
@@ -223,7 +252,9 @@ class SyntheticKG:
             "entities": len(self.names),
             "entities_by_category": {c: cats.count(c) for c in dict.fromkeys(cats)},
             "relations": len({r for _, r, _ in self.train}),
-            "train": len(self.train), "valid": len(self.valid), "test": len(self.test),
+            "train": len(self.train),
+            "valid": len(self.valid),
+            "test": len(self.test),
             "train_treats": sum(r == TREATS for _, r, _ in self.train),
             "train_treats_with_mechanism": sum(r == TREATS and (h, r, t) in self.mechanisms for h, r, t in self.train),
             "valid_treats": sum(r == TREATS for _, r, _ in self.valid),
@@ -277,7 +308,8 @@ def generate(config: SyntheticConfig | None = None, seed: int = 0) -> SyntheticK
     if n_held >= len(planted):
         raise TracegraphError(
             f"only {len(planted)} planted treats edges for {n_held} held-out ones: "
-            "raise n_drugs or treats_per_drug, or lower n_test / n_valid_treats")
+            "raise n_drugs or treats_per_drug, or lower n_test / n_valid_treats"
+        )
     order = rng.permutation(len(planted))
     test = [planted[i] for i in order[: config.n_test]]
     valid_treats = [planted[i] for i in order[config.n_test : n_held]]
@@ -459,8 +491,16 @@ def _hold_out_edges(edges, protected, count, rng) -> list[Triple]:
 
 # --------------------------------------------------------------------------- writing
 
-MECHANISM_HEADER = ("test_head", "test_relation", "test_tail", "path_id", "template",
-                    "edge_head", "edge_relation", "edge_tail")
+MECHANISM_HEADER = (
+    "test_head",
+    "test_relation",
+    "test_tail",
+    "path_id",
+    "template",
+    "edge_head",
+    "edge_relation",
+    "edge_tail",
+)
 
 
 def write(kg: SyntheticKG, out_dir: str | Path) -> dict:
@@ -488,8 +528,9 @@ def write(kg: SyntheticKG, out_dir: str | Path) -> dict:
     entities.write(out / "node_dict.txt")
     relations.write(out / "rel_dict.txt")
     write_name_dict(out / "node_name_dict.txt", {i: kg.names[lab] for i, lab in enumerate(entities.labels)})
-    atomic_write_text(out / "node_category.txt",
-                      "".join(f"{kg.categories[lab]}\t{i}\n" for i, lab in enumerate(entities.labels)))
+    atomic_write_text(
+        out / "node_category.txt", "".join(f"{kg.categories[lab]}\t{i}\n" for i, lab in enumerate(entities.labels))
+    )
     rows, path_id = ["\t".join(MECHANISM_HEADER)], 0
     for triple in kg.test:
         for path in kg.mechanisms[triple]:
@@ -497,9 +538,15 @@ def write(kg: SyntheticKG, out_dir: str | Path) -> dict:
             path_id += 1
     atomic_write_text(out / "mechanisms.tsv", "\n".join(rows) + "\n")
     counts = kg.counts()
-    atomic_write_json(out / "synthetic_config.json", {
-        "seed": kg.seed, "config": asdict(kg.config), "counts": counts,
-        "templates": {n: [f"{p} ({d}) -> {k}" for p, d, k in steps] for n, steps in TEMPLATES.items()}})
+    atomic_write_json(
+        out / "synthetic_config.json",
+        {
+            "seed": kg.seed,
+            "config": asdict(kg.config),
+            "counts": counts,
+            "templates": {n: [f"{p} ({d}) -> {k}" for p, d, k in steps] for n, steps in TEMPLATES.items()},
+        },
+    )
     return counts
 
 

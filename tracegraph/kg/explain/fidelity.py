@@ -40,12 +40,26 @@ import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.kg.explain.removal import (  # noqa: F401 - part of this module's API
-    RemovalCase, RemovalOptions, neighbour_rows, random_neighbour_rows, removal_test, select_correct, tail_ranks,
+    RemovalCase,
+    RemovalOptions,
+    neighbour_rows,
+    random_neighbour_rows,
+    removal_test,
+    select_correct,
+    tail_ranks,
     write_without,
 )
 from tracegraph.kg.explain.ranking import (  # noqa: F401 - part of this module's API
-    HITS_K, WalkLengths, degrees, expected_metrics, method_keys, path_lengths, path_shell, random_rr_expectation,
-    ranked_order, ranking_metrics,
+    HITS_K,
+    WalkLengths,
+    degrees,
+    expected_metrics,
+    method_keys,
+    path_lengths,
+    path_shell,
+    random_rr_expectation,
+    ranked_order,
+    ranking_metrics,
 )
 from tracegraph.runtime.progress import step_callback
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
@@ -79,23 +93,35 @@ def read_mechanisms(path: str | Path) -> dict[Triple, set[Triple]]:
         reader = csv.DictReader(f, delimiter="\t")
         missing = [c for c in MECHANISM_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise DataError(f"mechanisms file needs the columns {', '.join(MECHANISM_COLUMNS)} "
-                            f"(tab-separated, with a header); missing {', '.join(missing)}", p)
+            raise DataError(
+                f"mechanisms file needs the columns {', '.join(MECHANISM_COLUMNS)} "
+                f"(tab-separated, with a header); missing {', '.join(missing)}",
+                p,
+            )
         for line, row in enumerate(reader, start=2):
             if not any((v or "").strip() for v in row.values()):
                 continue
             if any(not (row[c] or "").strip() for c in MECHANISM_COLUMNS):
                 raise DataError("empty field", p, line)
             out[(row["test_head"], row["test_relation"], row["test_tail"])].add(
-                (row["edge_head"], row["edge_relation"], row["edge_tail"]))
+                (row["edge_head"], row["edge_relation"], row["edge_tail"])
+            )
     return dict(out)
 
 
 # --------------------------------------------------------------------------- influence on candidates
 
 
-def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.ndarray,
-                            subsets: list[np.ndarray], opts, device, progress=None, read=None):
+def influence_on_candidates(
+    checkpoints,
+    train_ids: np.ndarray,
+    test_ids: np.ndarray,
+    subsets: list[np.ndarray],
+    opts,
+    device,
+    progress=None,
+    read=None,
+):
     """TracIn of each test triple's candidate training rows only, in one engine pass over their union.
 
     Args:
@@ -121,7 +147,8 @@ def influence_on_candidates(checkpoints, train_ids: np.ndarray, test_ids: np.nda
         raise TracegraphError("no candidate training triples for any test triple")
     # no store: the options' batch size is used as given, and ``read`` (None: from disk) reads the checkpoints
     res = TracIn.from_parts(None, train_ids, checkpoints, opts, device=device, read=read).result(
-        test_ids, union, progress=progress)
+        test_ids, union, progress=progress
+    )
     per = [np.asarray(res.scores[j, np.searchsorted(union, rows)], np.float64) for j, rows in enumerate(subsets)]
     return per, res
 
@@ -135,15 +162,26 @@ def _summary(per_triple: list[dict], methods) -> dict:
         out[m] = {}
         for key, name in zip(("rr", "ap", *(f"hits@{k}" for k in HITS_K), "recall@10"), METRICS):
             vals = np.array([p["methods"][m][key] for p in per_triple], np.float64)
-            out[m][name] = {"mean": float(vals.mean()) if vals.size else None,
-                            "std": float(vals.std()) if vals.size else None}
+            out[m][name] = {
+                "mean": float(vals.mean()) if vals.size else None,
+                "std": float(vals.std()) if vals.size else None,
+            }
     return out
 
 
-def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], scores: list[np.ndarray],
-                          train_ids: np.ndarray, relevant: list[set[tuple[int, int, int]]], num_entities: int,
-                          *, n_random: int = 20, seed: int = 0, labels: Callable | None = None,
-                          extra: dict | None = None) -> dict:
+def ground_truth_recovery(
+    test_ids: np.ndarray,
+    subsets: list[np.ndarray],
+    scores: list[np.ndarray],
+    train_ids: np.ndarray,
+    relevant: list[set[tuple[int, int, int]]],
+    num_entities: int,
+    *,
+    n_random: int = 20,
+    seed: int = 0,
+    labels: Callable | None = None,
+    extra: dict | None = None,
+) -> dict:
     """Grade how well each ranking of the candidates recovers the known mechanism edges.
 
     Each test triple's candidates are ranked by TracIn, by the ``extra`` methods and by the
@@ -171,12 +209,20 @@ def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], score
     for j, (h, r, t) in enumerate(np.asarray(test_ids)):
         cand = train_ids[subsets[j]]
         rel = np.array([tuple(map(int, c)) in relevant[j] for c in cand], dtype=bool)
-        entry = {"index": j, "triple": labels(h, r, t) if labels else [int(h), int(r), int(t)],
-                 "candidates": int(len(cand)), "mechanism_edges": len(relevant[j]),
-                 "mechanism_edges_in_candidates": int(rel.sum())}
+        entry = {
+            "index": j,
+            "triple": labels(h, r, t) if labels else [int(h), int(r), int(t)],
+            "candidates": int(len(cand)),
+            "mechanism_edges": len(relevant[j]),
+            "mechanism_edges_in_candidates": int(rel.sum()),
+        }
         if not relevant[j] or not rel.any():
-            skipped.append(dict(entry, reason="no mechanism edge among the candidates" if relevant[j]
-                                else "no mechanism edges known"))
+            skipped.append(
+                dict(
+                    entry,
+                    reason="no mechanism edge among the candidates" if relevant[j] else "no mechanism edges known",
+                )
+            )
             continue
         perms = np.stack([rng.permutation(len(cand)) for _ in range(n_random)])
         keys = method_keys(scores[j], cand, int(h), int(t), degree)
@@ -195,13 +241,18 @@ def ground_truth_recovery(test_ids: np.ndarray, subsets: list[np.ndarray], score
             "hits@k": "share of test triples with a mechanism edge in the top k",
             "recall@10": "mean share of the (candidate) mechanism edges in the top 10",
             "ties": f"broken at random; every figure is the mean over {n_random} permutations (seed {seed})",
-            "baselines": {"random": "random order", "degree": "sum of endpoint degrees in train, high first",
-                          "path": "shortest head-tail walk through the edge in the candidate graph, short first, "
-                                  "then degree"},
+            "baselines": {
+                "random": "random order",
+                "degree": "sum of endpoint degrees in train, high first",
+                "path": "shortest head-tail walk through the edge in the candidate graph, short first, then degree",
+            },
         },
-        "graded": len(per), "not_graded": skipped,
-        "mechanism_edge_coverage": (sum(p["mechanism_edges_in_candidates"] for p in per + skipped)
-                                    / max(sum(p["mechanism_edges"] for p in per + skipped), 1)),
+        "graded": len(per),
+        "not_graded": skipped,
+        "mechanism_edge_coverage": (
+            sum(p["mechanism_edges_in_candidates"] for p in per + skipped)
+            / max(sum(p["mechanism_edges"] for p in per + skipped), 1)
+        ),
         "mean_candidates": n_cands / len(per) if per else 0.0,
         "summary": _summary(per, methods),
         "per_triple": per,
@@ -235,6 +286,7 @@ class FidelityConfig:
         device: Where to compute.
         methods: Explanation methods graded beside the baselines.
     """
+
     model_dir: str
     train: str
     test: str
@@ -303,8 +355,9 @@ def prepare(cfg: FidelityConfig) -> FidelityContext:
     from tracegraph.kg.model.store import RunStore as Run, run_files
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 
-    lm = Run(Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file()
-             else cfg.model_dir)  # opened once: ranking and TracIn share its id maps and checkpoint cache
+    lm = Run(
+        Path(cfg.model_dir) / "final_model.pt" if (Path(cfg.model_dir) / "final_model.pt").is_file() else cfg.model_dir
+    )  # opened once: ranking and TracIn share its id maps and checkpoint cache
     train_ids = encode_triples(read_labeled_triples(cfg.train), lm.entities, lm.relations)
     test_ids = encode_triples(read_labeled_triples(cfg.test), lm.entities, lm.relations)
     mech = read_mechanisms(cfg.mechanisms)
@@ -312,11 +365,13 @@ def prepare(cfg: FidelityConfig) -> FidelityContext:
     relevant = []
     for h, r, t in test_ids:
         edges = mech.get((ent.labels[h], rel.labels[r], ent.labels[t]), set())
-        relevant.append({(ent.id(a), rel.id(b), ent.id(c)) for a, b, c in edges
-                         if a in ent and c in ent and b in rel})
+        relevant.append({(ent.id(a), rel.id(b), ent.id(c)) for a, b, c in edges if a in ent and c in ent and b in rel})
     if not any(relevant):
-        raise DataError("none of the test triples has mechanism edges in the mechanisms file "
-                        "(columns test_head/test_relation/test_tail must match the test file)", cfg.mechanisms)
+        raise DataError(
+            "none of the test triples has mechanism edges in the mechanisms file "
+            "(columns test_head/test_relation/test_tail must match the test file)",
+            cfg.mechanisms,
+        )
     files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
     known = lm.known_tails([*files, cfg.test])
     t0 = time.perf_counter()
@@ -342,10 +397,23 @@ def compute_tracin(ctx: FidelityContext, progress=None) -> None:
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
     opts = InfluenceOptions(engine="exact", loss=cfg.loss, layers=cfg.layers, label_smoothing=eps)
     ckpts = resolve_checkpoint_list(mdir, cfg.checkpoints)
-    ctx.scores, ctx.influence = influence_on_candidates(ckpts, ctx.train_ids, ctx.test_ids, ctx.subsets, opts,
-                                                        resolve_device(cfg.device), progress, ctx.lm.read_checkpoint)
-    ctx.influence_options = dict(method="exact", loss=cfg.loss, layers=ctx.influence.layers, label_smoothing=eps,
-                                 checkpoints=[asdict(c) for c in ctx.influence.checkpoints])
+    ctx.scores, ctx.influence = influence_on_candidates(
+        ckpts,
+        ctx.train_ids,
+        ctx.test_ids,
+        ctx.subsets,
+        opts,
+        resolve_device(cfg.device),
+        progress,
+        ctx.lm.read_checkpoint,
+    )
+    ctx.influence_options = dict(
+        method="exact",
+        loss=cfg.loss,
+        layers=ctx.influence.layers,
+        label_smoothing=eps,
+        checkpoints=[asdict(c) for c in ctx.influence.checkpoints],
+    )
 
 
 def rank_test(ctx: FidelityContext) -> None:
@@ -378,10 +446,18 @@ def compute_methods(ctx: FidelityContext, methods, progress=None) -> None:
         return
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else run_label_smoothing(mdir)
     t0 = time.perf_counter()
-    keys = method_keys_all(wanted, model=ctx.lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
-                           train_ids=ctx.train_ids, facts=ctx.test_ids, subsets=ctx.subsets, known=ctx.known,
-                           opts=MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps),
-                           device=resolve_device(cfg.device), progress=progress)
+    keys = method_keys_all(
+        wanted,
+        model=ctx.lm.model,
+        checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
+        train_ids=ctx.train_ids,
+        facts=ctx.test_ids,
+        subsets=ctx.subsets,
+        known=ctx.known,
+        opts=MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps),
+        device=resolve_device(cfg.device),
+        progress=progress,
+    )
     keys.pop("_local_retrain_records", None)
     ctx.extra_keys = {m: keys[m] for m in wanted}
     ctx.extra_seconds = time.perf_counter() - t0
@@ -396,9 +472,18 @@ def recovery(ctx: FidelityContext) -> dict:
     Returns:
         The grades, plus the influence and filter settings.
     """
-    out = ground_truth_recovery(ctx.test_ids, ctx.subsets, ctx.scores, ctx.train_ids, ctx.relevant,
-                                len(ctx.lm.entities), n_random=ctx.cfg.n_random, seed=ctx.cfg.seed,
-                                labels=ctx.labels, extra=getattr(ctx, "extra_keys", None))
+    out = ground_truth_recovery(
+        ctx.test_ids,
+        ctx.subsets,
+        ctx.scores,
+        ctx.train_ids,
+        ctx.relevant,
+        len(ctx.lm.entities),
+        n_random=ctx.cfg.n_random,
+        seed=ctx.cfg.seed,
+        labels=ctx.labels,
+        extra=getattr(ctx, "extra_keys", None),
+    )
     out["influence"] = ctx.influence_options
     out["filter"] = {"n_hops": ctx.cfg.n_hops, "min_degree": ctx.cfg.min_degree, "seconds": ctx.filter_seconds}
     return out
@@ -421,13 +506,28 @@ def removal(ctx: FidelityContext, progress=None) -> dict:
     cases = []
     for j in chosen:
         order = np.argsort(-ctx.scores[j], kind="stable")
-        cases.append(RemovalCase(j, tuple(int(x) for x in ctx.test_ids[j]), ctx.subsets[j][order], relevant=ctx.relevant[j]))
+        cases.append(
+            RemovalCase(j, tuple(int(x) for x in ctx.test_ids[j]), ctx.subsets[j][order], relevant=ctx.relevant[j])
+        )
     if not cases:
-        return {"options": asdict(o), "graded": 0, "retrains": 0,
-                "note": f"no test triple has a filtered tail rank <= {o.max_rank} under the final model"}
+        return {
+            "options": asdict(o),
+            "graded": 0,
+            "retrains": 0,
+            "note": f"no test triple has a filtered tail rank <= {o.max_rank} under the final model",
+        }
     on_retrain = step_callback(progress, "retrain", len(cases) * (1 + o.random_draws))
-    return removal_test(ctx.cfg.model_dir, ctx.cfg.train, ctx.train_ids, cases, ctx.known,
-                        Path(ctx.cfg.output_dir) / "removal", o, labels=ctx.labels, on_retrain=on_retrain)
+    return removal_test(
+        ctx.cfg.model_dir,
+        ctx.cfg.train,
+        ctx.train_ids,
+        cases,
+        ctx.known,
+        Path(ctx.cfg.output_dir) / "removal",
+        o,
+        labels=ctx.labels,
+        on_retrain=on_retrain,
+    )
 
 
 def run_fidelity(cfg: FidelityConfig) -> dict:
@@ -452,8 +552,13 @@ def run_fidelity(cfg: FidelityConfig) -> dict:
         compute_tracin(ctx, progress)
         compute_methods(ctx, cfg.methods, progress)
     rank_test(ctx)
-    result = {"model_dir": str(cfg.model_dir), "train": str(cfg.train), "test": str(cfg.test),
-              "mechanisms": str(cfg.mechanisms), "recovery": recovery(ctx)}
+    result = {
+        "model_dir": str(cfg.model_dir),
+        "train": str(cfg.train),
+        "test": str(cfg.test),
+        "mechanisms": str(cfg.mechanisms),
+        "recovery": recovery(ctx),
+    }
     if cfg.removal:
         with make_progress() as progress:  # one bar over the retrains
             result["removal"] = removal(ctx, progress=progress)
@@ -462,8 +567,34 @@ def run_fidelity(cfg: FidelityConfig) -> dict:
     return result
 
 
-__all__ = ["ranking_metrics", "ranked_order", "expected_metrics", "random_rr_expectation", "degrees",
-           "WalkLengths", "path_lengths", "path_shell", "method_keys", "read_mechanisms", "influence_on_candidates", "ground_truth_recovery",
-           "RemovalOptions", "RemovalCase", "removal_test", "neighbour_rows", "random_neighbour_rows",
-           "write_without", "tail_ranks", "select_correct", "FidelityConfig", "FidelityContext", "prepare",
-           "compute_tracin", "compute_methods", "rank_test", "recovery", "removal", "run_fidelity"]
+__all__ = [
+    "ranking_metrics",
+    "ranked_order",
+    "expected_metrics",
+    "random_rr_expectation",
+    "degrees",
+    "WalkLengths",
+    "path_lengths",
+    "path_shell",
+    "method_keys",
+    "read_mechanisms",
+    "influence_on_candidates",
+    "ground_truth_recovery",
+    "RemovalOptions",
+    "RemovalCase",
+    "removal_test",
+    "neighbour_rows",
+    "random_neighbour_rows",
+    "write_without",
+    "tail_ranks",
+    "select_correct",
+    "FidelityConfig",
+    "FidelityContext",
+    "prepare",
+    "compute_tracin",
+    "compute_methods",
+    "rank_test",
+    "recovery",
+    "removal",
+    "run_fidelity",
+]

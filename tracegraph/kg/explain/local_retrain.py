@@ -42,6 +42,7 @@ class LocalRetrainOptions:
         search: ``"greedy"``, or ``"single"`` for one-at-a-time removals only.
         seed: Seed of the search's tie-breaks.
     """
+
     candidates: int = 8  # top of the pre-ranking that the search looks at
     k: int = 4  # the greedy search grows subsets up to this size
     steps: int = 60  # Adam steps per mimic
@@ -53,8 +54,15 @@ class LocalRetrainOptions:
 class LocalRefit:
     """Mimic fits for one trained model; see the module doc."""
 
-    def __init__(self, model, train_ids: np.ndarray, known, label_smoothing: float, opts: LocalRetrainOptions,
-                 device: torch.device):
+    def __init__(
+        self,
+        model,
+        train_ids: np.ndarray,
+        known,
+        label_smoothing: float,
+        opts: LocalRetrainOptions,
+        device: torch.device,
+    ):
         self.model = model.to(device).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
@@ -96,8 +104,9 @@ class LocalRefit:
 
     # ---- fitting
 
-    def margins(self, query: tuple[int, int, int], oriented: np.ndarray, rows: np.ndarray,
-                removals: list[np.ndarray]) -> np.ndarray:
+    def margins(
+        self, query: tuple[int, int, int], oriented: np.ndarray, rows: np.ndarray, removals: list[np.ndarray]
+    ) -> np.ndarray:
         """The margin of ``query`` for a mimic of its entity fitted without each removal set.
 
         Args:
@@ -114,10 +123,17 @@ class LocalRefit:
         S, P = len(removals), len(pairs)
         dev = self.device
         targets = torch.zeros(S, P, self.N, device=dev, dtype=self.start.dtype)
-        keep = np.stack([~np.isin(rows, np.asarray(x, np.int64)) for x in removals]) if S else np.zeros((0, len(rows)), bool)
+        keep = (
+            np.stack([~np.isin(rows, np.asarray(x, np.int64)) for x in removals])
+            if S
+            else np.zeros((0, len(rows)), bool)
+        )
         s_idx, t_idx = np.nonzero(keep)
-        targets[torch.as_tensor(s_idx, device=dev), torch.as_tensor(pair_of[t_idx], device=dev),
-                torch.as_tensor(oriented[t_idx, 2], device=dev)] = 1.0
+        targets[
+            torch.as_tensor(s_idx, device=dev),
+            torch.as_tensor(pair_of[t_idx], device=dev),
+            torch.as_tensor(oriented[t_idx, 2], device=dev),
+        ] = 1.0
         active = (targets.sum(-1) > 0).float()  # a relation with no tail left is no sample (as in KvsAll)
         smoothed = (1 - self.eps) * targets + self.eps / self.N
         mimic = self.start.expand(S, -1).clone().requires_grad_(True)
@@ -143,8 +159,9 @@ class LocalRefit:
 
     # ---- the search for one fact
 
-    def explain(self, fact: tuple[int, int, int], candidates: np.ndarray, pre_rank: np.ndarray,
-                fact_rows: np.ndarray) -> tuple[np.ndarray, dict]:
+    def explain(
+        self, fact: tuple[int, int, int], candidates: np.ndarray, pre_rank: np.ndarray, fact_rows: np.ndarray
+    ) -> tuple[np.ndarray, dict]:
         """Sort keys for one fact's candidates, and a record of the search.
 
         Args:
@@ -197,8 +214,11 @@ class LocalRefit:
             keys[i] = float(single.max()) + span * (len(chosen) - pos)
         rest_idx = np.flatnonzero(~np.isfinite(keys))
         keys[rest_idx] = lo - span - _positions(order, rest_idx)
-        record = {"margin_full": {("head" if n == 0 else "tail"): full[n] for n in full},
-                  "searched": len(searched), "chosen_rows": [int(candidates[i]) for i in chosen]}
+        record = {
+            "margin_full": {("head" if n == 0 else "tail"): full[n] for n in full},
+            "searched": len(searched),
+            "chosen_rows": [int(candidates[i]) for i in chosen],
+        }
         return keys, record
 
 

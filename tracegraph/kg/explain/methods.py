@@ -43,7 +43,12 @@ import numpy as np
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.explain.ranking import (  # noqa: F401  (margin_shell: methods.margin_shell stays importable)
-    degrees, margin_shell, method_keys, path_lengths, path_shell, ranked_order,
+    degrees,
+    margin_shell,
+    method_keys,
+    path_lengths,
+    path_shell,
+    ranked_order,
 )
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions
 from tracegraph.kg.explain.tracin.influence import TracIn
@@ -133,17 +138,25 @@ MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides alon
 # "How to choose"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
 # the one table of methods: the CLI's --method choices, explain, fidelity and the demo read it
-REGISTRY: dict[str, Method] = {m.name: m for m in (
-    Method("tracin", _influence("tracin"), in_pass=True),
-    Method("tracin-cosine", _influence("cosine")),
-    Method("relatif", _influence("relatif")),
-    Method("tracin-margin", _margin, needs_rival=True, in_pass=True),
-    Method("tracin-margin-path", walk_shells_over(_margin, lambda w: margin_shell(w)), needs_rival=True,
-           walk_shells=True, in_pass=True),
-    Method("tracin-path", walk_shells_over(_tracin, lambda w: path_shell(w)), signed=False),
-    Method("local-retrain", lambda x, j: [], signed=True),  # keys from LocalRefit, see method_keys_all
-    *(Method(b, _baseline(b), needs_influence=False, signed=False) for b in BASELINE_METHODS),
-)}
+REGISTRY: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("tracin", _influence("tracin"), in_pass=True),
+        Method("tracin-cosine", _influence("cosine")),
+        Method("relatif", _influence("relatif")),
+        Method("tracin-margin", _margin, needs_rival=True, in_pass=True),
+        Method(
+            "tracin-margin-path",
+            walk_shells_over(_margin, lambda w: margin_shell(w)),
+            needs_rival=True,
+            walk_shells=True,
+            in_pass=True,
+        ),
+        Method("tracin-path", walk_shells_over(_tracin, lambda w: path_shell(w)), signed=False),
+        Method("local-retrain", lambda x, j: [], signed=True),  # keys from LocalRefit, see method_keys_all
+        *(Method(b, _baseline(b), needs_influence=False, signed=False) for b in BASELINE_METHODS),
+    )
+}
 METHODS = tuple(REGISTRY)
 # the original research scripts ranked by plain TracIn over the 1-N training loss; `--loss train-loss`
 # alone brings that back (one flag away), so with it the method left unnamed is plain tracin
@@ -239,8 +252,15 @@ class InfluenceParts:
         return {"tracin": self.tracin, "tracin-cosine": self.cosine, "relatif": self.relatif}[method]
 
 
-def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.ndarray, subsets: list[np.ndarray],
-                    opts: MethodOptions, device, progress=None) -> InfluenceParts:
+def influence_parts(
+    checkpoints: list[Path],
+    train_ids: np.ndarray,
+    facts: np.ndarray,
+    subsets: list[np.ndarray],
+    opts: MethodOptions,
+    device,
+    progress=None,
+) -> InfluenceParts:
     """TracIn, cosine and RelatIF of each fact's candidates, from one engine pass per checkpoint.
 
     The pass runs over the union of the candidates; the per-checkpoint self-influences give the
@@ -268,7 +288,8 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
     T, U = len(facts), len(union)
     tracin, cosine, self_sum = np.zeros((T, U)), np.zeros((T, U)), np.zeros(U)
     for res in TracIn.from_parts(None, train_ids, checkpoints, iopts, device=device).per_checkpoint(
-            facts, union, progress=progress):
+        facts, union, progress=progress
+    ):
         lr = res.checkpoints[0].lr
         s = np.asarray(res.scores, np.float64)  # η_k ⟨g, g'⟩
         tracin += s
@@ -277,8 +298,11 @@ def influence_parts(checkpoints: list[Path], train_ids: np.ndarray, facts: np.nd
         self_sum += res.train_self
     rel = tracin / np.sqrt(np.maximum(self_sum, 1e-300))[None, :]
     pos = [np.searchsorted(union, rows) for rows in subsets]
-    return InfluenceParts([tracin[j, p] for j, p in enumerate(pos)], [cosine[j, p] for j, p in enumerate(pos)],
-                          [rel[j, p] for j, p in enumerate(pos)])
+    return InfluenceParts(
+        [tracin[j, p] for j, p in enumerate(pos)],
+        [cosine[j, p] for j, p in enumerate(pos)],
+        [rel[j, p] for j, p in enumerate(pos)],
+    )
 
 
 def queries(facts: np.ndarray, head_side, num_relations: int) -> np.ndarray:
@@ -399,9 +423,20 @@ def fact_rows(train_ids: np.ndarray, fact) -> np.ndarray:
     return np.flatnonzero(((train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)))
 
 
-def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.ndarray, facts: np.ndarray,
-                    subsets: list[np.ndarray], known, opts: MethodOptions, device, progress=None,
-                    head_side=None) -> dict:
+def method_keys_all(
+    methods: list[str],
+    *,
+    model,
+    checkpoints,
+    train_ids: np.ndarray,
+    facts: np.ndarray,
+    subsets: list[np.ndarray],
+    known,
+    opts: MethodOptions,
+    device,
+    progress=None,
+    head_side=None,
+) -> dict:
     """Method -> per fact, the list of key arrays for its candidates (see the module doc).
 
     ``facts`` are base-relation triples (h, r, t), predicted on the tail side unless ``head_side``
@@ -435,8 +470,15 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
     parts = margins = None
     if any(REGISTRY[m].needs_rival for m in methods):  # the rivals ride along as extra test triples of the same pass
         T = len(facts)
-        both = influence_parts(checkpoints, train_ids, np.concatenate([facts, competitors(model, facts, known, head_side)]),
-                               list(subsets) * 2, opts, device, progress)
+        both = influence_parts(
+            checkpoints,
+            train_ids,
+            np.concatenate([facts, competitors(model, facts, known, head_side)]),
+            list(subsets) * 2,
+            opts,
+            device,
+            progress,
+        )
         parts = InfluenceParts(both.tracin[:T], both.cosine[:T], both.relatif[:T])
         margins = [np.asarray(a, np.float64) - np.asarray(b, np.float64) for a, b in zip(parts.tracin, both.tracin[T:])]
     elif need_influence:
@@ -449,8 +491,14 @@ def method_keys_all(methods: list[str], *, model, checkpoints, train_ids: np.nda
             walk_cache[j] = path_lengths(train_ids[subsets[j]][:, [0, 2]], int(facts[j][0]), int(facts[j][2]))
         return walk_cache[j]
 
-    inputs = MethodInputs(parts, margins, walks, lambda j: method_keys(
-        np.zeros(len(subsets[j])), train_ids[subsets[j]], int(facts[j][0]), int(facts[j][2]), deg))
+    inputs = MethodInputs(
+        parts,
+        margins,
+        walks,
+        lambda j: method_keys(
+            np.zeros(len(subsets[j])), train_ids[subsets[j]], int(facts[j][0]), int(facts[j][2]), deg
+        ),
+    )
     for m in methods:
         if m != "local-retrain":
             out[m] = [REGISTRY[m].keys(inputs, j) for j in range(len(facts))]

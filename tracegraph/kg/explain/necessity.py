@@ -36,13 +36,27 @@ import torch
 
 from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.kg.explain.methods import (
-    DEFAULT_EXPLAINER, MethodOptions, check_methods, competitors, fact_rows, method_keys_all, queries, side_logits,
+    DEFAULT_EXPLAINER,
+    MethodOptions,
+    check_methods,
+    competitors,
+    fact_rows,
+    method_keys_all,
+    queries,
+    side_logits,
 )
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.kg.explain.ranking import ranked_order
 from tracegraph.kg.explain.removal import tail_ranks
 from tracegraph.kg.explain.necessity_summary import (
-    SPLITS, across_seeds, add_above_far, add_margin_halves, add_split, necessity_markdown, removed_at_fact, summarize_arm,
+    SPLITS,
+    across_seeds,
+    add_above_far,
+    add_margin_halves,
+    add_split,
+    necessity_markdown,
+    removed_at_fact,
+    summarize_arm,
 )
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.progress import log, quiet, step_callback
@@ -77,6 +91,7 @@ class NecessityConfig:
         device: Device for the explanations; retrains use the run's unless this names one.
         keep_models: Keep the retrained runs' checkpoints.
     """
+
     model_dir: str
     train: str
     output_dir: str
@@ -133,8 +148,10 @@ def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
     if sides == "auto":
         return ("tail", "head") if reciprocal else ("tail",)
     if sides != "tail" and not reciprocal:
-        raise TracegraphError(f"--sides {sides}: head-side facts need a model with reciprocal relations "
-                              "(this run has none); use --sides tail")
+        raise TracegraphError(
+            f"--sides {sides}: head-side facts need a model with reciprocal relations "
+            "(this run has none); use --sides tail"
+        )
     return ("tail", "head") if sides == "both" else (sides,)
 
 
@@ -153,7 +170,9 @@ def fact_ranks(model, facts: np.ndarray, head_side: np.ndarray, known) -> np.nda
     return tail_ranks(model, queries(facts, head_side, model.config.num_relations), known)[0]
 
 
-def arm_rows(arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
+def arm_rows(
+    arm: str, train_ids: np.ndarray, fact, candidates: np.ndarray, k: int, seed: int, index: int
+) -> np.ndarray:
     """The ``k`` random training rows of a random arm for one fact (never the fact itself).
 
     Args:
@@ -225,15 +244,24 @@ class Retrainer:
     def __init__(self, run_dir: Path, train_path: str, device: str, out: Path, keep_models: bool):
         from tracegraph.kg.model.train import TrainConfig
 
-        cfg = TrainConfig(**read_json(require_file(run_dir / "config.json", "run config (config.json of the run)"))["train"])
+        cfg = TrainConfig(
+            **read_json(require_file(run_dir / "config.json", "run config (config.json of the run)"))["train"]
+        )
         if Path(cfg.train).resolve() != Path(train_path).resolve():
             log.warning(f"--train {train_path} is not the run's training file {cfg.train}; retraining on --train")
-        cfg = replace(cfg, train=str(train_path), resume=False, exclude=None,
-                      entity_map=cfg.entity_map or str(run_dir / "node_dict.txt"),
-                      relation_map=cfg.relation_map or str(run_dir / "rel_dict.txt"),
-                      # no test pass; validation only where early stopping needs it (it draws no randomness)
-                      test=None, valid=cfg.valid if cfg.patience else None, checkpoint_every=10**9,
-                      overwrite=True)  # retrains/ is this test's own: a rerun into the same -o replaces it
+        cfg = replace(
+            cfg,
+            train=str(train_path),
+            resume=False,
+            exclude=None,
+            entity_map=cfg.entity_map or str(run_dir / "node_dict.txt"),
+            relation_map=cfg.relation_map or str(run_dir / "rel_dict.txt"),
+            # no test pass; validation only where early stopping needs it (it draws no randomness)
+            test=None,
+            valid=cfg.valid if cfg.patience else None,
+            checkpoint_every=10**9,
+            overwrite=True,
+        )  # retrains/ is this test's own: a rerun into the same -o replaces it
         if device != "auto":
             cfg = replace(cfg, device=device)
         self.cfg, self.out, self.keep = cfg, out, keep_models
@@ -297,7 +325,9 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     if not ks or ks[0] < 1:
         raise TracegraphError("--k must list positive integers, e.g. 1,2,4")
     mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)
-    lm = Run(mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir)  # one run object: maps, model, filter index
+    lm = Run(
+        mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir
+    )  # one run object: maps, model, filter index
     run_cfg = read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"]
     train_ids = encode_triples(read_labeled_triples(cfg.train), lm.entities, lm.relations)
     fact_file = cfg.facts or run_cfg.get("test")
@@ -317,21 +347,37 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     facts, head_side, base_ranks = pool[chosen], pool_head[chosen], pool_ranks[chosen]
     e, r = lm.entities.labels, lm.relations.labels
     label = lambda x: (e[int(x[0])], r[int(x[1])], e[int(x[2])])
-    cands = [np.setdiff1d(np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
-                          fact_rows(train_ids, (h, rr, t))) for h, rr, t in facts]
+    cands = [
+        np.setdiff1d(
+            np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
+            fact_rows(train_ids, (h, rr, t)),
+        )
+        for h, rr, t in facts
+    ]
 
     # ---- explanations
     device = resolve_device(cfg.device)
     eps = run_label_smoothing(mdir)
     mopts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps, local=cfg.local)
     t0 = time.perf_counter()
-    keys = method_keys_all(methods, model=lm.model, checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
-                           train_ids=train_ids, facts=facts, subsets=cands, known=known, opts=mopts, device=device,
-                           head_side=head_side)
+    keys = method_keys_all(
+        methods,
+        model=lm.model,
+        checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
+        train_ids=train_ids,
+        facts=facts,
+        subsets=cands,
+        known=known,
+        opts=mopts,
+        device=device,
+        head_side=head_side,
+    )
     explain_seconds = time.perf_counter() - t0
     n_head = int(head_side.sum())
-    log.info(f"necessity: {len(facts)} facts ({len(facts) - n_head} tail-side, {n_head} head-side) explained by "
-             f"{', '.join(methods)} in {explain_seconds:.0f}s")
+    log.info(
+        f"necessity: {len(facts)} facts ({len(facts) - n_head} tail-side, {n_head} head-side) explained by "
+        f"{', '.join(methods)} in {explain_seconds:.0f}s"
+    )
     local_records = keys.pop("_local_retrain_records", None)
 
     # ---- arms: per fact its removed rows for the largest k (smaller k: prefixes)
@@ -339,9 +385,11 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     # the random arms first: without them no method's figure means anything
     per_fact: dict[str, list[np.ndarray]] = {
         arm: [arm_rows(arm, train_ids, facts[j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
-        for arm in RANDOM_ARMS}
-    per_fact.update({m: [top_rows(keys[m][j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
-                     for m in methods})
+        for arm in RANDOM_ARMS
+    }
+    per_fact.update(
+        {m: [top_rows(keys[m][j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))] for m in methods}
+    )
 
     # ---- retrains
     run_seed = int(run_cfg.get("seed", 0))
@@ -357,40 +405,69 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
             on_retrain(f"reference seed {seed}")
             ref_ranks = fact_ranks(ref_model, facts, head_side, known)
         ref_margins = fact_margins(ref_model, facts, known, head_side)
-        arms = {"reference": {"ranks": ref_ranks.tolist(), "seconds": ref_seconds,
-                              "hits@1": float(np.mean(ref_ranks <= 1)), "mrr": float(np.mean(1 / ref_ranks))}}
+        arms = {
+            "reference": {
+                "ranks": ref_ranks.tolist(),
+                "seconds": ref_seconds,
+                "hits@1": float(np.mean(ref_ranks <= 1)),
+                "mrr": float(np.mean(1 / ref_ranks)),
+            }
+        }
         for arm, rows_per_fact in per_fact.items():
             for k in ks:
                 rows = np.unique(np.concatenate([x[:k] for x in rows_per_fact]))
                 model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
                 on_retrain(f"{arm} k={k}")
                 ranks = fact_ranks(model, facts, head_side, known)
-                arms[f"{arm}@{k}"] = dict(summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed), arm=arm,
-                                          k=k, triples_removed=int(len(rows)), seconds=secs, ranks=ranks.tolist(),
-                                          removed_at_fact=removed_at_fact(train_ids[rows], facts))
+                arms[f"{arm}@{k}"] = dict(
+                    summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed),
+                    arm=arm,
+                    k=k,
+                    triples_removed=int(len(rows)),
+                    seconds=secs,
+                    ranks=ranks.tolist(),
+                    removed_at_fact=removed_at_fact(train_ids[rows], facts),
+                )
                 a = arms[f"{arm}@{k}"]
-                log.info(f"necessity seed {seed} {arm} k={k}: ΔH@1 {a['delta_hits@1']:.3f} "
-                         f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
-                         f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)")
+                log.info(
+                    f"necessity seed {seed} {arm} k={k}: ΔH@1 {a['delta_hits@1']:.3f} "
+                    f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
+                    f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)"
+                )
         add_above_far(arms, ks, cfg.bootstrap, cfg.sample_seed)
         add_margin_halves(arms, ref_margins)
         add_split(arms, ~head_side, SPLITS[1])
         results["seeds"][str(seed)] = arms
     result = {
-        "model_dir": str(mdir), "train": str(cfg.train), "facts_file": str(fact_file),
-        "protocol": {"facts": (f"filtered rank 1 ({' or '.join(sides)} side) under the run's final model"
-                               if not cfg.facts else f"given, on the {' and '.join(sides)} side"),
-                     "candidates": "training triples touching the fact's head or tail, never the fact",
-                     "removal": "every fact's top-k at once, one retrain per arm and k (kg/data/exclusion.py)",
-                     "reference": "the run itself for its own seed, else a full retrain with that seed",
-                     "ci": f"bootstrap over facts, {cfg.bootstrap} resamples"},
-        "config": _jsonable(asdict(cfg)), "n_facts": int(len(facts)),
-        "facts": [list(label(x)) for x in facts], "fact_sides": ["head" if h else "tail" for h in head_side],
+        "model_dir": str(mdir),
+        "train": str(cfg.train),
+        "facts_file": str(fact_file),
+        "protocol": {
+            "facts": (
+                f"filtered rank 1 ({' or '.join(sides)} side) under the run's final model"
+                if not cfg.facts
+                else f"given, on the {' and '.join(sides)} side"
+            ),
+            "candidates": "training triples touching the fact's head or tail, never the fact",
+            "removal": "every fact's top-k at once, one retrain per arm and k (kg/data/exclusion.py)",
+            "reference": "the run itself for its own seed, else a full retrain with that seed",
+            "ci": f"bootstrap over facts, {cfg.bootstrap} resamples",
+        },
+        "config": _jsonable(asdict(cfg)),
+        "n_facts": int(len(facts)),
+        "facts": [list(label(x)) for x in facts],
+        "fact_sides": ["head" if h else "tail" for h in head_side],
         "base_ranks": base_ranks.tolist(),
         "mean_candidates": float(np.mean([len(c) for c in cands])),
-        "explain_seconds": explain_seconds, **results,
+        "explain_seconds": explain_seconds,
+        **results,
         # a retrain reproduces the run bit for bit only with the run's device and thread count
-        "environment": {"explain_device": str(device), "retrain_device": retrainer.cfg.device, "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+        "environment": {
+            "explain_device": str(device),
+            "retrain_device": retrainer.cfg.device,
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        },
         "local_retrain": None if local_records is None else _local_diagnostics(local_records, cfg.local),
         "summary": across_seeds(results["seeds"], [*RANDOM_ARMS, *methods], ks),
     }
@@ -418,8 +495,12 @@ def retrain_count(cfg: NecessityConfig, run_seed: int) -> int:
 def _local_diagnostics(records: list[dict], opts: LocalRetrainOptions) -> dict:
     """How well the mimics fit: a mimic trained on all its entity's triples should rank the answer first."""
     full = [m for r in records for m in r["margin_full"].values()]
-    return {"options": asdict(opts), "mimic_ranks_answer_first": float(np.mean(np.array(full) > 0)),
-            "mean_margin_full": float(np.mean(full)), "mean_searched": float(np.mean([r["searched"] for r in records]))}
+    return {
+        "options": asdict(opts),
+        "mimic_ranks_answer_first": float(np.mean(np.array(full) > 0)),
+        "mean_margin_full": float(np.mean(full)),
+        "mean_searched": float(np.mean([r["searched"] for r in records])),
+    }
 
 
 def _jsonable(x):

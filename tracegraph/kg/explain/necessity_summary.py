@@ -148,9 +148,23 @@ def across_seeds(per_seed: dict, arms: list[str], ks) -> dict:
             rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
             entry = {}
             above = ("above_far_hits@1",) if "above_far_hits@1" in rows[0] else ()  # far has none
-            splits = [f"delta_hits@1_{part}" for pair in SPLITS if all(f"delta_hits@1_{pair[0]}" in r for r in rows)
-                      for part in pair]
-            for key in ("delta_hits@1", "delta_mrr", "hits@1", "mrr", "mean_rank", "flipped", "gained", *above, *splits):
+            splits = [
+                f"delta_hits@1_{part}"
+                for pair in SPLITS
+                if all(f"delta_hits@1_{pair[0]}" in r for r in rows)
+                for part in pair
+            ]
+            for key in (
+                "delta_hits@1",
+                "delta_mrr",
+                "hits@1",
+                "mrr",
+                "mean_rank",
+                "flipped",
+                "gained",
+                *above,
+                *splits,
+            ):
                 v = [r[key] for r in rows]
                 entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
             if above:
@@ -173,12 +187,16 @@ def necessity_markdown(res: dict) -> str:
         The Markdown text.
     """
     seeds = list(res["seeds"])
-    lines = [f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})", "",
-             "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
-             "(docs/demo.md, 'Necessity').", "",
-             "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
-             "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## Necessity ({res['n_facts']} facts, seeds {', '.join(seeds)})",
+        "",
+        "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
+        "(docs/demo.md, 'Necessity').",
+        "",
+        "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
+        "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, e in res["summary"].items():
         arm, k = name.rsplit("@", 1)
         lo, hi = e["delta_hits@1_ci95_first_seed"]
@@ -187,9 +205,15 @@ def necessity_markdown(res: dict) -> str:
         if "above_far_hits@1" in e:
             flo, fhi = e["above_far_hits@1_ci95_first_seed"]
             above = f"{e['above_far_hits@1']['mean']:.3f} ({flo:.3f}–{fhi:.3f})"
-        halves, sides = (f"{e[f'delta_hits@1_{a}']['mean']:.3f} / {e[f'delta_hits@1_{b}']['mean']:.3f}"
-                         if f"delta_hits@1_{a}" in e else "—" for a, b in SPLITS)
-        lines.append(f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | {halves} | {sides} | "
-                     f"{e['delta_mrr']['mean']:.3f} | {e['hits@1']['mean']:.3f} | {e['mean_rank']['mean']:.2f} | "
-                     f"{e['triples_removed']} ({e['removed_at_fact']:.1f}) |")
+        halves, sides = (
+            f"{e[f'delta_hits@1_{a}']['mean']:.3f} / {e[f'delta_hits@1_{b}']['mean']:.3f}"
+            if f"delta_hits@1_{a}" in e
+            else "—"
+            for a, b in SPLITS
+        )
+        lines.append(
+            f"| {arm} | {k} | {e['delta_hits@1']['mean']:.3f}{spread} ({lo:.3f}–{hi:.3f}) | {above} | {halves} | {sides} | "
+            f"{e['delta_mrr']['mean']:.3f} | {e['hits@1']['mean']:.3f} | {e['mean_rank']['mean']:.2f} | "
+            f"{e['triples_removed']} ({e['removed_at_fact']:.1f}) |"
+        )
     return "\n".join(lines) + "\n"

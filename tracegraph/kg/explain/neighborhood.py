@@ -46,6 +46,7 @@ class FilterOptions:
     Raises:
         TracegraphError: If a count is negative or the path length below 1.
     """
+
     n_hops: int = 2
     min_degree: int = 2
     preserve_test_edges: bool = True
@@ -84,6 +85,7 @@ class FilterResult:
         total_edges: Number of training triples.
         seconds: Time taken.
     """
+
     head: int
     tail: int
     triple_rows: np.ndarray  # sorted int64 rows of the training triples that are kept
@@ -124,8 +126,9 @@ def _gather(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray) -> np.nd
     return indices[shift + np.arange(total)]
 
 
-def _bfs(indptr, indices, source: int, depth: int, n: int, cut: tuple[int, int] | None = None,
-         removed: int | None = None) -> np.ndarray:
+def _bfs(
+    indptr, indices, source: int, depth: int, n: int, cut: tuple[int, int] | None = None, removed: int | None = None
+) -> np.ndarray:
     """Hop distance from ``source`` (-1 beyond ``depth``), by whole frontiers at a time.
 
     ``cut=(a, b)`` drops the edge a–b (all its parallel triples); ``removed`` drops a node.
@@ -221,8 +224,9 @@ class GraphIndex:
         return cls(heads, tails, n, adj_indptr, adj_indices, head_ptr, row_by_head)
 
     @classmethod
-    def load_or_build(cls, train_path: str | Path, ids: np.ndarray, num_entities: int,
-                      use_cache: bool = True) -> "GraphIndex":
+    def load_or_build(
+        cls, train_path: str | Path, ids: np.ndarray, num_entities: int, use_cache: bool = True
+    ) -> "GraphIndex":
         """Reuse the index cached in the user cache dir when it was built from the same file bytes and ids.
 
         The key is sha256(file bytes) + format version + a digest of the id arrays (the same file read
@@ -349,8 +353,9 @@ class GraphIndex:
         seen[u] = True
         seen[v] = True
         nodes_kept = int(np.count_nonzero(seen))
-        return FilterResult(h, t, rows, int(nodes.size), nodes_kept, int(rows.size),
-                            self.num_triples, time.perf_counter() - t0)
+        return FilterResult(
+            h, t, rows, int(nodes.size), nodes_kept, int(rows.size), self.num_triples, time.perf_counter() - t0
+        )
 
     def _rows_inside(self, in_set: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Sorted rows of the triples with both ends in ``in_set``.
@@ -411,6 +416,7 @@ def _may_be_on_path(u, v, dh, dt, n_hops: int, L: int) -> np.ndarray:
 
     A distance beyond the BFS depth (-1) is at least n_hops + 1.
     """
+
     def d(dist, x):
         dx = dist[x]
         return np.where(dx < 0, n_hops + 1, dx)
@@ -433,8 +439,10 @@ def _path_edges(u: np.ndarray, v: np.ndarray, h: int, t: int, L: int) -> np.ndar
     k = int(local[-1]) + 1
     ok = lu != lv  # self-loops are never on a simple path
     lu_ok, lv_ok = lu[ok], lv[ok]
-    a = sp.csr_matrix((np.ones(2 * lu_ok.size, np.int32),
-                       (np.concatenate([lu_ok, lv_ok]), np.concatenate([lv_ok, lu_ok]))), shape=(k, k))
+    a = sp.csr_matrix(
+        (np.ones(2 * lu_ok.size, np.int32), (np.concatenate([lu_ok, lv_ok]), np.concatenate([lv_ok, lu_ok]))),
+        shape=(k, k),
+    )
     a.sum_duplicates()
     a.data[:] = 1  # simple graph: parallel triples are interchangeable on a path
     if L <= 4:
@@ -512,5 +520,6 @@ def _path_edges_dfs(a: sp.csr_matrix, u, v, h: int, t: int, L: int) -> np.ndarra
 
     walk(h, 0)
     ends = {(min(p), max(p)) for p in on_path}
-    return np.fromiter(((min(x, y), max(x, y)) in ends for x, y in zip(u.tolist(), v.tolist())),
-                       dtype=bool, count=len(u))
+    return np.fromiter(
+        ((min(x, y), max(x, y)) in ends for x, y in zip(u.tolist(), v.tolist())), dtype=bool, count=len(u)
+    )

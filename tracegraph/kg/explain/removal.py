@@ -32,6 +32,7 @@ class RemovalOptions:
         seed: Seed of the random arms.
         keep_models: Keep the retrained runs' checkpoints.
     """
+
     k: int = 10  # proponents removed (and random neighbour triples in the other arm)
     n_triples: int = 5  # correctly predicted test triples graded (best rank first)
     max_rank: float = 1.0  # "correctly predicted": filtered tail rank <= this
@@ -53,6 +54,7 @@ class RemovalCase:
         base_score: Score under the original model.
         arms: One result per retrain.
     """
+
     index: int  # position in the test list
     triple: tuple[int, int, int]
     proponent_rows: np.ndarray  # candidate training rows, most influential first
@@ -77,8 +79,9 @@ def neighbour_rows(train_ids: np.ndarray, head: int, tail: int) -> np.ndarray:
     return np.flatnonzero(np.isin(train_ids[:, 0], e) | np.isin(train_ids[:, 2], e))
 
 
-def random_neighbour_rows(train_ids: np.ndarray, head: int, tail: int, k: int, seed: int, index: int,
-                          draw: int) -> np.ndarray:
+def random_neighbour_rows(
+    train_ids: np.ndarray, head: int, tail: int, k: int, seed: int, index: int, draw: int
+) -> np.ndarray:
     """``k`` random rows among the training triples touching the head or the tail (seeded), sorted.
 
     Args:
@@ -155,9 +158,18 @@ def select_correct(ranks: np.ndarray, scores: np.ndarray, max_rank: float, n: in
     return [int(i) for i in ok[order][:n]]
 
 
-def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndarray, cases: list[RemovalCase],
-                 known, out_dir: str | Path, opts: RemovalOptions, *, labels: Callable | None = None,
-                 on_retrain: Callable[[str], None] | None = None) -> dict:
+def removal_test(
+    run_dir: str | Path,
+    train_path: str | Path,
+    train_ids: np.ndarray,
+    cases: list[RemovalCase],
+    known,
+    out_dir: str | Path,
+    opts: RemovalOptions,
+    *,
+    labels: Callable | None = None,
+    on_retrain: Callable[[str], None] | None = None,
+) -> dict:
     """Retrain without the top-k proponents, and without k random neighbour triples, of each case.
 
     Args:
@@ -185,9 +197,12 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
     run_dir, out = Path(run_dir), Path(out_dir)
     cfg_path = require_file(run_dir / "config.json", "run config (config.json of the trained run)")
     base_cfg = TrainConfig(**read_json(cfg_path)["train"])
-    base_cfg = replace(base_cfg, resume=False,
-                       entity_map=base_cfg.entity_map or str(run_dir / "node_dict.txt"),
-                       relation_map=base_cfg.relation_map or str(run_dir / "rel_dict.txt"))
+    base_cfg = replace(
+        base_cfg,
+        resume=False,
+        entity_map=base_cfg.entity_map or str(run_dir / "node_dict.txt"),
+        relation_map=base_cfg.relation_map or str(run_dir / "rel_dict.txt"),
+    )
     base = load_model(run_dir / "final_model.pt")
     t0 = time.perf_counter()
     for case in cases:
@@ -195,8 +210,10 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
         case.base_rank, case.base_score = float(r0), float(s0)
         h, _, t = case.triple
         arms = [("proponents", 0, np.sort(case.proponent_rows[: opts.k]))]
-        arms += [("random", d, random_neighbour_rows(train_ids, h, t, opts.k, opts.seed, case.index, d))
-                 for d in range(opts.random_draws)]
+        arms += [
+            ("random", d, random_neighbour_rows(train_ids, h, t, opts.k, opts.seed, case.index, d))
+            for d in range(opts.random_draws)
+        ]
         for arm, draw, rows in arms:
             d = out / f"triple_{case.index:03d}" / (arm if arm == "proponents" else f"random_{draw}")
             n_kept = write_without(train_path, rows, d / "train.txt")  # what the retrain saw, for reading
@@ -205,22 +222,39 @@ def removal_test(run_dir: str | Path, train_path: str | Path, train_ids: np.ndar
             # the full file with the removed triples masked out: same batches otherwise (kg/data/exclusion.py);
             # a fresh run each time: never --resume (the original may have been resumed); a rerun replaces its own
             with quiet():  # the retrain's per-epoch lines would bury the test's own; warnings still show
-                train(replace(base_cfg, train=str(train_path), exclude=str(d / "excluded.txt"), output_dir=str(d / "run"),
-                              resume=False, overwrite=True))
+                train(
+                    replace(
+                        base_cfg,
+                        train=str(train_path),
+                        exclude=str(d / "excluded.txt"),
+                        output_dir=str(d / "run"),
+                        resume=False,
+                        overwrite=True,
+                    )
+                )
             lm = load_model(d / "run" / "final_model.pt")
             (r1,), (s1,) = tail_ranks(lm.model, np.array([case.triple]), known)
-            log.info(f"removal: test triple {case.index}, {arm}{'' if arm == 'proponents' else f' draw {draw}'}: "
-                     f"rank {case.base_rank:g} -> {float(r1):g}")
+            log.info(
+                f"removal: test triple {case.index}, {arm}{'' if arm == 'proponents' else f' draw {draw}'}: "
+                f"rank {case.base_rank:g} -> {float(r1):g}"
+            )
             if on_retrain:
                 on_retrain(f"triple {case.index} {arm}")
             removed = train_ids[rows]
-            case.arms.append({
-                "arm": arm, "draw": draw, "removed_rows": rows.tolist(),
-                "removed": [labels(*x) if labels else x.tolist() for x in removed],
-                "removed_mechanism_edges": int(sum(tuple(map(int, x)) in case.relevant for x in removed)), "training_triples": n_kept,
-                "rank": float(r1), "score": float(s1),
-                "delta_rr": 1.0 / case.base_rank - 1.0 / float(r1), "delta_score": case.base_score - float(s1),
-            })
+            case.arms.append(
+                {
+                    "arm": arm,
+                    "draw": draw,
+                    "removed_rows": rows.tolist(),
+                    "removed": [labels(*x) if labels else x.tolist() for x in removed],
+                    "removed_mechanism_edges": int(sum(tuple(map(int, x)) in case.relevant for x in removed)),
+                    "training_triples": n_kept,
+                    "rank": float(r1),
+                    "score": float(s1),
+                    "delta_rr": 1.0 / case.base_rank - 1.0 / float(r1),
+                    "delta_score": case.base_score - float(s1),
+                }
+            )
             if not opts.keep_models:
                 shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
                 for p in (d / "run").glob("*.pt"):
@@ -233,9 +267,13 @@ def _removal_summary(cases, opts, seconds, labels, base_cfg) -> dict:
         vals = [a[key] for c in cases for a in c.arms if a["arm"] == arm]
         return (float(np.mean(vals)), float(np.std(vals))) if vals else (None, None)
 
-    out = {"options": asdict(opts), "retrain_config": {k: v for k, v in asdict(base_cfg).items()
-                                                       if k not in ("train", "output_dir")},
-           "retrains": sum(len(c.arms) for c in cases), "seconds": seconds, "graded": len(cases)}
+    out = {
+        "options": asdict(opts),
+        "retrain_config": {k: v for k, v in asdict(base_cfg).items() if k not in ("train", "output_dir")},
+        "retrains": sum(len(c.arms) for c in cases),
+        "seconds": seconds,
+        "graded": len(cases),
+    }
     for arm in ("proponents", "random"):
         for key in ("delta_rr", "delta_score"):
             m, s = mean(arm, key)
@@ -244,8 +282,16 @@ def _removal_summary(cases, opts, seconds, labels, base_cfg) -> dict:
         # proponents' mean drop / random's; None when the random arm did not hurt on average
         num, den = out["proponents"][key]["mean"], out["random"][key]["mean"]
         out[f"ratio_{key}"] = num / den if num is not None and den is not None and den > 0 else None
-    out["per_triple"] = [{"index": c.index, "triple": labels(*c.triple) if labels else list(c.triple),
-                          "base_rank": c.base_rank, "base_score": c.base_score, "arms": c.arms} for c in cases]
+    out["per_triple"] = [
+        {
+            "index": c.index,
+            "triple": labels(*c.triple) if labels else list(c.triple),
+            "base_rank": c.base_rank,
+            "base_score": c.base_score,
+            "arms": c.arms,
+        }
+        for c in cases
+    ]
     return out
 
 

@@ -43,8 +43,9 @@ class SampleStore:
     their batches while every other sample keeps its place in the epoch's order.
     """
 
-    def __init__(self, samples: np.ndarray, known: KnownTails | None, device: torch.device,
-                 keep: np.ndarray | None = None):
+    def __init__(
+        self, samples: np.ndarray, known: KnownTails | None, device: torch.device, keep: np.ndarray | None = None
+    ):
         self.device = device
         self.kvsall = known is not None
         self.keep = keep
@@ -52,7 +53,9 @@ class SampleStore:
         if self.kvsall:
             rows = known.key_rows(samples[:, 0], samples[:, 1])
             starts = np.where(rows >= 0, known.indptr[np.maximum(rows, 0)], 0)
-            self.counts = np.where(rows >= 0, known.indptr[np.maximum(rows, 0) + 1] - starts, 0)  # host: sizes without a sync
+            self.counts = np.where(
+                rows >= 0, known.indptr[np.maximum(rows, 0) + 1] - starts, 0
+            )  # host: sizes without a sync
             self.starts = torch.as_tensor(starts, dtype=torch.long, device=device)
             self.dev_counts = torch.as_tensor(self.counts, dtype=torch.long, device=device)
             self.tails = torch.as_tensor(known.tails, dtype=torch.long, device=device)
@@ -79,7 +82,7 @@ class SampleStore:
         flat = np.fromiter((i for b in order for i in b), dtype=np.int64, count=sum(sizes))
         dev = torch.as_tensor(flat).to(self.device, non_blocking=True)
         bounds = np.concatenate([[0], np.cumsum(sizes)])
-        return [Batch(k, flat[bounds[k]:bounds[k + 1]], dev[bounds[k]:bounds[k + 1]]) for k in range(len(order))]
+        return [Batch(k, flat[bounds[k] : bounds[k + 1]], dev[bounds[k] : bounds[k + 1]]) for k in range(len(order))]
 
     def target_count(self, batch: Batch) -> int:
         """The number of targets in a batch: its known tails (KvsAll) or its size (1vsAll).

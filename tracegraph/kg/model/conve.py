@@ -45,8 +45,9 @@ class _BNReLUFeatureDropout(torch.autograd.Function):
         if mask is not None:
             g.mul_(mask)
         need = [bool(n) for n in ctx.needs_input_grad[:3]]
-        dx, dw, db = torch.ops.aten.native_batch_norm_backward(g, x, weight, None, None, mean, invstd, True,
-                                                               ctx.eps, need)
+        dx, dw, db = torch.ops.aten.native_batch_norm_backward(
+            g, x, weight, None, None, mean, invstd, True, ctx.eps, need
+        )
         return dx, dw, db, None, None, None, None, None
 
 
@@ -75,6 +76,7 @@ class ConvEConfig:
     Raises:
         TracegraphError: If the shape settings are inconsistent.
     """
+
     num_entities: int
     num_relations: int  # base relations; with reciprocal=True the table holds 2× this many
     embedding_dim: int = 200
@@ -152,6 +154,7 @@ class ConvE(nn.Module):
     Args:
         config: The architecture.
     """
+
     def __init__(self, config: ConvEConfig):
         super().__init__()
         self.config = c = config
@@ -228,10 +231,18 @@ class ConvE(nn.Module):
         keep the modules.
         """
         bn, drop = self.bn1, self.feature_drop
-        return (self.training and torch.is_grad_enabled() and z1.device.type == "cpu"
-                and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-                and type(bn) is nn.BatchNorm2d and bn.affine and bn.track_running_stats
-                and type(drop) is nn.Dropout2d and 0.0 <= drop.p < 1.0)
+        return (
+            self.training
+            and torch.is_grad_enabled()
+            and z1.device.type == "cpu"
+            and not torch.is_autocast_enabled("cpu")
+            and not torch.compiler.is_compiling()
+            and type(bn) is nn.BatchNorm2d
+            and bn.affine
+            and bn.track_running_stats
+            and type(drop) is nn.Dropout2d
+            and 0.0 <= drop.p < 1.0
+        )
 
     def _bn1_relu_feature_drop(self, z1: torch.Tensor) -> torch.Tensor:
         """``feature_drop(relu(bn1(z1)))`` in training, bit for bit.
@@ -245,8 +256,9 @@ class ConvE(nn.Module):
         mask = None
         if p > 0:
             mask = z1.new_empty((z1.shape[0], z1.shape[1], 1, 1)).bernoulli_(1 - p).div_(1 - p)
-        return _BNReLUFeatureDropout.apply(z1, bn.weight, bn.bias, bn.running_mean, bn.running_var, momentum,
-                                           bn.eps, mask)
+        return _BNReLUFeatureDropout.apply(
+            z1, bn.weight, bn.bias, bn.running_mean, bn.running_var, momentum, bn.eps, mask
+        )
 
     def hidden(self, heads: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
         """The hidden vectors of ``(head, relation)`` queries.
@@ -262,8 +274,10 @@ class ConvE(nn.Module):
             TypeError: If labels are passed instead of id tensors.
         """
         if not (torch.is_tensor(heads) and torch.is_tensor(relations)):  # labels reach here from notebooks
-            raise TypeError("ConvE scores id tensors, not labels: use run.predict / run.score "
-                            "(tracegraph.open_run), or torch.as_tensor(run.entities.ids([...]))")
+            raise TypeError(
+                "ConvE scores id tensors, not labels: use run.predict / run.score "
+                "(tracegraph.open_run), or torch.as_tensor(run.entities.ids([...]))"
+            )
         return self.encode_embeddings(self.entity(heads), self.relation(relations))
 
     def encode_embeddings(self, e_h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:

@@ -98,8 +98,10 @@ def load_torch_file(path: str | Path, trust_pickle: bool = False) -> Any:
     try:
         return torch.load(p, map_location="cpu", weights_only=False)
     except ModuleNotFoundError as e:
-        raise DataError(f"unpickling needs the module {e.name!r}: install it (for PyKEEN models: "
-                        f"pip install 'tracegraph[import]')", p) from None
+        raise DataError(
+            f"unpickling needs the module {e.name!r}: install it (for PyKEEN models: pip install 'tracegraph[import]')",
+            p,
+        ) from None
     except Exception as e:  # noqa: BLE001
         raise DataError(f"cannot load: {e}", p) from None
 
@@ -141,6 +143,7 @@ class FactoryInfo:
         train_ids: The base (non-inverse) training triples as ids, ``[N, 3]``; None if unreadable.
         notes: What could not be read and what was inferred instead.
     """
+
     entities: IdMap
     relations: IdMap
     create_inverse_triples: bool | None = None
@@ -167,17 +170,22 @@ def read_triples_factory_dir(d: str | Path) -> FactoryInfo:
     d = Path(d)
     if not d.is_dir():
         raise DataError("triples factory directory not found", d)
-    info = FactoryInfo(_read_id_tsv_gz(d / "entity_to_id.tsv.gz", "entity_to_id"),
-                       _read_id_tsv_gz(d / "relation_to_id.tsv.gz", "relation_to_id"))
+    info = FactoryInfo(
+        _read_id_tsv_gz(d / "entity_to_id.tsv.gz", "entity_to_id"),
+        _read_id_tsv_gz(d / "relation_to_id.tsv.gz", "relation_to_id"),
+    )
     base = d / "base.pth"
     if base.is_file():
         try:  # PyKEEN's metadata holds the source path as a pathlib.Path: allow that class, nothing else
-            with torch.serialization.safe_globals([pathlib.PosixPath, pathlib.PurePosixPath,
-                                                   pathlib.WindowsPath, pathlib.PureWindowsPath]):
+            with torch.serialization.safe_globals(
+                [pathlib.PosixPath, pathlib.PurePosixPath, pathlib.WindowsPath, pathlib.PureWindowsPath]
+            ):
                 meta = torch.load(base, map_location="cpu", weights_only=True)
             info.create_inverse_triples = bool(meta["create_inverse_triples"])
         except Exception:  # noqa: BLE001 - metadata holding other objects: infer from shapes instead
-            info.notes.append("base.pth did not load with weights_only; inverse triples inferred from the relation table")
+            info.notes.append(
+                "base.pth did not load with weights_only; inverse triples inferred from the relation table"
+            )
     trip = d / "numeric_triples.tsv.gz"
     if trip.is_file():
         with gzip.open(trip, "rt", encoding="utf-8") as f:
@@ -197,8 +205,13 @@ _PK = {
     "bias": "entity_representations.1._embeddings.weight",
     "relation": "relation_representations.0._embeddings.weight",
 }
-_PK_LAYERS = {"interaction.hr2d.0.": "bn0.", "interaction.hr2d.2.": "conv.", "interaction.hr2d.3.": "bn1.",
-              "interaction.hr1d.0.": "fc.", "interaction.hr1d.2.": "bn2."}
+_PK_LAYERS = {
+    "interaction.hr2d.0.": "bn0.",
+    "interaction.hr2d.2.": "conv.",
+    "interaction.hr2d.3.": "bn1.",
+    "interaction.hr1d.0.": "fc.",
+    "interaction.hr1d.2.": "bn2.",
+}
 
 
 def _find_key(obj: Any, names: tuple[str, ...]):
@@ -220,17 +233,22 @@ def _find_key(obj: Any, names: tuple[str, ...]):
 
 
 def _infer_image(d: int, C: int, kh: int, kw: int, flat: int) -> tuple[int, int]:
-    cands = [(h, d // h) for h in range(1, d + 1) if d % h == 0
-             and 2 * h >= kh and d // h >= kw and C * (2 * h - kh + 1) * (d // h - kw + 1) == flat]
+    cands = [
+        (h, d // h)
+        for h in range(1, d + 1)
+        if d % h == 0 and 2 * h >= kh and d // h >= kw and C * (2 * h - kh + 1) * (d // h - kw + 1) == flat
+    ]
     if len(cands) != 1:
         raise TracegraphError(
             f"cannot tell the ConvE image shape from the weights ({len(cands)} candidates {cands}); "
-            f"give --hyperparameters JSON with embedding_height and embedding_width")
+            f"give --hyperparameters JSON with embedding_height and embedding_width"
+        )
     return cands[0]
 
 
-def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict | None = None,
-                               inverse: bool | None = None) -> tuple[ConvEConfig, dict, list[str]]:
+def pykeen_state_to_tracegraph(
+    state: dict, num_real_relations: int, hyper: dict | None = None, inverse: bool | None = None
+) -> tuple[ConvEConfig, dict, list[str]]:
     """Map a PyKEEN ConvE state dict onto tracegraph's ConvE.
 
     Args:
@@ -251,8 +269,11 @@ def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict
     if missing:
         bn = "interaction.hr2d.1.weight" in state or "interaction.hr1d.1.weight" in state
         raise TracegraphError(
-            "not a PyKEEN ConvE state (missing " + ", ".join(missing) + ")"
-            + ("; ConvE with apply_batch_normalization=False is not supported" if bn else ""))
+            "not a PyKEEN ConvE state (missing "
+            + ", ".join(missing)
+            + ")"
+            + ("; ConvE with apply_batch_normalization=False is not supported" if bn else "")
+        )
     E, Rrows = state[_PK["entity"]], state[_PK["relation"]]
     N, d = E.shape
     conv_w = state["interaction.hr2d.2.weight"]
@@ -267,12 +288,16 @@ def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict
         elif Rrows.shape[0] == num_real_relations:
             inverse = False
         else:
-            raise TracegraphError(f"relation table has {Rrows.shape[0]} rows; the relation map has "
-                                  f"{num_real_relations} relations (expected R or 2R rows)")
+            raise TracegraphError(
+                f"relation table has {Rrows.shape[0]} rows; the relation map has "
+                f"{num_real_relations} relations (expected R or 2R rows)"
+            )
     expected_rows = num_real_relations * (2 if inverse else 1)
     if Rrows.shape[0] != expected_rows:
-        raise TracegraphError(f"relation table has {Rrows.shape[0]} rows, expected {expected_rows} "
-                              f"({num_real_relations} relations, inverse triples {'on' if inverse else 'off'})")
+        raise TracegraphError(
+            f"relation table has {Rrows.shape[0]} rows, expected {expected_rows} "
+            f"({num_real_relations} relations, inverse triples {'on' if inverse else 'off'})"
+        )
     H, W = hyper.get("embedding_height"), hyper.get("embedding_width")
     if H is None or W is None:
         if H is not None:
@@ -284,17 +309,29 @@ def pykeen_state_to_tracegraph(state: dict, num_real_relations: int, hyper: dict
             notes.append(f"image shape {H}×{W} per embedding inferred from the weight shapes")
     dropouts = {k: float(hyper[k]) for k in ("input_dropout", "feature_map_dropout", "output_dropout") if k in hyper}
     if len(dropouts) < 3:
-        notes.append("dropout rates not in the source: tracegraph defaults used (they do not change scores in eval mode)")
-    mcfg = ConvEConfig(num_entities=N, num_relations=num_real_relations, embedding_dim=d, embedding_height=int(H),
-                       embedding_width=int(W), output_channels=C, kernel_size=kh, reciprocal=bool(inverse),
-                       entity_bias=True, concat_axis="height", **dropouts)
+        notes.append(
+            "dropout rates not in the source: tracegraph defaults used (they do not change scores in eval mode)"
+        )
+    mcfg = ConvEConfig(
+        num_entities=N,
+        num_relations=num_real_relations,
+        embedding_dim=d,
+        embedding_height=int(H),
+        embedding_width=int(W),
+        output_channels=C,
+        kernel_size=kh,
+        reciprocal=bool(inverse),
+        entity_bias=True,
+        concat_axis="height",
+        **dropouts,
+    )
     out = {"entity.weight": E, "entity_bias": state[_PK["bias"]].reshape(N)}
     # PyKEEN (DefaultRelationInverter): r -> row 2r, r⁻¹ -> row 2r+1; tracegraph: r -> r, r⁻¹ -> R + r
     out["relation.weight"] = torch.cat([Rrows[0::2], Rrows[1::2]]) if inverse else Rrows
     for k, v in state.items():
         for src, dst in _PK_LAYERS.items():
             if k.startswith(src):
-                out[dst + k[len(src):]] = v
+                out[dst + k[len(src) :]] = v
     unused = [k for k in state if k not in _PK.values() and not any(k.startswith(s) for s in _PK_LAYERS)]
     if unused:
         raise TracegraphError(f"unexpected PyKEEN weights {unused[:5]}: is this a plain ConvE?")
@@ -318,10 +355,17 @@ def _pykeen_module_info(module) -> tuple[dict, dict, bool | None]:
     return module.state_dict(), hyper, getattr(module, "use_inverse_triples", None)
 
 
-def import_pykeen(model_file: str | Path, output_dir: str | Path, triples_factory_dir: str | Path | None = None,
-                  entity_to_id: str | Path | None = None, relation_to_id: str | Path | None = None,
-                  hyperparameters: str | Path | None = None, trust_pickle: bool = False,
-                  lr: float | None = None, label_smoothing: float | None = None) -> dict:
+def import_pykeen(
+    model_file: str | Path,
+    output_dir: str | Path,
+    triples_factory_dir: str | Path | None = None,
+    entity_to_id: str | Path | None = None,
+    relation_to_id: str | Path | None = None,
+    hyperparameters: str | Path | None = None,
+    trust_pickle: bool = False,
+    lr: float | None = None,
+    label_smoothing: float | None = None,
+) -> dict:
     """Write a tracegraph model directory from a PyKEEN ConvE model and its id maps.
 
     Args:
@@ -347,12 +391,20 @@ def import_pykeen(model_file: str | Path, output_dir: str | Path, triples_factor
         raise TracegraphError("give --triples-factory-dir, or both --entity-to-id and --relation-to-id")
     obj = load_torch_file(model_file, trust_pickle)
     hyper = read_json(hyperparameters) if hyperparameters else {}
-    flat_hyper = {k: _find_key(hyper, names) for k, names in {
-        "embedding_height": ("embedding_height",), "embedding_width": ("embedding_width",),
-        "input_dropout": ("input_dropout",), "feature_map_dropout": ("feature_map_dropout",),
-        "output_dropout": ("output_dropout",), "lr": ("lr", "learning_rate"),
-        "label_smoothing": ("label_smoothing",), "create_inverse_triples": ("create_inverse_triples",),
-        "epoch": ("num_epochs", "epochs")}.items()}
+    flat_hyper = {
+        k: _find_key(hyper, names)
+        for k, names in {
+            "embedding_height": ("embedding_height",),
+            "embedding_width": ("embedding_width",),
+            "input_dropout": ("input_dropout",),
+            "feature_map_dropout": ("feature_map_dropout",),
+            "output_dropout": ("output_dropout",),
+            "lr": ("lr", "learning_rate"),
+            "label_smoothing": ("label_smoothing",),
+            "create_inverse_triples": ("create_inverse_triples",),
+            "epoch": ("num_epochs", "epochs"),
+        }.items()
+    }
     flat_hyper = {k: v for k, v in flat_hyper.items() if v is not None}
     inverse = flat_hyper.get("create_inverse_triples")
     if isinstance(obj, torch.nn.Module):
@@ -381,21 +433,43 @@ def import_pykeen(model_file: str | Path, output_dir: str | Path, triples_factor
     notes += more
     if mcfg.num_entities != len(ents):
         raise TracegraphError(f"the model has {mcfg.num_entities} entities, the entity map {len(ents)}")
-    source = {"format": "pykeen", "file": str(Path(model_file).resolve()), "loaded_as": kind,
-              "pykeen_inverse_relation_rows": "2r (r), 2r+1 (r⁻¹) -> r, R+r" if mcfg.reciprocal else "none"}
-    return write_model_dir(output_dir, mcfg, tg_state, ents, rels, source, notes,
-                           lr=lr if lr is not None else flat_hyper.get("lr"),
-                           label_smoothing=label_smoothing if label_smoothing is not None else flat_hyper.get("label_smoothing"),
-                           epoch=flat_hyper.get("epoch"), train_ids=train_ids)
+    source = {
+        "format": "pykeen",
+        "file": str(Path(model_file).resolve()),
+        "loaded_as": kind,
+        "pykeen_inverse_relation_rows": "2r (r), 2r+1 (r⁻¹) -> r, R+r" if mcfg.reciprocal else "none",
+    }
+    return write_model_dir(
+        output_dir,
+        mcfg,
+        tg_state,
+        ents,
+        rels,
+        source,
+        notes,
+        lr=lr if lr is not None else flat_hyper.get("lr"),
+        label_smoothing=label_smoothing if label_smoothing is not None else flat_hyper.get("label_smoothing"),
+        epoch=flat_hyper.get("epoch"),
+        train_ids=train_ids,
+    )
 
 
 # --------------------------------------------------------------------------- earlier format
 
-_OLD_LAYERS = {"entity_embeddings.weight": "entity.weight", "relation_embeddings.weight": "relation.weight",
-               "conv1.": "conv.", "bn0.": "bn0.", "bn1.": "bn1.", "bn2.": "bn2.", "fc.": "fc."}
+_OLD_LAYERS = {
+    "entity_embeddings.weight": "entity.weight",
+    "relation_embeddings.weight": "relation.weight",
+    "conv1.": "conv.",
+    "bn0.": "bn0.",
+    "bn1.": "bn1.",
+    "bn2.": "bn2.",
+    "fc.": "fc.",
+}
 
 
-def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: int) -> tuple[ConvEConfig, dict, list[str]]:
+def earlier_state_to_tracegraph(
+    state: dict, model_config: dict, num_relations: int
+) -> tuple[ConvEConfig, dict, list[str]]:
     """Map the original research scripts' ConvE (width concatenation, no entity bias) onto tracegraph's.
 
     Args:
@@ -418,8 +492,10 @@ def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: 
         N, d = int(model_config["num_entities"]), int(model_config["embedding_dim"])
         H, W = int(model_config["embedding_height"]), int(model_config["embedding_width"])
     except (KeyError, TypeError, ValueError) as e:
-        raise TracegraphError(f"model_config lacks {e} (needs num_entities, num_relations, embedding_dim, "
-                              f"embedding_height, embedding_width)") from None
+        raise TracegraphError(
+            f"model_config lacks {e} (needs num_entities, num_relations, embedding_dim, "
+            f"embedding_height, embedding_width)"
+        ) from None
     E, Rw = state["entity_embeddings.weight"], state["relation_embeddings.weight"]
     if tuple(E.shape) != (N, d):
         raise TracegraphError(f"entity table {tuple(E.shape)} does not match model_config ({N}, {d})")
@@ -430,20 +506,35 @@ def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: 
     elif rows == num_relations:
         reciprocal = False
     else:
-        raise TracegraphError(f"relation table has {rows} rows; the relation map has {num_relations} "
-                              f"relations (expected R or 2R rows)")
+        raise TracegraphError(
+            f"relation table has {rows} rows; the relation map has {num_relations} relations (expected R or 2R rows)"
+        )
     C, in_ch, kh, kw = state["conv1.weight"].shape
     if in_ch != 1 or kh != kw:
         raise TracegraphError(f"conv1 {tuple(state['conv1.weight'].shape)}: need 1 input channel and a square kernel")
     bias_key = next((k for k in ("b", "bias", "entity_bias") if k in state), None)
-    drop = {k: float(model_config[k]) for k in ("input_dropout", "feature_map_dropout", "output_dropout") if k in model_config}
+    drop = {
+        k: float(model_config[k])
+        for k in ("input_dropout", "feature_map_dropout", "output_dropout")
+        if k in model_config
+    }
     if "hidden_drop" in model_config:
         drop.setdefault("output_dropout", float(model_config["hidden_drop"]))
     if "feat_drop" in model_config:
         drop.setdefault("feature_map_dropout", float(model_config["feat_drop"]))
-    mcfg = ConvEConfig(num_entities=N, num_relations=num_relations, embedding_dim=d, embedding_height=H,
-                       embedding_width=W, output_channels=C, kernel_size=kh, reciprocal=reciprocal,
-                       entity_bias=bias_key is not None, concat_axis="width", **drop)
+    mcfg = ConvEConfig(
+        num_entities=N,
+        num_relations=num_relations,
+        embedding_dim=d,
+        embedding_height=H,
+        embedding_width=W,
+        output_channels=C,
+        kernel_size=kh,
+        reciprocal=reciprocal,
+        entity_bias=bias_key is not None,
+        concat_axis="width",
+        **drop,
+    )
     out = {}
     for k, v in state.items():
         if k == bias_key:
@@ -451,18 +542,27 @@ def earlier_state_to_tracegraph(state: dict, model_config: dict, num_relations: 
             continue
         for src, dst in _OLD_LAYERS.items():
             if k == src or (src.endswith(".") and k.startswith(src)):
-                out[dst + k[len(src):] if src.endswith(".") else dst] = v
+                out[dst + k[len(src) :] if src.endswith(".") else dst] = v
                 break
         else:
             raise TracegraphError(f"unexpected weight {k!r} in the earlier-format state dict")
     if mcfg.flat_size != state["fc.weight"].shape[1]:
-        raise TracegraphError(f"fc expects {state['fc.weight'].shape[1]} inputs; a width-concatenated "
-                              f"{H}×{2 * W} image gives {mcfg.flat_size}: check embedding_height/width")
+        raise TracegraphError(
+            f"fc expects {state['fc.weight'].shape[1]} inputs; a width-concatenated "
+            f"{H}×{2 * W} image gives {mcfg.flat_size}: check embedding_height/width"
+        )
     return mcfg, out, notes
 
 
-def import_checkpoint(file: str | Path, output_dir: str | Path, entity_to_id: str | Path, relation_to_id: str | Path,
-                      trust_pickle: bool = False, lr: float | None = None, label_smoothing: float | None = None) -> dict:
+def import_checkpoint(
+    file: str | Path,
+    output_dir: str | Path,
+    entity_to_id: str | Path,
+    relation_to_id: str | Path,
+    trust_pickle: bool = False,
+    lr: float | None = None,
+    label_smoothing: float | None = None,
+) -> dict:
     """Write a tracegraph model directory from an original-research-scripts checkpoint and id maps.
 
     Args:
@@ -495,20 +595,34 @@ def import_checkpoint(file: str | Path, output_dir: str | Path, entity_to_id: st
         lr = _find_key({k: v for k, v in payload.items() if k != "model_state_dict"}, ("lr", "learning_rate"))
     if label_smoothing is None:
         label_smoothing = _find_key(mc, ("label_smoothing",))
-    source = {"format": "earlier checkpoint", "file": str(Path(file).resolve()),
-              "layout": "head and relation concatenated along the width (H×2W image), "
-                        + ("entity bias" if mcfg.entity_bias else "no entity bias")}
+    source = {
+        "format": "earlier checkpoint",
+        "file": str(Path(file).resolve()),
+        "layout": "head and relation concatenated along the width (H×2W image), "
+        + ("entity bias" if mcfg.entity_bias else "no entity bias"),
+    }
     epoch = payload.get("epoch") if isinstance(payload.get("epoch"), int) else None
-    return write_model_dir(output_dir, mcfg, state, ents, rels, source, notes, lr=lr,
-                           label_smoothing=label_smoothing, epoch=epoch)
+    return write_model_dir(
+        output_dir, mcfg, state, ents, rels, source, notes, lr=lr, label_smoothing=label_smoothing, epoch=epoch
+    )
 
 
 # --------------------------------------------------------------------------- writing
 
 
-def write_model_dir(output_dir, mcfg: ConvEConfig, state: dict, entities: IdMap, relations: IdMap, source: dict,
-                    notes: list[str], lr: float | None = None, label_smoothing: float | None = None,
-                    epoch: int | None = None, train_ids: np.ndarray | None = None) -> dict:
+def write_model_dir(
+    output_dir,
+    mcfg: ConvEConfig,
+    state: dict,
+    entities: IdMap,
+    relations: IdMap,
+    source: dict,
+    notes: list[str],
+    lr: float | None = None,
+    label_smoothing: float | None = None,
+    epoch: int | None = None,
+    train_ids: np.ndarray | None = None,
+) -> dict:
     """Check that the weights load into ConvE, then write the model directory, each file atomically.
 
     Writes the id maps, ``final_model.pt`` and ``best_model.pt`` (the same weights), config.json and,
@@ -538,13 +652,17 @@ def write_model_dir(output_dir, mcfg: ConvEConfig, state: dict, entities: IdMap,
         if name.endswith("num_batches_tracked") and name not in state:
             state[name] = torch.zeros_like(buf)
     try:
-        model.load_state_dict({k: v.detach().to(torch.float32) if v.is_floating_point() else v for k, v in state.items()})
+        model.load_state_dict(
+            {k: v.detach().to(torch.float32) if v.is_floating_point() else v for k, v in state.items()}
+        )
     except RuntimeError as e:
         raise TracegraphError(f"the mapped weights do not fit the ConvE config: {e}") from None
     notes = list(notes)
     if lr is None:
-        notes.append("learning rate unknown in the source: lr set to 1.0 (TracIn scores are then unscaled; "
-                     "re-import with --lr to weight them)")
+        notes.append(
+            "learning rate unknown in the source: lr set to 1.0 (TracIn scores are then unscaled; "
+            "re-import with --lr to weight them)"
+        )
         lr = 1.0
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -560,8 +678,13 @@ def write_model_dir(output_dir, mcfg: ConvEConfig, state: dict, entities: IdMap,
     payload = model_payload(model, epoch or 1, lr, {"imported": True})
     save_checkpoint(out / "final_model.pt", payload)
     save_checkpoint(out / "best_model.pt", payload)
-    summary = {"model": mcfg.to_dict(), "train": train_cfg, "source": dict(source, notes=notes),
-               "imported": True, "lr": float(lr),
-               "versions": {"tracegraph": __version__, "torch": torch.__version__}}
+    summary = {
+        "model": mcfg.to_dict(),
+        "train": train_cfg,
+        "source": dict(source, notes=notes),
+        "imported": True,
+        "lr": float(lr),
+        "versions": {"tracegraph": __version__, "torch": torch.__version__},
+    }
     atomic_write_json(out / "config.json", summary)
     return summary

@@ -113,8 +113,19 @@ class _FusedBCE1N(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float, chunk: int,
-                sink: dict | None):
+    def forward(
+        ctx,
+        x,
+        weight,
+        bias,
+        batch_index,
+        entity_index,
+        target_weight,
+        c: float,
+        p: float,
+        chunk: int,
+        sink: dict | None,
+    ):
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         out = torch.zeros(x.shape[0], dtype=acc, device=x.device)
         for start in range(0, weight.shape[0], chunk):
@@ -178,8 +189,7 @@ class _StoredBCE1N(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float,
-                sink: dict | None):
+    def forward(ctx, x, weight, bias, batch_index, entity_index, target_weight, c: float, p: float, sink: dict | None):
         N = weight.shape[0]
         s = torch.addmm(bias, x, weight.t()) if bias is not None else x @ weight.t()
         out = torch.empty(s.shape[0], dtype=s.dtype, device=s.device)
@@ -249,8 +259,9 @@ def stored_bce_1n(
     """
     N = weight.shape[0]
     eps = float(label_smoothing)
-    per = _StoredBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, targets.weight, eps / N,
-                             1.0 - eps, sink)
+    per = _StoredBCE1N.apply(
+        x, weight, bias, targets.batch_index, targets.entity_index, targets.weight, eps / N, 1.0 - eps, sink
+    )
     return _reduce(per / N, reduction)
 
 
@@ -292,8 +303,18 @@ def fused_bce_1n(
     """
     N = weight.shape[0]
     eps = float(label_smoothing)
-    per = _FusedBCE1N.apply(x, weight, bias, targets.batch_index, targets.entity_index, targets.weight, eps / N,
-                            1.0 - eps, int(chunk_size), sink)
+    per = _FusedBCE1N.apply(
+        x,
+        weight,
+        bias,
+        targets.batch_index,
+        targets.entity_index,
+        targets.weight,
+        eps / N,
+        1.0 - eps,
+        int(chunk_size),
+        sink,
+    )
     return _reduce(per / N, reduction)
 
 

@@ -36,6 +36,7 @@ class LoadedModel:
         lr: The learning rate recorded with it, if any.
         model_dir: The run directory.
     """
+
     model: ConvE
     entities: IdMap
     relations: IdMap
@@ -111,8 +112,10 @@ def build_model(payload: dict, path: Path) -> ConvE:
         DataError: If the payload is not a tracegraph checkpoint or the weights do not fit.
     """
     if "model" not in payload or "model_config" not in payload:
-        raise DataError("not a tracegraph checkpoint (needs 'model' and 'model_config'); "
-                        "use `tracegraph import` for other formats", path)
+        raise DataError(
+            "not a tracegraph checkpoint (needs 'model' and 'model_config'); use `tracegraph import` for other formats",
+            path,
+        )
     model = ConvE(ConvEConfig.from_dict(payload["model_config"]))
     try:
         model.load_state_dict(payload["model"])
@@ -133,8 +136,13 @@ def model_payload(model: ConvE, epoch: int, lr: float, metrics: dict) -> dict:
     Returns:
         The payload for :func:`~tracegraph.runtime.checkpoints.save_checkpoint`.
     """
-    return {"model": model.state_dict(), "model_config": model.config.to_dict(), "epoch": int(epoch),
-            "lr": float(lr), "metrics": json.loads(json.dumps(metrics))}
+    return {
+        "model": model.state_dict(),
+        "model_config": model.config.to_dict(),
+        "epoch": int(epoch),
+        "lr": float(lr),
+        "metrics": json.loads(json.dumps(metrics)),
+    }
 
 
 def read_id_maps(path: str | Path) -> tuple[IdMap, IdMap]:
@@ -181,8 +189,10 @@ def check_maps(entities: IdMap, relations: IdMap, model_config: dict, path) -> N
     """
     n_ent, n_rel = model_config.get("num_entities"), model_config.get("num_relations")
     if (n_ent is not None and n_ent != len(entities)) or (n_rel is not None and n_rel != len(relations)):
-        raise DataError(f"id maps ({len(entities)} entities, {len(relations)} relations) do not match "
-                        f"the model ({n_ent}, {n_rel})", Path(path))
+        raise DataError(
+            f"id maps ({len(entities)} entities, {len(relations)} relations) do not match the model ({n_ent}, {n_rel})",
+            Path(path),
+        )
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
@@ -201,5 +211,12 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedMo
     check_maps(entities, relations, payload.get("model_config") or {}, ckpt)
     model = build_model(payload, ckpt).to(torch.device(device)).eval()
     lr = payload.get("lr")
-    return LoadedModel(model, entities, relations, ckpt, payload.get("epoch"), float(lr) if lr is not None else None,
-                       model_dir_of(ckpt))
+    return LoadedModel(
+        model,
+        entities,
+        relations,
+        ckpt,
+        payload.get("epoch"),
+        float(lr) if lr is not None else None,
+        model_dir_of(ckpt),
+    )

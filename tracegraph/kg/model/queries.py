@@ -13,9 +13,16 @@ from tracegraph.kg.data.triples import KnownTails
 
 
 @torch.no_grad()
-def top_answers(model, anchors: np.ndarray, relations: np.ndarray, side: str, k: int,
-                known: KnownTails | None = None, device: str | torch.device = "cpu",
-                batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+def top_answers(
+    model,
+    anchors: np.ndarray,
+    relations: np.ndarray,
+    side: str,
+    k: int,
+    known: KnownTails | None = None,
+    device: str | torch.device = "cpu",
+    batch_size: int = 256,
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best answer entities of each query and their scores (logits).
 
     Args:
@@ -38,11 +45,11 @@ def top_answers(model, anchors: np.ndarray, relations: np.ndarray, side: str, k:
     anchors = np.asarray(anchors, np.int64)
     ids, scores = [], []
     for b0 in range(0, len(anchors), batch_size):
-        a = torch.as_tensor(anchors[b0:b0 + batch_size], device=device)
-        r = torch.as_tensor(rows[b0:b0 + batch_size], device=device)
+        a = torch.as_tensor(anchors[b0 : b0 + batch_size], device=device)
+        r = torch.as_tensor(rows[b0 : b0 + batch_size], device=device)
         s = model.score_all(a, r).float() if side == "tail" or c.reciprocal else _every_head(model, a, r)
         if known is not None:
-            bi, ti = known.batch(anchors[b0:b0 + batch_size], rows[b0:b0 + batch_size])
+            bi, ti = known.batch(anchors[b0 : b0 + batch_size], rows[b0 : b0 + batch_size])
             s[torch.as_tensor(bi, device=s.device), torch.as_tensor(ti, device=s.device)] = float("-inf")
         vals, idx = s.topk(k, dim=1)
         ids.append(idx.cpu().numpy())
@@ -58,5 +65,7 @@ def _every_head(model, tails: torch.Tensor, relations: torch.Tensor, chunk: int 
     for j in range(len(tails)):
         for e0 in range(0, n, chunk):
             e = torch.arange(e0, min(n, e0 + chunk), device=tails.device)
-            out[j, e0:e0 + len(e)] = model.score_triples(e, relations[j].expand(len(e)), tails[j].expand(len(e))).float()
+            out[j, e0 : e0 + len(e)] = model.score_triples(
+                e, relations[j].expand(len(e)), tails[j].expand(len(e))
+            ).float()
     return out

@@ -15,14 +15,38 @@ from dataclasses import asdict
 from tracegraph.errors import TracegraphError
 
 #: settings a resume may change: they decide how long and how the run goes on, not what it learns
-RESUMABLE = ("epochs", "patience", "min_epochs", "eval_every", "checkpoint_every", "eval_batch_size", "device",
-             "num_workers", "memory_cleanup", "compile", "cuda_graphs", "tf32", "deterministic",
-             "gradient_checkpointing")
+RESUMABLE = (
+    "epochs",
+    "patience",
+    "min_epochs",
+    "eval_every",
+    "checkpoint_every",
+    "eval_batch_size",
+    "device",
+    "num_workers",
+    "memory_cleanup",
+    "compile",
+    "cuda_graphs",
+    "tf32",
+    "deterministic",
+    "gradient_checkpointing",
+)
 
 #: not settings of the training itself: the directory, the resume switches, the file names (their
 #: contents are compared by hash instead), the preset's name (its values are compared one by one)
-_NOT_COMPARED = ("output_dir", "resume", "overwrite", "train", "valid", "test", "entity_map", "relation_map",
-                 "filter_triples", "preset", "preset_sha256")
+_NOT_COMPARED = (
+    "output_dir",
+    "resume",
+    "overwrite",
+    "train",
+    "valid",
+    "test",
+    "entity_map",
+    "relation_map",
+    "filter_triples",
+    "preset",
+    "preset_sha256",
+)
 
 
 def flag(setting: str) -> str:
@@ -66,7 +90,8 @@ def settings_changed(recorded: dict, cfg) -> list[dict]:
         raise TracegraphError(
             f"--resume: {flag(key)} was {old!r} in this run, now {new!r}{why}; a resumed run keeps its settings "
             f"(only {', '.join(flag(k) for k in RESUMABLE)} may change): pass {flag(key)} {old!r} to continue, "
-            f"or train a new run into another --output-dir")
+            f"or train a new run into another --output-dir"
+        )
     _check_data_files(recorded, cfg)
     return changes
 
@@ -80,8 +105,12 @@ def _check_data_files(recorded: dict, cfg) -> None:
     for name in ("train", "valid", "test"):
         given, entry = getattr(cfg, name), files.get(name)
         if (given is None) != (entry is None):
-            raise TracegraphError(f"--resume: the run was trained {'with' if entry else 'without'} --{name}"
-                                  f"{' ' + entry['path'] if entry else ''}; give the same files to continue it")
+            raise TracegraphError(
+                f"--resume: the run was trained {'with' if entry else 'without'} --{name}"
+                f"{' ' + entry['path'] if entry else ''}; give the same files to continue it"
+            )
         if given is not None and sha256_of(given) != entry["sha256"]:
-            raise TracegraphError(f"--resume: --{name} {given} is not the file the run was trained with "
-                                  f"({entry['path']}, another sha256); give that file to continue it")
+            raise TracegraphError(
+                f"--resume: --{name} {given} is not the file the run was trained with "
+                f"({entry['path']}, another sha256); give that file to continue it"
+            )

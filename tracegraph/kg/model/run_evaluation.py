@@ -20,8 +20,17 @@ from tracegraph.kg.model.store import RunStore, run_files
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
 from tracegraph.runtime.progress import log
 
-RANKS_COLUMNS = ["head", "relation", "tail", "side", "rank", "rank_optimistic", "rank_pessimistic", "score",
-                 "top_predictions"]
+RANKS_COLUMNS = [
+    "head",
+    "relation",
+    "tail",
+    "side",
+    "rank",
+    "rank_optimistic",
+    "rank_pessimistic",
+    "score",
+    "top_predictions",
+]
 
 
 @dataclass
@@ -35,12 +44,21 @@ class Evaluation:
 
     def __repr__(self) -> str:
         both = self.metrics.get("both", {})
-        return (f"Evaluation(MRR {both.get('mrr', float('nan')):.4f}, Hits@1 {both.get('hits@1', float('nan')):.4f}, "
-                f"Hits@10 {both.get('hits@10', float('nan')):.4f}, {both.get('count', 0)} ranks)")
+        return (
+            f"Evaluation(MRR {both.get('mrr', float('nan')):.4f}, Hits@1 {both.get('hits@1', float('nan')):.4f}, "
+            f"Hits@10 {both.get('hits@10', float('nan')):.4f}, {both.get('count', 0)} ranks)"
+        )
 
 
-def evaluate_store(store: RunStore, test, filter_triples=None, top_k: int = 10, batch_size: int = 256,
-                   entity_chunk: int = 65536, unseen: str = "include") -> Evaluation:
+def evaluate_store(
+    store: RunStore,
+    test,
+    filter_triples=None,
+    top_k: int = 10,
+    batch_size: int = 256,
+    entity_chunk: int = 65536,
+    unseen: str = "include",
+) -> Evaluation:
     """Filtered ranks of test triples against every entity (``Run.evaluate``).
 
     Args:
@@ -70,24 +88,45 @@ def evaluate_store(store: RunStore, test, filter_triples=None, top_k: int = 10, 
         test_ids = store.encode(test)
     sources = list(filter_triples) if filter_triples else list(store.data_files.values())
     if not sources:  # an imported model, say: say so rather than report a test-only filtered MRR silently
-        log.warning(f"{store.path}: the run records no data files, so only the test triples are filtered "
-                    f"(give the known true triples with --filter)")
+        log.warning(
+            f"{store.path}: the run records no data files, so only the test triples are filtered "
+            f"(give the known true triples with --filter)"
+        )
     known = store.known_tails([*sources, test])
-    metrics, sides = evaluate(store.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk,
-                              top_k=top_k, device=store.device)
+    metrics, sides = evaluate(
+        store.model, test_ids, known, batch_size=batch_size, entity_chunk=entity_chunk, top_k=top_k, device=store.device
+    )
     ent, rel = store.entities.labels, store.relations.labels
     rows = []
     for rk in sides:
         for i, (h, r, t) in enumerate(test_ids):
-            top = json.dumps([[ent[e], round(float(s), 4)] for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])],
-                             ensure_ascii=False) if top_k else ""
-            rows.append((ent[h], rel[r], ent[t], rk.side, rk.realistic[i], rk.optimistic[i], rk.pessimistic[i],
-                         float(rk.score[i]), top))
+            top = (
+                json.dumps(
+                    [[ent[e], round(float(s), 4)] for e, s in zip(rk.topk_ids[i], rk.topk_scores[i])],
+                    ensure_ascii=False,
+                )
+                if top_k
+                else ""
+            )
+            rows.append(
+                (
+                    ent[h],
+                    rel[r],
+                    ent[t],
+                    rk.side,
+                    rk.realistic[i],
+                    rk.optimistic[i],
+                    rk.pessimistic[i],
+                    float(rk.score[i]),
+                    top,
+                )
+            )
     return Evaluation(metrics, pd.DataFrame(rows, columns=RANKS_COLUMNS), store.checkpoint, report)
 
 
-def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device,
-                   unseen: str = "include") -> dict:
+def evaluate_files(
+    model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen: str = "include"
+) -> dict:
     """Evaluate a run and write ``evaluation.json`` and ``ranks.csv`` (``tracegraph evaluate``).
 
     Args:
@@ -110,19 +149,26 @@ def evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size,
     """
     store = model_dir if isinstance(model_dir, RunStore) else RunStore(model_dir, device)
     files = list(filter_files) if filter_files else run_files(store)
-    ev = evaluate_store(store, test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk,
-                        unseen=unseen)
+    ev = evaluate_store(
+        store, test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk, unseen=unseen
+    )
     out = Path(output_dir) if output_dir else store.path / "evaluation"
-    atomic_write_json(out / "evaluation.json", {"metrics": ev.metrics, "checkpoint": str(ev.checkpoint),
-                                                "test": str(test), "filter": [str(f) for f in files] + [str(test)],
-                                                "unseen": ev.unseen})
+    atomic_write_json(
+        out / "evaluation.json",
+        {
+            "metrics": ev.metrics,
+            "checkpoint": str(ev.checkpoint),
+            "test": str(test),
+            "filter": [str(f) for f in files] + [str(test)],
+            "unseen": ev.unseen,
+        },
+    )
     with atomic_path(out / "ranks.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(list(ev.ranks.columns))
         for row in ev.ranks.itertuples(index=False):
             w.writerow([*row[:7], f"{row.score:.6f}", row.top_predictions])
     return {"metrics": ev.metrics, "output_dir": str(out), "unseen": ev.unseen}
-
 
 
 def _optional_train(store: RunStore):

@@ -30,8 +30,14 @@ OPTIMIZERS = ("adam", "adagrad")
 DEFAULT_PATIENCE = 10
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, name: str = "adam",
-                   weight_decay: float = 0.0, capturable: bool = False) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: torch.nn.Module,
+    lr: float,
+    device: torch.device,
+    name: str = "adam",
+    weight_decay: float = 0.0,
+    capturable: bool = False,
+) -> torch.optim.Optimizer:
     """Build the optimiser: Adam (the ConvE paper) or Adagrad (LibKGE's tuned FB15k-237 ConvE).
 
     Args:
@@ -51,8 +57,13 @@ def make_optimizer(model: torch.nn.Module, lr: float, device: torch.device, name
     """
     if name == "adam":
         # the fused kernel does the whole update in one pass (measured 8x faster than the default on CPU)
-        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay,
-                                fused=device.type in ("cpu", "cuda"), capturable=capturable)
+        return torch.optim.Adam(
+            model.parameters(),
+            lr=lr,
+            weight_decay=weight_decay,
+            fused=device.type in ("cpu", "cuda"),
+            capturable=capturable,
+        )
     if name == "adagrad":
         return torch.optim.Adagrad(model.parameters(), lr=lr, weight_decay=weight_decay)
     raise TracegraphError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, not {name!r}")
@@ -82,13 +93,25 @@ def resolve_patience(patience: int | None, has_valid: bool) -> int:
 class LRSchedule:
     """One of :data:`SCHEDULERS` around a torch scheduler; ``state_dict`` goes into checkpoints."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, kind: str = "none", *, epochs: int = 1,
-                 lr_decay: float = 1.0, factor: float = 0.5, patience: int = 5, step_size: int = 50,
-                 min_lr: float = 0.0, threshold: float = 1e-4):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        kind: str = "none",
+        *,
+        epochs: int = 1,
+        lr_decay: float = 1.0,
+        factor: float = 0.5,
+        patience: int = 5,
+        step_size: int = 50,
+        min_lr: float = 0.0,
+        threshold: float = 1e-4,
+    ):
         if kind not in SCHEDULERS:
             raise TracegraphError(f"--lr-scheduler must be one of {', '.join(SCHEDULERS)}, not {kind!r}")
         if kind != "none" and lr_decay != 1.0:
-            raise TracegraphError("--lr-decay is the 'none' schedule's per-epoch factor; use --lr-factor with --lr-scheduler")
+            raise TracegraphError(
+                "--lr-decay is the 'none' schedule's per-epoch factor; use --lr-factor with --lr-scheduler"
+            )
         if kind == "step" and not 0.0 < factor <= 1.0:
             raise TracegraphError(f"--lr-factor must be in (0, 1], not {factor}")
         if kind == "plateau" and not 0.0 < factor < 1.0:  # torch's ReduceLROnPlateau refuses 1
@@ -102,8 +125,15 @@ class LRSchedule:
         elif kind == "cosine":
             self.torch = lrs.CosineAnnealingLR(optimizer, T_max=max(1, epochs), eta_min=min_lr)
         else:
-            self.torch = lrs.ReduceLROnPlateau(optimizer, mode="max", factor=factor, patience=patience,
-                                               threshold=threshold, threshold_mode="rel", min_lr=min_lr)
+            self.torch = lrs.ReduceLROnPlateau(
+                optimizer,
+                mode="max",
+                factor=factor,
+                patience=patience,
+                threshold=threshold,
+                threshold_mode="rel",
+                min_lr=min_lr,
+            )
 
     def after_epoch(self) -> None:
         """Advance an epoch-based schedule (every kind but ``plateau``)."""
@@ -142,6 +172,14 @@ def make_schedule(optimizer: torch.optim.Optimizer, cfg) -> LRSchedule:
     Returns:
         The schedule.
     """
-    return LRSchedule(optimizer, cfg.lr_scheduler, epochs=cfg.epochs, lr_decay=cfg.lr_decay, factor=cfg.lr_factor,
-                      patience=cfg.lr_patience, step_size=cfg.lr_step_size, min_lr=cfg.lr_min,
-                      threshold=cfg.lr_threshold)
+    return LRSchedule(
+        optimizer,
+        cfg.lr_scheduler,
+        epochs=cfg.epochs,
+        lr_decay=cfg.lr_decay,
+        factor=cfg.lr_factor,
+        patience=cfg.lr_patience,
+        step_size=cfg.lr_step_size,
+        min_lr=cfg.lr_min,
+        threshold=cfg.lr_threshold,
+    )

@@ -44,6 +44,7 @@ class SearchSpace:
         pruner: Options for Optuna's median pruner.
         source: The file it was read from.
     """
+
     params: dict
     fixed: dict = field(default_factory=dict)
     preset: str | None = None
@@ -75,8 +76,11 @@ def read_search_space(path: str | Path) -> SearchSpace:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DataError(f'not a search-space file: expected {{"format": "{FORMAT}", ...}}', p, 1)
     if doc.get("version") != VERSION:
-        raise DataError(f"search-space version {doc.get('version')!r} is not supported (this tracegraph reads {VERSION})",
-                        p, line("version"))
+        raise DataError(
+            f"search-space version {doc.get('version')!r} is not supported (this tracegraph reads {VERSION})",
+            p,
+            line("version"),
+        )
     unknown = set(doc) - {"format", "version", "preset", "fixed", "params", "pruner", "description"}
     if unknown:
         key = sorted(unknown)[0]
@@ -87,10 +91,10 @@ def read_search_space(path: str | Path) -> SearchSpace:
         raise DataError('"params" must be a non-empty object of setting names to ranges', p, line("params"))
     for key in fixed:
         if key not in names:
-            raise DataError(f"unknown setting {key!r} in \"fixed\"", p, line(key))
+            raise DataError(f'unknown setting {key!r} in "fixed"', p, line(key))
     for key, spec in params.items():
         if key not in names and key != SHAPE:
-            raise DataError(f"unknown setting {key!r} in \"params\"", p, line(key))
+            raise DataError(f'unknown setting {key!r} in "params"', p, line(key))
         problem = _check_spec(key, spec)
         if problem:
             raise DataError(f"{key}: {problem}", p, line(key))
@@ -152,9 +156,13 @@ def suggest(trial, space: SearchSpace) -> dict:
         if kind == "categorical":
             value = trial.suggest_categorical(key, spec["choices"])
         elif kind == "int":
-            value = trial.suggest_int(key, spec["low"], spec["high"], step=spec.get("step", 1), log=spec.get("log", False))
+            value = trial.suggest_int(
+                key, spec["low"], spec["high"], step=spec.get("step", 1), log=spec.get("log", False)
+            )
         else:
-            value = trial.suggest_float(key, spec["low"], spec["high"], step=spec.get("step"), log=spec.get("log", False))
+            value = trial.suggest_float(
+                key, spec["low"], spec["high"], step=spec.get("step"), log=spec.get("log", False)
+            )
         if key == SHAPE:
             h, w = _shape(value)
             out.update(embedding_height=h, embedding_width=w, embedding_dim=h * w)

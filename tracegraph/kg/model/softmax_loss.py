@@ -38,8 +38,11 @@ def ce_1n(scores: torch.Tensor, targets: Targets, label_smoothing: float = 0.0, 
     eps = float(label_smoothing)
     bi = targets.batch_index
     # weights: 1 per true tail, 0 for the padding a CUDA-graph replay adds (see loss.Targets)
-    w = targets.weight.to(scores.dtype) if targets.weight is not None else torch.ones(len(bi), dtype=scores.dtype,
-                                                                                      device=scores.device)
+    w = (
+        targets.weight.to(scores.dtype)
+        if targets.weight is not None
+        else torch.ones(len(bi), dtype=scores.dtype, device=scores.device)
+    )
     k = torch.zeros(B, dtype=scores.dtype, device=scores.device).index_add(0, bi, w)
     pos_scores = scores.reshape(-1).gather(0, bi * N + targets.entity_index) * w  # flat gather: scatter-add backward
     pos = torch.zeros(B, dtype=scores.dtype, device=scores.device).index_add(0, bi, pos_scores)

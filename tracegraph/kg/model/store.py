@@ -24,7 +24,13 @@ from tracegraph.kg.data.labels import RunLabels, run_labels
 from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.kg.data.unseen import encode_known
 from tracegraph.kg.model.model_io import (
-    build_model, check_maps, list_epoch_checkpoints, model_dir_of, read_id_maps, resolve_checkpoint, run_label_smoothing,
+    build_model,
+    check_maps,
+    list_epoch_checkpoints,
+    model_dir_of,
+    read_id_maps,
+    resolve_checkpoint,
+    run_label_smoothing,
 )
 from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 from tracegraph.runtime.precision import resolve_device
@@ -236,8 +242,9 @@ class RunStore:
         if isinstance(triples, (str, Path)):
             return encode_triples(read_labeled_triples(triples), self.entities, self.relations)
         h, r, t = label_columns(triples, 3)
-        return np.stack([self.entities.ids(h, "entity"), self.relations.ids(r, "relation"),
-                         self.entities.ids(t, "entity")], axis=1).reshape(-1, 3)
+        return np.stack(
+            [self.entities.ids(h, "entity"), self.relations.ids(r, "relation"), self.entities.ids(t, "entity")], axis=1
+        ).reshape(-1, 3)
 
     def known_tails(self, sources: Iterable) -> KnownTails:
         """The filter index of the true triples in ``sources``, with reciprocals for reciprocal models.
@@ -251,8 +258,12 @@ class RunStore:
         Returns:
             The index.
         """
-        ids = [encode_known(read_labeled_triples(s), self.entities, self.relations) if isinstance(s, (str, Path))
-               else self.encode(s) for s in sources]
+        ids = [
+            encode_known(read_labeled_triples(s), self.entities, self.relations)
+            if isinstance(s, (str, Path))
+            else self.encode(s)
+            for s in sources
+        ]
         ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
         c = self.model.config
         return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
@@ -320,5 +331,4 @@ def _nbytes(payload: dict) -> int:
     return sum(t.numel() * t.element_size() for t in payload.get("model", {}).values() if torch.is_tensor(t))
 
 
-__all__ = ["RunStore", "RunCheckpoint", "run_files", "filter_index",
-           "label_columns"]
+__all__ = ["RunStore", "RunCheckpoint", "run_files", "filter_index", "label_columns"]

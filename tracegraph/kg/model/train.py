@@ -28,7 +28,13 @@ import torch
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.exclusion import exclude_from_samples
 from tracegraph.kg.data.triples import (
-    IdMap, KnownTails, TripleSet, count_duplicates, encode_triples, read_labeled_triples, with_reciprocals,
+    IdMap,
+    KnownTails,
+    TripleSet,
+    count_duplicates,
+    encode_triples,
+    read_labeled_triples,
+    with_reciprocals,
 )
 from tracegraph.kg.model.batching import SampleStore
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
@@ -42,8 +48,16 @@ from tracegraph.kg.model.train_config import TrainConfig  # noqa: F401  (the pub
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
 from tracegraph.runtime.cuda_graph import GraphedStep
 from tracegraph.runtime.distributed import (
-    ShardedBatchSampler, all_gather, all_reduce_sum, barrier, broadcast_module_state, broadcast_object,
-    batch_aligned_shard, convert_sync_batchnorm, init_distributed, rank_seed,
+    ShardedBatchSampler,
+    all_gather,
+    all_reduce_sum,
+    barrier,
+    broadcast_module_state,
+    broadcast_object,
+    batch_aligned_shard,
+    convert_sync_batchnorm,
+    init_distributed,
+    rank_seed,
 )
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
 from tracegraph.runtime.precision import math_mode, resolve_precision
@@ -62,6 +76,7 @@ class Data:
         unseen: What the ``--unseen`` policy found and did, for config.json.
         notes: What reading found (duplicates, unseen entities), logged once the run starts.
     """
+
     train: TripleSet
     valid: np.ndarray
     test: np.ndarray
@@ -90,8 +105,10 @@ def load_data(cfg: TrainConfig) -> Data:
     entities = IdMap.read(cfg.entity_map, "entity map") if cfg.entity_map else IdMap.from_labels(lt.heads + lt.tails)
     relations = IdMap.read(cfg.relation_map, "relation map") if cfg.relation_map else IdMap.from_labels(lt.relations)
     splits = {name: read_labeled_triples(p) for name, p in (("valid", cfg.valid), ("test", cfg.test)) if p}
-    counts = [f"{name} {part.path}: {len(part)} triples, {count_duplicates(part)} duplicates"
-              for name, part in (("train", lt), *splits.items())]  # as read, before --unseen drops any
+    counts = [
+        f"{name} {part.path}: {len(part)} triples, {count_duplicates(part)} duplicates"
+        for name, part in (("train", lt), *splits.items())
+    ]  # as read, before --unseen drops any
     entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
     train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
     split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
@@ -138,8 +155,13 @@ class TrainingObjective(torch.nn.Module):
         It makes fewer B×N temporaries, each a fresh allocation there; elsewhere — CUDA (graph capture,
         autocast), bf16, torch.compile — the bce_1n composition stays.
         """
-        return (not self.fused and self.loss_name == "bce" and h.device.type == "cpu"
-                and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
+        return (
+            not self.fused
+            and self.loss_name == "bce"
+            and h.device.type == "cpu"
+            and not torch.is_autocast_enabled("cpu")
+            and not torch.compiler.is_compiling()
+        )
 
 
 def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
@@ -235,8 +257,10 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
             state["history"].append(record)
             _save(s, epoch, record, state, improved)
             valid_txt = f" valid MRR {record['valid']['mrr']:.4f}" if "valid" in record else ""
-            log.info(f"epoch {epoch}: loss {record['loss']:.5f}{valid_txt} ({record['seconds']:.1f}s, "
-                     f"peak {format_bytes(record['peak_memory_bytes'])})")
+            log.info(
+                f"epoch {epoch}: loss {record['loss']:.5f}{valid_txt} ({record['seconds']:.1f}s, "
+                f"peak {format_bytes(record['peak_memory_bytes'])})"
+            )
             progress.update(ep_task, advance=1, info=f"loss {record['loss']:.4f}{valid_txt}")
             if s.patience and state["bad_evals"] >= s.patience and epoch >= cfg.min_epochs:
                 log.info(f"early stopping: no valid MRR improvement in {s.patience} evaluations")
@@ -257,8 +281,10 @@ def _build(cfg: TrainConfig) -> Session:
     if cfg.loss == "ce" and cfg.loss_impl == "fused":
         raise TracegraphError("--loss ce has no fused implementation; use --loss-impl standard or auto")
     if cfg.exclude and ctx.active:
-        raise TracegraphError("excluding training triples (TrainConfig.exclude) runs in one process: "
-                              "torchrun's batch bookkeeping assumes whole batches")
+        raise TracegraphError(
+            "excluding training triples (TrainConfig.exclude) runs in one process: "
+            "torchrun's batch bookkeeping assumes whole batches"
+        )
     patience = resolve_patience(cfg.patience, bool(cfg.valid))
 
     # ---- data and batches
@@ -267,7 +293,9 @@ def _build(cfg: TrainConfig) -> Session:
     mcfg = ConvEConfig(num_entities=E, num_relations=R, **cfg.model)
     train_ids = with_reciprocals(data.train.ids, R) if mcfg.reciprocal else data.train.ids
     # tune passes its test file here: valid is filtered with test as usual, yet never ranked on test
-    extra = [encode_triples(read_labeled_triples(p), data.train.entities, data.train.relations) for p in cfg.filter_triples]
+    extra = [
+        encode_triples(read_labeled_triples(p), data.train.entities, data.train.relations) for p in cfg.filter_triples
+    ]
     all_ids = np.concatenate([data.train.ids, data.valid, data.test, *extra])
     filter_index = KnownTails([with_reciprocals(all_ids, R) if mcfg.reciprocal else all_ids], mcfg.num_relation_rows)
     if cfg.training_mode == "kvsall":
@@ -297,15 +325,41 @@ def _build(cfg: TrainConfig) -> Session:
     model.gradient_checkpointing = cfg.gradient_checkpointing
     # CUDA graphs need static shapes and no host syncs: not with GradScaler (fp16), DDP's
     # communication hooks, checkpointing's RNG replay, or an optimizer that reads its step on the host
-    use_graphs = (cfg.cuda_graphs and device.type == "cuda" and not ctx.active and not precision.needs_scaler
-                  and not cfg.gradient_checkpointing and cfg.optimizer == "adam")
+    use_graphs = (
+        cfg.cuda_graphs
+        and device.type == "cuda"
+        and not ctx.active
+        and not precision.needs_scaler
+        and not cfg.gradient_checkpointing
+        and cfg.optimizer == "adam"
+    )
     optimizer = make_optimizer(model, cfg.learning_rate, device, cfg.optimizer, cfg.weight_decay, capturable=use_graphs)
     local_batch = math.ceil(cfg.batch_size / ctx.world_size)  # the logits one process holds
-    fused = cfg.loss == "bce" and (cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and local_batch * E * 4 > 512 * 2**20))
+    fused = cfg.loss == "bce" and (
+        cfg.loss_impl == "fused" or (cfg.loss_impl == "auto" and local_batch * E * 4 > 512 * 2**20)
+    )
     objective = TrainingObjective(model, fused, auto_chunk_size(local_batch), cfg.label_smoothing, cfg.loss)
     eval_bs = cfg.eval_batch_size or (256 if device.type != "cuda" else int(min(4096, max(256, 2**26 // E))))
-    return Session(cfg, ctx, precision, data, mcfg, filter_index, len(samples), store, sampler, gen, model, objective,
-                   optimizer, make_schedule(optimizer, cfg), precision.grad_scaler(), use_graphs, eval_bs, patience)
+    return Session(
+        cfg,
+        ctx,
+        precision,
+        data,
+        mcfg,
+        filter_index,
+        len(samples),
+        store,
+        sampler,
+        gen,
+        model,
+        objective,
+        optimizer,
+        make_schedule(optimizer, cfg),
+        precision.grad_scaler(),
+        use_graphs,
+        eval_bs,
+        patience,
+    )
 
 
 def _prepare_step(s: Session) -> None:
@@ -314,7 +368,8 @@ def _prepare_step(s: Session) -> None:
     if s.ctx.active:
         # buffers need no broadcast: the synced BatchNorm statistics are identical on every rank
         s.step = s.ddp = torch.nn.parallel.DistributedDataParallel(
-            s.objective, device_ids=[s.device] if s.device.type == "cuda" else None, forward_sync_buffers=False)
+            s.objective, device_ids=[s.device] if s.device.type == "cuda" else None, forward_sync_buffers=False
+        )
     if s.cfg.compile:
         s.step = torch.compile(s.step)
 
@@ -325,14 +380,18 @@ def _write_run_files(s: Session, changes: list) -> None:
         return
     s.data.train.entities.write(s.out / "node_dict.txt")
     s.data.train.relations.write(s.out / "rel_dict.txt")
-    written = dict(run_id=s.run_id, **run_config(s.cfg, s.mcfg, s.device, s.precision.name, s.objective.fused,
-                                                    s.data, s.n_samples))
+    written = dict(
+        run_id=s.run_id, **run_config(s.cfg, s.mcfg, s.device, s.precision.name, s.objective.fused, s.data, s.n_samples)
+    )
     written["resolved"]["patience"] = s.patience  # what --patience's default became for this run
     if changes:  # what resumes changed, each from its epoch on (resume_policy.py)
         written["changes"] = changes
     if s.ctx.active:
-        written["resolved"].update(world_size=s.ctx.world_size, backend=s.ctx.backend,
-                                      batch_size_semantics="global (per process: about batch_size / world_size)")
+        written["resolved"].update(
+            world_size=s.ctx.world_size,
+            backend=s.ctx.backend,
+            batch_size_semantics="global (per process: about batch_size / world_size)",
+        )
     atomic_write_json(s.out / "config.json", written)
     for note in s.data.notes:  # logged once the run has started: a bad option stops it with its one error line
         log.info(note)
@@ -361,8 +420,9 @@ def _step_function(s: Session) -> Callable[..., torch.Tensor]:
     return run_step
 
 
-def _train_epoch(s: Session, epoch: int, meter: DeviceMeter, run_step, graphed, capacity: list, state: dict,
-                 progress) -> dict:
+def _train_epoch(
+    s: Session, epoch: int, meter: DeviceMeter, run_step, graphed, capacity: list, state: dict, progress
+) -> dict:
     """One pass over the training samples; returns the epoch's history record (loss, lr, time, memory)."""
     cfg, ctx = s.cfg, s.ctx
     t0 = time.perf_counter()
@@ -388,8 +448,12 @@ def _train_epoch(s: Session, epoch: int, meter: DeviceMeter, run_step, graphed, 
             graphed(batch.index, key=(lr, capacity[0]))  # both are frozen into a capture
         else:
             scale_before = s.scaler.get_scale() if s.precision.needs_scaler else None
-            loss = run_step(batch.index, s.store.target_count(batch), padded=False,
-                            loss_scale=1.0 if s.ddp is None else len(batch) * ctx.world_size / n_global)
+            loss = run_step(
+                batch.index,
+                s.store.target_count(batch),
+                padded=False,
+                loss_scale=1.0 if s.ddp is None else len(batch) * ctx.world_size / n_global,
+            )
             if s.precision.needs_scaler and s.scaler.get_scale() < scale_before:
                 state["skipped_steps"] += 1  # fp16 overflow: GradScaler skipped this step
             else:
@@ -407,8 +471,13 @@ def _train_epoch(s: Session, epoch: int, meter: DeviceMeter, run_step, graphed, 
             f"(lr {lr:g}); nothing was saved for this epoch. Try a lower --learning-rate or --precision fp32."
         )
     s.scheduler.after_epoch()
-    record = {"epoch": epoch, "lr": lr, "loss": seen["mean"],
-              "seconds": time.perf_counter() - t0, "peak_memory_bytes": peak_memory_bytes(s.device)}
+    record = {
+        "epoch": epoch,
+        "lr": lr,
+        "loss": seen["mean"],
+        "seconds": time.perf_counter() - t0,
+        "peak_memory_bytes": peak_memory_bytes(s.device),
+    }
     if s.precision.needs_scaler:
         record["skipped_steps_total"] = state["skipped_steps"]
     return record
@@ -454,11 +523,21 @@ def _save(s: Session, epoch: int, record: dict, state: dict, improved: bool) -> 
 def _finish(s: Session, state: dict, start_epoch: int, stopped_early: bool) -> dict:
     """Final weights, then test metrics with the best model."""
     out, model = s.out, s.model
-    last = state["history"][-1] if state["history"] else {"epoch": start_epoch - 1, "lr": s.optimizer.param_groups[0]["lr"]}
+    last = (
+        state["history"][-1]
+        if state["history"]
+        else {"epoch": start_epoch - 1, "lr": s.optimizer.param_groups[0]["lr"]}
+    )
     if s.ctx.is_main:
-        save_checkpoint(out / "final_model.pt", dict(model_payload(model, last["epoch"], last["lr"], last), run_id=s.run_id))
-    summary = {"epochs_run": last["epoch"], "stopped_early": stopped_early, "best_valid_mrr": state["best_mrr"],
-               "skipped_steps": state["skipped_steps"]}
+        save_checkpoint(
+            out / "final_model.pt", dict(model_payload(model, last["epoch"], last["lr"], last), run_id=s.run_id)
+        )
+    summary = {
+        "epochs_run": last["epoch"],
+        "stopped_early": stopped_early,
+        "best_valid_mrr": state["best_mrr"],
+        "skipped_steps": state["skipped_steps"],
+    }
     if len(s.data.test):
         has_best = broadcast_object((out / "best_model.pt").is_file())  # rank 0's file system decides
         if has_best:
@@ -468,7 +547,9 @@ def _finish(s: Session, state: dict, start_epoch: int, stopped_early: bool) -> d
         res, _ = _evaluate(s.ctx, model, s.data.test, s.filter_index, batch_size=s.eval_batch_size, device=s.device)
         summary["test"] = res
         if s.ctx.is_main:
-            atomic_write_json(out / "test_results.json", dict(res, model="best_model.pt" if has_best else "final_model.pt"))
+            atomic_write_json(
+                out / "test_results.json", dict(res, model="best_model.pt" if has_best else "final_model.pt")
+            )
         log.info(f"test: MRR {res['both']['mrr']:.4f}, Hits@10 {res['both']['hits@10']:.4f}")
     return summary
 
@@ -485,7 +566,9 @@ def _evaluate(ctx, model, triples: np.ndarray, known: KnownTails, **kw) -> tuple
     lo, hi = batch_aligned_shard(len(triples), kw.get("batch_size", 256), ctx.rank, ctx.world_size)
     _, sides = evaluate(model, triples[lo:hi], known, **kw)
     parts = all_gather([(rk.optimistic, rk.pessimistic, rk.score) for rk in sides])
-    sides = [Ranks(rk.side, *(np.concatenate([p[k][j] for p in parts]) for j in range(3))) for k, rk in enumerate(sides)]
+    sides = [
+        Ranks(rk.side, *(np.concatenate([p[k][j] for p in parts]) for j in range(3))) for k, rk in enumerate(sides)
+    ]
     return summarize(sides), sides
 
 
@@ -494,7 +577,10 @@ def _epoch_loss(meter: DeviceMeter, ctx) -> dict:
     if not ctx.active:
         return meter.read()
     local = meter.read()
-    tot = all_reduce_sum(torch.tensor([local["mean"] * local["count"], local["count"], local["bad"]],
-                                      dtype=torch.float64, device=ctx.device))
+    tot = all_reduce_sum(
+        torch.tensor(
+            [local["mean"] * local["count"], local["count"], local["bad"]], dtype=torch.float64, device=ctx.device
+        )
+    )
     count = tot[1].item() / ctx.world_size
     return dict(local, mean=tot[0].item() / ctx.world_size / max(count, 1), bad=int(tot[2].item()))

@@ -13,6 +13,7 @@ class TrainConfig:
     ``model`` holds :class:`~tracegraph.kg.model.conve.ConvEConfig` overrides. The comments on the
     fields give units and accepted values.
     """
+
     train: str
     output_dir: str
     valid: str | None = None

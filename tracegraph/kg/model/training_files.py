@@ -36,8 +36,12 @@ def state_for_checkpoint(state: dict) -> dict:
     Returns:
         The state with the history as a JSON string.
     """
-    return {"history_json": json.dumps(state["history"]), "best_mrr": state["best_mrr"],
-            "bad_evals": state["bad_evals"], "skipped_steps": state["skipped_steps"]}
+    return {
+        "history_json": json.dumps(state["history"]),
+        "best_mrr": state["best_mrr"],
+        "bad_evals": state["bad_evals"],
+        "skipped_steps": state["skipped_steps"],
+    }
 
 
 def claim_run_dir(ctx, out: Path, cfg: TrainConfig) -> str:
@@ -87,8 +91,14 @@ def resume_payload(payload: dict, optimizer, scheduler, gen, state: dict) -> dic
     """
     from tracegraph.runtime.seeding import rng_state
 
-    return dict(payload, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), rng=rng_state(),
-                sampler_rng=gen.get_state(), state=state_for_checkpoint(state))
+    return dict(
+        payload,
+        optimizer=optimizer.state_dict(),
+        scheduler=scheduler.state_dict(),
+        rng=rng_state(),
+        sampler_rng=gen.get_state(),
+        state=state_for_checkpoint(state),
+    )
 
 
 def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_id: str, cfg: TrainConfig | None = None):
@@ -131,8 +141,9 @@ def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_i
     changes = settings_changed(recorded, cfg) if cfg is not None and recorded else []
     payload = load_checkpoint(source)
     if "optimizer" not in payload:
-        raise TracegraphError(f"--resume: {source} holds weights only (no optimizer state); the run cannot be "
-                              f"continued exactly")
+        raise TracegraphError(
+            f"--resume: {source} holds weights only (no optimizer state); the run cannot be continued exactly"
+        )
     if payload["model_config"] != mcfg.to_dict():
         raise TracegraphError(f"--resume: {source} was trained with another model configuration")
     model.load_state_dict(payload["model"])
@@ -142,9 +153,13 @@ def resume(out: Path, model, optimizer, scheduler, gen, mcfg: ConvEConfig, run_i
     gen.set_state(payload["sampler_rng"])
     s = payload["state"]
     start = int(payload["epoch"]) + 1
-    state = {"history": json.loads(s["history_json"]), "best_mrr": s["best_mrr"], "bad_evals": s["bad_evals"],
-             "skipped_steps": s["skipped_steps"],
-             "changes": recorded.get("changes", []) + [dict(epoch=start, **c) for c in changes]}
+    state = {
+        "history": json.loads(s["history_json"]),
+        "best_mrr": s["best_mrr"],
+        "bad_evals": s["bad_evals"],
+        "skipped_steps": s["skipped_steps"],
+        "changes": recorded.get("changes", []) + [dict(epoch=start, **c) for c in changes],
+    }
     log.info(f"resuming after epoch {payload['epoch']} from {source}")
     for c in changes:
         log.info(f"--resume: {c['setting']} {c['old']!r} -> {c['new']!r} from epoch {start} (recorded in config.json)")
@@ -170,12 +185,21 @@ def run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fuse
         "train": asdict(cfg),
         "model": mcfg.to_dict(),
         "resolved": {"device": str(device), "precision": precision, "loss_impl": "fused" if fused else "standard"},
-        "sizes": {"entities": data.train.num_entities, "relations": data.train.num_relations,
-                  "train_triples": len(data.train), "valid_triples": len(data.valid), "test_triples": len(data.test),
-                  "training_samples": n_samples},
+        "sizes": {
+            "entities": data.train.num_entities,
+            "relations": data.train.num_relations,
+            "train_triples": len(data.train),
+            "valid_triples": len(data.valid),
+            "test_triples": len(data.test),
+            "training_samples": n_samples,
+        },
         "unseen": data.unseen,
         "data_files": record_data_files({"train": cfg.train, "valid": cfg.valid, "test": cfg.test}, cfg.output_dir),
         **({"label_files": labels} if (labels := record_label_files(cfg.train, cfg.output_dir)) else {}),
-        "versions": {"tracegraph": __version__, "torch": torch.__version__, "numpy": np.__version__,
-                     "python": platform.python_version()},
+        "versions": {
+            "tracegraph": __version__,
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        },
     }

@@ -46,6 +46,7 @@ class TuneConfig:
         seed: Seed of the samplers (worker ``i`` uses ``seed + i``) and of every trial's training.
         num_threads: CPU threads per worker; 0 leaves torch's default.
     """
+
     train: str
     valid: str
     output_dir: str
@@ -99,13 +100,22 @@ def open_study(cfg: TuneConfig, space, worker: int = 0):
         # heartbeats mark trials whose worker died mid-trial as failed when the study resumes;
         # failed trials do not count towards --trials, so a rerun replaces them
         storage = optuna.storages.RDBStorage(
-            url, engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
-            heartbeat_interval=60, grace_period=180)
+            url,
+            engine_kwargs={"connect_args": {"timeout": 60}} if url.startswith("sqlite") else None,
+            heartbeat_interval=60,
+            grace_period=180,
+        )
     pruner = optuna.pruners.MedianPruner(**{"n_startup_trials": 5, "n_warmup_steps": 0, **space.pruner})
     # each worker its own sampler seed, or parallel workers would draw the same startup trials
     sampler = optuna.samplers.TPESampler(seed=cfg.seed + worker)
-    return optuna.create_study(study_name=cfg.study_name, storage=storage, sampler=sampler, pruner=pruner,
-                               direction="maximize", load_if_exists=True)
+    return optuna.create_study(
+        study_name=cfg.study_name,
+        storage=storage,
+        sampler=sampler,
+        pruner=pruner,
+        direction="maximize",
+        load_if_exists=True,
+    )
 
 
 def finished_trials(study) -> list:
@@ -160,15 +170,24 @@ def run_trial(trial, cfg: TuneConfig, space, base, device: str) -> float:
     settings = trial_settings(base, space, suggest(trial, space))
     run_dir = Path(cfg.output_dir) / "trials" / f"trial_{trial.number:04d}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    doc = preset_document(f"{cfg.study_name}-trial-{trial.number}", _description(cfg, trial.number, base),
-                          settings)
+    doc = preset_document(f"{cfg.study_name}-trial-{trial.number}", _description(cfg, trial.number, base), settings)
     text = _dump(doc)
     preset = parse_preset(text.encode("utf-8"), str(run_dir / "preset.json"))
     # valid is ranked with the test triples filtered out, as in any run given --test (the standard
     # protocol; unfiltered, UMLS valid MRR drops by 0.2), but no trial ever ranks test
     filters = [cfg.test] if cfg.test else []
-    tcfg = apply_preset(TrainConfig(train=cfg.train, valid=cfg.valid, test=None, output_dir=str(run_dir),
-                                    device=device, seed=cfg.seed, filter_triples=filters), preset)
+    tcfg = apply_preset(
+        TrainConfig(
+            train=cfg.train,
+            valid=cfg.valid,
+            test=None,
+            output_dir=str(run_dir),
+            device=device,
+            seed=cfg.seed,
+            filter_triples=filters,
+        ),
+        preset,
+    )
     tcfg.checkpoint_every = tcfg.epochs  # trials need best_model.pt, not an epoch-by-epoch history
     trial.set_user_attr("run_dir", str(run_dir))
 
@@ -188,8 +207,10 @@ def run_trial(trial, cfg: TuneConfig, space, base, device: str) -> float:
 
 def _description(cfg: TuneConfig, number: int, base) -> str:
     start = f" starting from preset {base.name} (sha256 {base.sha256[:12]})" if base else ""
-    return (f"trial {number} of tracegraph tune study {cfg.study_name!r}{start}; search space {cfg.search_space}; "
-            f"selected on valid MRR of {cfg.valid}")
+    return (
+        f"trial {number} of tracegraph tune study {cfg.study_name!r}{start}; search space {cfg.search_space}; "
+        f"selected on valid MRR of {cfg.valid}"
+    )
 
 
 def _dump(doc: dict) -> str:
@@ -221,8 +242,9 @@ def work(cfg: TuneConfig, device: str, worker: int = 0) -> None:
     study = open_study(cfg, space, worker)
     if len(finished_trials(study)) >= cfg.trials:
         return
-    done = optuna.study.MaxTrialsCallback(cfg.trials, states=(optuna.trial.TrialState.COMPLETE,
-                                                              optuna.trial.TrialState.PRUNED))
+    done = optuna.study.MaxTrialsCallback(
+        cfg.trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    )
     failures_allowed = max(3, cfg.trials)
 
     def give_up(study, trial):  # failures are not finished trials: without this a broken set-up retries forever
@@ -230,8 +252,13 @@ def work(cfg: TuneConfig, device: str, worker: int = 0) -> None:
             study.stop()
 
     # a trial that diverges (NaN loss) or is misconfigured fails alone; the study goes on
-    study.optimize(lambda t: run_trial(t, cfg, space, base, device), timeout=cfg.timeout, callbacks=[done, give_up],
-                   catch=(TracegraphError,), gc_after_trial=True)
+    study.optimize(
+        lambda t: run_trial(t, cfg, space, base, device),
+        timeout=cfg.timeout,
+        callbacks=[done, give_up],
+        catch=(TracegraphError,),
+        gc_after_trial=True,
+    )
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     if len(failed) >= failures_allowed and len(finished_trials(study)) < cfg.trials:
         reason = failed[-1].system_attrs.get("fail_reason", "see the log above")
@@ -275,14 +302,24 @@ def tune(cfg: TuneConfig) -> dict:
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
         failed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
-        raise TracegraphError(f"no trial of study {cfg.study_name!r} completed ({len(failed)} failed, "
-                              f"{len(finished_trials(study)) - len(complete)} pruned); see the log above")
+        raise TracegraphError(
+            f"no trial of study {cfg.study_name!r} completed ({len(failed)} failed, "
+            f"{len(finished_trials(study)) - len(complete)} pruned); see the log above"
+        )
     best = study.best_trial
     run_dir = Path(best.user_attrs["run_dir"])
     shutil.copyfile(run_dir / "preset.json", out / "best_preset.json")  # the same bytes, so the same sha256
-    summary = {"study_name": cfg.study_name, "storage": storage_url(cfg), "best_trial": best.number,
-               "best_valid_mrr": best.value, "best_params": best.params, "best_run_dir": str(run_dir),
-               "best_preset": str(out / "best_preset.json"), "trials": _trial_rows(study), "config": asdict(cfg)}
+    summary = {
+        "study_name": cfg.study_name,
+        "storage": storage_url(cfg),
+        "best_trial": best.number,
+        "best_valid_mrr": best.value,
+        "best_params": best.params,
+        "best_run_dir": str(run_dir),
+        "best_preset": str(out / "best_preset.json"),
+        "trials": _trial_rows(study),
+        "config": asdict(cfg),
+    }
     if cfg.test:  # the one and only look at test, for the chosen configuration
         from tracegraph.kg.model.run_evaluation import evaluate_files
 
@@ -293,9 +330,16 @@ def tune(cfg: TuneConfig) -> dict:
 
 
 def _trial_rows(study) -> list[dict]:
-    return [{"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
-             "last_epoch": max(t.intermediate_values) if t.intermediate_values else None}
-            for t in study.get_trials(deepcopy=False)]
+    return [
+        {
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "params": t.params,
+            "last_epoch": max(t.intermediate_values) if t.intermediate_values else None,
+        }
+        for t in study.get_trials(deepcopy=False)
+    ]
 
 
 def _run_workers(cfg: TuneConfig) -> None:
@@ -303,12 +347,16 @@ def _run_workers(cfg: TuneConfig) -> None:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker_main, args=(asdict(cfg), dev, i), name=f"tune-{dev}")
-             for i, dev in enumerate(cfg.devices)]
+    procs = [
+        ctx.Process(target=_worker_main, args=(asdict(cfg), dev, i), name=f"tune-{dev}")
+        for i, dev in enumerate(cfg.devices)
+    ]
     for p in procs:
         p.start()
     for p in procs:
         p.join()
     bad = [f"{p.name} (exit {p.exitcode})" for p in procs if p.exitcode != 0]
     if bad:
-        raise TracegraphError(f"tune workers failed: {', '.join(bad)}; the study keeps what finished — run again to resume")
+        raise TracegraphError(
+            f"tune workers failed: {', '.join(bad)}; the study keeps what finished — run again to resume"
+        )

@@ -39,6 +39,7 @@ class Dataset:
         url: Where the archive is downloaded from; None when bundled with the package.
         sha256: The archive's SHA-256 (downloaded sets only).
     """
+
     name: str
     description: str
     entities: int
@@ -59,16 +60,39 @@ class Dataset:
         return "bundled" if self.bundled else self.url
 
 
-DATASETS: dict[str, Dataset] = {d.name: d for d in (
-    Dataset("umls", "biomedical concepts (Kok & Domingos 2007), as PyKEEN redistributes it",
-            135, 46, (5216, 652, 661), "0.94 (ConvE paper)"),
-    Dataset("fb15k-237", "Freebase, inverse-leakage-free (Toutanova & Chen 2015)",
-            14541, 237, (272115, 17535, 20466), "0.325 (ConvE paper), 0.339 (LibKGE)",
-            f"{_CONVE_REPO}/FB15k-237.tar.gz", "311df7930f842a02979eaa7a802484a6afe62303c07f915f1e6edbc30cbe05e8"),
-    Dataset("wn18rr", "WordNet, inverse-leakage-free (Dettmers et al. 2018)",
-            40943, 11, (86835, 3034, 3134), "0.43 (ConvE paper), 0.442 (LibKGE)",
-            f"{_CONVE_REPO}/WN18RR.tar.gz", "1eb9152f804c140d163462c0d49f65e5a0b30ab5fbb375c5e3353c11a6249060"),
-)}
+DATASETS: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        Dataset(
+            "umls",
+            "biomedical concepts (Kok & Domingos 2007), as PyKEEN redistributes it",
+            135,
+            46,
+            (5216, 652, 661),
+            "0.94 (ConvE paper)",
+        ),
+        Dataset(
+            "fb15k-237",
+            "Freebase, inverse-leakage-free (Toutanova & Chen 2015)",
+            14541,
+            237,
+            (272115, 17535, 20466),
+            "0.325 (ConvE paper), 0.339 (LibKGE)",
+            f"{_CONVE_REPO}/FB15k-237.tar.gz",
+            "311df7930f842a02979eaa7a802484a6afe62303c07f915f1e6edbc30cbe05e8",
+        ),
+        Dataset(
+            "wn18rr",
+            "WordNet, inverse-leakage-free (Dettmers et al. 2018)",
+            40943,
+            11,
+            (86835, 3034, 3134),
+            "0.43 (ConvE paper), 0.442 (LibKGE)",
+            f"{_CONVE_REPO}/WN18RR.tar.gz",
+            "1eb9152f804c140d163462c0d49f65e5a0b30ab5fbb375c5e3353c11a6249060",
+        ),
+    )
+}
 
 
 def lookup(name: str) -> Dataset:

@@ -49,8 +49,9 @@ def open_source(source: str) -> Iterator[tuple[BinaryIO, int | None]]:
     try:
         resp = urllib.request.urlopen(source, timeout=60)
     except (urllib.error.URLError, OSError) as e:
-        raise TracegraphError(f"cannot download {source}: {getattr(e, 'reason', e)} "
-                              f"(no network? pass a local copy with --from FILE)") from None
+        raise TracegraphError(
+            f"cannot download {source}: {getattr(e, 'reason', e)} (no network? pass a local copy with --from FILE)"
+        ) from None
     with resp:
         length = resp.headers.get("Content-Length")
         yield resp, int(length) if length and length.isdigit() else None
@@ -122,8 +123,9 @@ def fetch_archive(source: str, sha256: str, target: Path, members: list[str], la
         unpacked = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".unpack", dir=target.parent))
         got = download(source, archive, label)
         if got != sha256:
-            raise TracegraphError(f"checksum mismatch for {source}: expected sha256 {sha256}, got {got}; "
-                                  f"nothing was cached")
+            raise TracegraphError(
+                f"checksum mismatch for {source}: expected sha256 {sha256}, got {got}; nothing was cached"
+            )
         _unpack(archive, members, unpacked, source)
         umask = os.umask(0)  # mkdtemp makes 0700; the entry gets what a plain mkdir would
         os.umask(umask)

@@ -81,8 +81,11 @@ def explained_checkpoints(store, spec: list[str] | None) -> tuple[list[Path], st
     else:
         epoch = store.checkpoint_info(store.checkpoint).epoch if spec is None else None
         chosen = resolve_checkpoint_list(store.path, spec, epoch)
-        why = (f"up to {store.checkpoint.name}'s epoch {epoch}" if spec is None and epoch is not None
-               else f"--checkpoints {' '.join(spec or ['all'])}")
+        why = (
+            f"up to {store.checkpoint.name}'s epoch {epoch}"
+            if spec is None and epoch is not None
+            else f"--checkpoints {' '.join(spec or ['all'])}"
+        )
     names = [p.name for p in chosen]
     listed = ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:3])}, …, {', '.join(names[-2:])}"
     return chosen, f"TracIn sums {len(chosen)} checkpoint(s), {why}: {listed}"

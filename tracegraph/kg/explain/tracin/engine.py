@@ -145,8 +145,11 @@ class _Accumulator:
     def __init__(self, out: np.ndarray, device: torch.device, budget: int):
         self.out = out
         T, M = out.shape
-        self.buf = torch.zeros(T, M, dtype=torch.float64, device=device) if (
-            device.type == "cuda" and T * M * 8 <= budget) else None
+        self.buf = (
+            torch.zeros(T, M, dtype=torch.float64, device=device)
+            if (device.type == "cuda" and T * M * 8 <= budget)
+            else None
+        )
 
     def add(self, cols: slice, block: torch.Tensor) -> None:  # block: [T, n]
         if self.buf is not None:
@@ -157,7 +160,7 @@ class _Accumulator:
     def finish(self) -> np.ndarray:
         if self.buf is not None:
             for s in range(0, self.out.shape[0], 4096):  # a memmap is written in slabs
-                self.out[s:s + 4096] = self.buf[s:s + 4096].cpu().numpy()
+                self.out[s : s + 4096] = self.buf[s : s + 4096].cpu().numpy()
         return self.out
 
 
@@ -237,17 +240,24 @@ def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, r
             task = progress.add_task("influence", total=len(checkpoints) * -(-M // bs), info="")
         with precision.autocast():
             if opts.engine == "exact":
-                test_f = [compute_factors(model, *_directions(model, *test_t[s:s + opts.test_batch_size].T),
-                                          opts.loss, opts.label_smoothing, layers)
-                          for s in range(0, T, opts.test_batch_size)]
+                test_f = [
+                    compute_factors(
+                        model,
+                        *_directions(model, *test_t[s : s + opts.test_batch_size].T),
+                        opts.loss,
+                        opts.label_smoothing,
+                        layers,
+                    )
+                    for s in range(0, T, opts.test_batch_size)
+                ]
                 for s, F in zip(range(0, T, opts.test_batch_size), test_f):
                     n = min(opts.test_batch_size, T - s)
-                    test_self[s:s + n] += lr * _self_exact(F, n, layers, rec).double().cpu().numpy()
+                    test_self[s : s + n] += lr * _self_exact(F, n, layers, rec).double().cpu().numpy()
             else:
                 test_g = _gradients(model, test_t, opts, layers)
                 test_self += lr * (test_g * test_g).sum(1).double().cpu().numpy()
             for s in range(0, M, bs):
-                batch = train_t[s:s + bs]
+                batch = train_t[s : s + bs]
                 n = len(batch)
                 if opts.engine == "exact":
                     A = compute_factors(model, *_directions(model, *batch.T), opts.loss, opts.label_smoothing, layers)
@@ -262,7 +272,7 @@ def _compute(checkpoints, train_ids, test_ids, opts, device, progress, reader, r
                     block = g @ test_g.t()
                     tself = (g * g).sum(1)
                 scores.add(slice(s, s + n), lr * block.t())
-                train_self[s:s + n] += lr * tself.double()
+                train_self[s : s + n] += lr * tself.double()
                 if progress:
                     progress.update(task, advance=1, info=f"checkpoint {k + 1}/{len(checkpoints)}")
         del model

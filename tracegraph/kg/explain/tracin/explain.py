@@ -26,7 +26,12 @@ import pandas as pd
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import LabeledTriples, encode_triples, read_labeled_triples, triple_file_stem
 from tracegraph.kg.explain.methods import (
-    MethodOptions, default_method, get_method, method_keys_all, rank_and_rival, single_score,
+    MethodOptions,
+    default_method,
+    get_method,
+    method_keys_all,
+    rank_and_rival,
+    single_score,
 )
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, resolve_checkpoint_list
@@ -34,8 +39,17 @@ from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, 
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.influence import TracIn
 from tracegraph.kg.explain.tracin.rows import (
-    CSV_HEADER, EXTRA_COLUMNS, ROLE_COLUMN, Explanation, ExplainResult, _names, _pick, _rel_names, _rows,
-    header_of, rival_records,
+    CSV_HEADER,
+    EXTRA_COLUMNS,
+    ROLE_COLUMN,
+    Explanation,
+    ExplainResult,
+    _names,
+    _pick,
+    _rel_names,
+    _rows,
+    header_of,
+    rival_records,
 )
 from tracegraph.kg.explain.tracin.sharding import _influence_over_devices, _influence_over_ranks
 from tracegraph.kg.model.store import RunStore, filter_index, run_files
@@ -43,8 +57,18 @@ from tracegraph.runtime.distributed import broadcast_object, init_distributed, p
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.rundir import check_one_run
 
-__all__ = ["ExplainConfig", "run_explain", "resolve_checkpoint_list", "CSV_HEADER", "EXTRA_COLUMNS", "ROLE_COLUMN",
-           "Explanation", "ExplainResult", "base_name", "_pick"]
+__all__ = [
+    "ExplainConfig",
+    "run_explain",
+    "resolve_checkpoint_list",
+    "CSV_HEADER",
+    "EXTRA_COLUMNS",
+    "ROLE_COLUMN",
+    "Explanation",
+    "ExplainResult",
+    "base_name",
+    "_pick",
+]
 
 
 @dataclass
@@ -112,8 +136,9 @@ class _Parts:
     scores: np.ndarray
 
 
-def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None,
-                run: RunStore | None = None) -> ExplainResult:
+def run_explain(
+    cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None, run: RunStore | None = None
+) -> ExplainResult:
     """Explain every selected test triple; returns the records (nothing is written).
 
     Args:
@@ -135,8 +160,10 @@ def run_explain(cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarr
     if sel.todo:
         method = get_method(cfg.method)
         if not method.in_pass and (ctx.active or (devices and len(devices) > 1)):
-            raise TracegraphError(f"method {cfg.method} runs in one process on one device (tracin, "
-                                  f"tracin-margin, tracin-margin-path also run under torchrun and on several devices)")
+            raise TracegraphError(
+                f"method {cfg.method} runs in one process on one device (tracin, "
+                f"tracin-margin, tracin-margin-path also run under torchrun and on several devices)"
+            )
         test_ids = np.array([ids for _, _, ids in sel.todo], np.int64)
         parts = influence_parts(cfg, store, inputs, sel, test_ids, method, ctx, devices, device)
         keys = None if method.in_pass else method_order(cfg, store, inputs, sel, test_ids, device)
@@ -157,8 +184,10 @@ def _checked(cfg: ExplainConfig) -> ExplainConfig:
     if cfg.method is None:
         cfg = replace(cfg, method=default_method(cfg.loss))
         if cfg.loss == "train-loss":
-            log.info("loss train-loss without a method: plain TracIn over the 1-N training loss, the original "
-                     "research scripts' convention (name the method to combine the loss with another one)")
+            log.info(
+                "loss train-loss without a method: plain TracIn over the 1-N training loss, the original "
+                "research scripts' convention (name the method to combine the loss with another one)"
+            )
     get_method(cfg.method)  # an unknown name is an error before any work
     check_influence_options(InfluenceOptions(engine=cfg.engine, loss=cfg.loss))
     return cfg
@@ -182,10 +211,12 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     if cfg.side == "head" and not store.model.config.reciprocal:
         raise TracegraphError("side head needs a model with reciprocal relations (this run has none)")
     ents, rels = store.entities.labels, store.relations.labels
-    ent_names = (_names(cfg.node_name_dict, ents) if cfg.node_name_dict
-                 else [store.labels.entity_names.get(x, x) for x in ents])  # the run's recorded label files
-    rel_names = (_rel_names(cfg.edge_map, rels) if cfg.edge_map
-                 else [store.labels.relation_names.get(x, x) for x in rels])
+    ent_names = (
+        _names(cfg.node_name_dict, ents) if cfg.node_name_dict else [store.labels.entity_names.get(x, x) for x in ents]
+    )  # the run's recorded label files
+    rel_names = (
+        _rel_names(cfg.edge_map, rels) if cfg.edge_map else [store.labels.relation_names.get(x, x) for x in rels]
+    )
     return _Inputs(train_ids, checkpoints, note, eps, ent_names, rel_names)
 
 
@@ -219,7 +250,9 @@ def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray
             continue
         missing = [f"entity {x!r}" for x in (h, t) if x not in ents] + ([f"relation {r!r}"] if r not in rels else [])
         if missing:
-            failures.append({"index": i, "triple": [h, r, t], "reason": f"not in the model's id maps: {', '.join(missing)}"})
+            failures.append(
+                {"index": i, "triple": [h, r, t], "reason": f"not in the model's id maps: {', '.join(missing)}"}
+            )
             continue
         todo.append((i, name, (ents.id(h), rels.id(r), ents.id(t))))
     todo, failures, skipped = broadcast_object((todo, failures, skipped))  # torchrun: rank 0's disk decides
@@ -227,8 +260,13 @@ def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray
     for i, name, (h, r, t) in list(todo):
         rows = np.arange(len(train_ids)) if train_subsets is None else np.asarray(train_subsets(h, t), np.int64)
         if len(rows) == 0:
-            failures.append({"index": i, "triple": [lt.heads[i], lt.relations[i], lt.tails[i]],
-                             "reason": "the filtered training graph around this triple is empty"})
+            failures.append(
+                {
+                    "index": i,
+                    "triple": [lt.heads[i], lt.relations[i], lt.tails[i]],
+                    "reason": "the filtered training graph around this triple is empty",
+                }
+            )
             todo.remove((i, name, (h, r, t)))
             continue
         subsets[i] = rows
@@ -241,8 +279,13 @@ def _test_triples(test) -> LabeledTriples:
     if isinstance(test, (str, Path)):
         return read_labeled_triples(test)
     rows = [tuple(str(x) for x in t) for t in test]
-    return LabeledTriples([h for h, _, _ in rows], [r for _, r, _ in rows], [t for _, _, t in rows],
-                          np.arange(1, len(rows) + 1), "<test triples>")
+    return LabeledTriples(
+        [h for h, _, _ in rows],
+        [r for _, r, _ in rows],
+        [t for _, _, t in rows],
+        np.arange(1, len(rows) + 1),
+        "<test triples>",
+    )
 
 
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
@@ -270,23 +313,41 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
     """
     T = len(test_ids)
     log.info(inputs.checkpoints_note)
-    tracin = TracIn.from_parts(store, inputs.train_ids, inputs.checkpoints, InfluenceOptions(
-        engine=cfg.engine, loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps, batch_size=cfg.batch_size,
-        precision=cfg.precision, scratch_dir=cfg.output_dir), device=device)
+    tracin = TracIn.from_parts(
+        store,
+        inputs.train_ids,
+        inputs.checkpoints,
+        InfluenceOptions(
+            engine=cfg.engine,
+            loss=cfg.loss,
+            layers=cfg.layers,
+            label_smoothing=inputs.eps,
+            batch_size=cfg.batch_size,
+            precision=cfg.precision,
+            scratch_dir=cfg.output_dir,
+        ),
+        device=device,
+    )
     head_side = np.full(T, cfg.side == "head")
-    ranks, s_fact, rivals, s_rival = rank_and_rival(store.model, test_ids, filter_index(store, run_files(store)),
-                                                    head_side)
+    ranks, s_fact, rivals, s_rival = rank_and_rival(
+        store.model, test_ids, filter_index(store, run_files(store)), head_side
+    )
     engine_ids = np.concatenate([test_ids, rivals]) if method.needs_rival else test_ids
-    rival_of = rival_records(rivals, s_fact, s_rival, store.entities.labels, inputs.ent_names,
-                             cfg.side) if method.needs_rival else None
-    walk_of = _walks(inputs.train_ids, [sel.subsets[i] for i, _, _ in sel.todo], test_ids,
-                     not method.walk_shells, not sel.filtered)
+    rival_of = (
+        rival_records(rivals, s_fact, s_rival, store.entities.labels, inputs.ent_names, cfg.side)
+        if method.needs_rival
+        else None
+    )
+    walk_of = _walks(
+        inputs.train_ids, [sel.subsets[i] for i, _, _ in sel.todo], test_ids, not method.walk_shells, not sel.filtered
+    )
     picks = None
     with make_progress() as progress:
         if ctx.active:
             cols_of = [np.searchsorted(sel.union, sel.subsets[i]) for i, _, _ in sel.todo]
-            result, picks = _influence_over_ranks(ctx, tracin, sel.union, cols_of, engine_ids, progress, cfg.top_k,
-                                                  walk_of)
+            result, picks = _influence_over_ranks(
+                ctx, tracin, sel.union, cols_of, engine_ids, progress, cfg.top_k, walk_of
+            )
         elif devices and len(devices) > 1:
             result = _influence_over_devices(devices, tracin, sel.union, engine_ids, progress)
         else:
@@ -309,9 +370,17 @@ def method_order(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, device)
         Per test triple, one score per candidate (aligned with its rows), larger first.
     """
     opts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=inputs.eps)
-    keys = method_keys_all([cfg.method], model=store.model, checkpoints=inputs.checkpoints, train_ids=inputs.train_ids,
-                           facts=test_ids, subsets=[sel.subsets[i] for i, _, _ in sel.todo],
-                           known=filter_index(store, run_files(store)), opts=opts, device=device)[cfg.method]
+    keys = method_keys_all(
+        [cfg.method],
+        model=store.model,
+        checkpoints=inputs.checkpoints,
+        train_ids=inputs.train_ids,
+        facts=test_ids,
+        subsets=[sel.subsets[i] for i, _, _ in sel.todo],
+        known=filter_index(store, run_files(store)),
+        opts=opts,
+        device=device,
+    )[cfg.method]
     return [single_score(k, seed=j) for j, k in enumerate(keys)]
 
 
@@ -343,10 +412,27 @@ def pick_rows(cfg, store, inputs: _Inputs, sel: _Selection, parts: _Parts, keys,
             pos, sc, self_inf, key = parts.picks[j]
             chosen = cols[pos]
         walk = None if parts.walk_of is None else parts.walk_of(j)[pos]
-        rows = _rows(sc, self_inf, inputs.train_ids[sel.union[chosen]], (h, r, t), cfg.top_k, ents.labels,
-                     rels.labels, inputs.ent_names, inputs.rel_names, key, walk, method.signed)
-        out.append(Explanation(name, _meta(cfg, store, inputs, parts, j, i, (h, r, t), len(cols), rows),
-                               pd.DataFrame(rows, columns=header_of(rows))))
+        rows = _rows(
+            sc,
+            self_inf,
+            inputs.train_ids[sel.union[chosen]],
+            (h, r, t),
+            cfg.top_k,
+            ents.labels,
+            rels.labels,
+            inputs.ent_names,
+            inputs.rel_names,
+            key,
+            walk,
+            method.signed,
+        )
+        out.append(
+            Explanation(
+                name,
+                _meta(cfg, store, inputs, parts, j, i, (h, r, t), len(cols), rows),
+                pd.DataFrame(rows, columns=header_of(rows)),
+            )
+        )
     return out
 
 
@@ -354,21 +440,34 @@ def _meta(cfg, store, inputs, parts: _Parts, j, i, triple, ranked: int, rows) ->
     h, r, t = triple
     ents, res = store.entities.labels, parts.result
     meta = {
-        "test_triple": {"index": i, "head": ents[h], "relation": store.relations.labels[r], "tail": ents[t],
-                        "rank": float(parts.ranks[j]), "score": float(parts.scores[j])},
-        "method": cfg.method, "side": cfg.side, "engine": cfg.engine, "loss": cfg.loss, "label_smoothing": inputs.eps,
+        "test_triple": {
+            "index": i,
+            "head": ents[h],
+            "relation": store.relations.labels[r],
+            "tail": ents[t],
+            "rank": float(parts.ranks[j]),
+            "score": float(parts.scores[j]),
+        },
+        "method": cfg.method,
+        "side": cfg.side,
+        "engine": cfg.engine,
+        "loss": cfg.loss,
+        "label_smoothing": inputs.eps,
         "layers": res.layers,
         "checkpoints": [asdict(c) for c in res.checkpoints],
         "learning_rates": [c.lr for c in res.checkpoints],
         "test_self_influence": float(res.test_self[j]),
-        "training_triples_ranked": int(ranked), "top_k": cfg.top_k,
+        "training_triples_ranked": int(ranked),
+        "top_k": cfg.top_k,
     }
     if parts.rivals is not None:  # what the margin is taken against: without it the ranking cannot be read
         meta["rival"] = parts.rivals[j]
     n_opp = sum(row[-1] == "opponent" for row in rows)
     if cfg.top_k is not None and n_opp < cfg.top_k:
-        meta["opponents_note"] = (f"{n_opp} opponent(s) of the {cfg.top_k} asked: only {n_opp} candidate(s) have a "
-                                  f"negative score; opponents are never filled with weak proponents")
+        meta["opponents_note"] = (
+            f"{n_opp} opponent(s) of the {cfg.top_k} asked: only {n_opp} candidate(s) have a "
+            f"negative score; opponents are never filled with weak proponents"
+        )
         log.info(f"test triple {i}: {meta['opponents_note']}")
     return meta
 
@@ -392,17 +491,32 @@ def _walks(train_ids, subsets, test_ids, skip, every_row: bool):
 
 def _summary(cfg, sel: _Selection, inputs: _Inputs, parts, explanations, ctx, devices, device, seconds) -> dict:
     summary = {
-        "requested": sel.requested, "explained": len(sel.todo), "skipped_existing": len(sel.skipped),
-        "failed": len(sel.failures), "failures": sel.failures, "elapsed_seconds": seconds,
+        "requested": sel.requested,
+        "explained": len(sel.todo),
+        "skipped_existing": len(sel.skipped),
+        "failed": len(sel.failures),
+        "failures": sel.failures,
+        "elapsed_seconds": seconds,
         "files": [f"{e.name}_tracin.{x}" for e in explanations for x in ("csv", "json")],
-        "method": cfg.method, "engine": cfg.engine, "loss": cfg.loss,
+        "method": cfg.method,
+        "engine": cfg.engine,
+        "loss": cfg.loss,
         "layers": parts.result.layers if parts else cfg.layers,
-        "checkpoints": [str(c) for c in inputs.checkpoints], "training_triples": int(len(inputs.train_ids)),
-        "union_of_ranked_training_triples": int(len(sel.union)), "device": str(device),
-        "side": cfg.side, "top_k": cfg.top_k,
-        "triples": [{**{k: e.meta["test_triple"][k] for k in ("index", "head", "relation", "tail", "rank", "score")},
-                     "rival": e.meta.get("rival"), "csv": f"{e.name}_tracin.csv", "json": f"{e.name}_tracin.json"}
-                    for e in explanations],
+        "checkpoints": [str(c) for c in inputs.checkpoints],
+        "training_triples": int(len(inputs.train_ids)),
+        "union_of_ranked_training_triples": int(len(sel.union)),
+        "device": str(device),
+        "side": cfg.side,
+        "top_k": cfg.top_k,
+        "triples": [
+            {
+                **{k: e.meta["test_triple"][k] for k in ("index", "head", "relation", "tail", "rank", "score")},
+                "rival": e.meta.get("rival"),
+                "csv": f"{e.name}_tracin.csv",
+                "json": f"{e.name}_tracin.json",
+            }
+            for e in explanations
+        ],
     }
     if ctx.active:
         summary["world_size"] = ctx.world_size

@@ -40,10 +40,31 @@ from tracegraph.kg.model.loss import Targets, bce_1n
 # forward order (input side first); entity.weight counts as the scoring (output) layer, so
 # "last:2" means the whole scoring layer: entity table and entity bias
 PARAM_ORDER = [
-    "relation.weight", "bn0.weight", "bn0.bias", "conv.weight", "conv.bias", "bn1.weight", "bn1.bias",
-    "fc.weight", "fc.bias", "bn2.weight", "bn2.bias", "entity.weight", "entity_bias",
+    "relation.weight",
+    "bn0.weight",
+    "bn0.bias",
+    "conv.weight",
+    "conv.bias",
+    "bn1.weight",
+    "bn1.bias",
+    "fc.weight",
+    "fc.bias",
+    "bn2.weight",
+    "bn2.bias",
+    "entity.weight",
+    "entity_bias",
 ]
-SMALL = ["bn0.weight", "bn0.bias", "conv.weight", "conv.bias", "bn1.weight", "bn1.bias", "fc.bias", "bn2.weight", "bn2.bias"]
+SMALL = [
+    "bn0.weight",
+    "bn0.bias",
+    "conv.weight",
+    "conv.bias",
+    "bn1.weight",
+    "bn1.bias",
+    "fc.bias",
+    "bn2.weight",
+    "bn2.bias",
+]
 LOSSES = ("train-loss", "score", "logit")
 
 
@@ -223,8 +244,9 @@ def compute_factors(model, h, r, t, loss: str, label_smoothing: float, layers: l
         elif name == "bn2.bias":
             small.append(d5)
     small_t = torch.cat(small, 1) if small else x.new_zeros(B, 0)
-    return Factors(h, r, g, x.detach(), u.detach(), w.detach(), d4.detach(), rec["fc_in"].detach(),
-                   small_t.detach(), per.detach())
+    return Factors(
+        h, r, g, x.detach(), u.detach(), w.detach(), d4.detach(), rec["fc_in"].detach(), small_t.detach(), per.detach()
+    )
 
 
 # ------------------------------------------------------------------------ Gram assembly
@@ -282,6 +304,11 @@ def influence(A: Factors, B: Factors, layers: list[str], pairwise: bool = True) 
             ga_at_hb = _gat(A.g, B.h, pairwise)  # g_i[h_j]
             if pairwise:
                 gb_at_ha = gb_at_ha.t()
-            total = (total + gg * _mm(A.x, B.x, pairwise) + gb_at_ha * _mm(A.u, B.x, pairwise)
-                     + ga_at_hb * _mm(A.x, B.u, pairwise) + _eq(A.h, B.h, pairwise) * _mm(A.u, B.u, pairwise))
+            total = (
+                total
+                + gg * _mm(A.x, B.x, pairwise)
+                + gb_at_ha * _mm(A.u, B.x, pairwise)
+                + ga_at_hb * _mm(A.x, B.u, pairwise)
+                + _eq(A.h, B.h, pairwise) * _mm(A.u, B.u, pairwise)
+            )
     return total

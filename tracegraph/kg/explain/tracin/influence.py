@@ -24,7 +24,12 @@ import torch
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints
 from tracegraph.kg.explain.tracin.engine import (
-    DEFAULT_LOSS, InfluenceOptions, InfluenceResult, auto_batch_size, check_influence_options, compute_influence,
+    DEFAULT_LOSS,
+    InfluenceOptions,
+    InfluenceResult,
+    auto_batch_size,
+    check_influence_options,
+    compute_influence,
 )
 from tracegraph.kg.explain.tracin.rows import pick
 from tracegraph.kg.model.store import RunStore
@@ -55,10 +60,21 @@ class TracIn:
         TracegraphError: no training triples to rank, an unknown engine or loss, or no checkpoints.
     """
 
-    def __init__(self, run, train=None, checkpoints: list[str] | None = None, loss: str = DEFAULT_LOSS,
-                 layers: str = "all", engine: str = "exact", label_smoothing: float | None = None,
-                 batch_size: int = 0, progress: bool = True, precision: str = "fp32",
-                 scratch_dir: str | None = None, device: str | torch.device | None = None):
+    def __init__(
+        self,
+        run,
+        train=None,
+        checkpoints: list[str] | None = None,
+        loss: str = DEFAULT_LOSS,
+        layers: str = "all",
+        engine: str = "exact",
+        label_smoothing: float | None = None,
+        batch_size: int = 0,
+        progress: bool = True,
+        precision: str = "fp32",
+        scratch_dir: str | None = None,
+        device: str | torch.device | None = None,
+    ):
         store = run if isinstance(run, RunStore) else RunStore(run)
         train = train if train is not None else store.data_files.get("train")
         if train is None:
@@ -66,14 +82,29 @@ class TracIn:
         paths, note = explained_checkpoints(store, checkpoints)
         log.info(note)
         eps = label_smoothing if label_smoothing is not None else store.label_smoothing
-        options = InfluenceOptions(engine=engine, loss=loss, layers=layers, label_smoothing=eps,
-                                   batch_size=batch_size, precision=precision, scratch_dir=scratch_dir)
+        options = InfluenceOptions(
+            engine=engine,
+            loss=loss,
+            layers=layers,
+            label_smoothing=eps,
+            batch_size=batch_size,
+            precision=precision,
+            scratch_dir=scratch_dir,
+        )
         self._setup(store, store.encode(train), paths, options, device, progress, None)
 
     @classmethod
-    def from_parts(cls, store: RunStore | None, train_ids: np.ndarray, checkpoints: list[Path],
-                   options: InfluenceOptions, *, device: str | torch.device | None = None, progress: bool = True,
-                   read: Callable | None = None) -> "TracIn":
+    def from_parts(
+        cls,
+        store: RunStore | None,
+        train_ids: np.ndarray,
+        checkpoints: list[Path],
+        options: InfluenceOptions,
+        *,
+        device: str | torch.device | None = None,
+        progress: bool = True,
+        read: Callable | None = None,
+    ) -> "TracIn":
         """A TracIn over parts already resolved (what ``explain`` and the methods hold).
 
         Args:
@@ -95,8 +126,9 @@ class TracIn:
             TracegraphError: an unknown engine or loss.
         """
         self = cls.__new__(cls)
-        self._setup(store, np.asarray(train_ids, np.int64).reshape(-1, 3), list(checkpoints), options, device,
-                    progress, read)
+        self._setup(
+            store, np.asarray(train_ids, np.int64).reshape(-1, 3), list(checkpoints), options, device, progress, read
+        )
         return self
 
     def _setup(self, store, train_ids, checkpoints, options, device, progress, read) -> None:
@@ -104,8 +136,9 @@ class TracIn:
         self.run = store
         self.train_ids = train_ids
         self.checkpoints = checkpoints
-        self.device = (_device(device) if device is not None
-                       else store.device if store is not None else torch.device("cpu"))
+        self.device = (
+            _device(device) if device is not None else store.device if store is not None else torch.device("cpu")
+        )
         self.options = replace(options)  # a copy: the caller's options object may change afterwards
         if not options.batch_size and store is not None:
             self.options.batch_size = auto_batch_size(len(store.entities), self.device)
@@ -115,11 +148,14 @@ class TracIn:
 
     def __repr__(self) -> str:
         o = self.options
-        return (f"TracIn({self.run!r}, {len(self.train_ids)} training triples, {len(self.checkpoints)} checkpoints, "
-                f"loss={o.loss!r}, layers={o.layers!r}, engine={o.engine!r})")
+        return (
+            f"TracIn({self.run!r}, {len(self.train_ids)} training triples, {len(self.checkpoints)} checkpoints, "
+            f"loss={o.loss!r}, layers={o.layers!r}, engine={o.engine!r})"
+        )
 
-    def result(self, test_ids: np.ndarray, rows: np.ndarray | None = None, *, device=None,
-               progress=None) -> InfluenceResult:
+    def result(
+        self, test_ids: np.ndarray, rows: np.ndarray | None = None, *, device=None, progress=None
+    ) -> InfluenceResult:
         """The engine's full result for test triples given as ids.
 
         Args:
@@ -133,14 +169,22 @@ class TracIn:
             ``train_self`` of the rows, ``test_self``, the checkpoints with their learning rates, the layers.
         """
         train = self.train_ids if rows is None else self.train_ids[np.asarray(rows, np.int64)]
-        res = compute_influence(self.checkpoints, train, np.asarray(test_ids, np.int64).reshape(-1, 3), self.options,
-                                self.device if device is None else _device(device), progress, read=self.read)
+        res = compute_influence(
+            self.checkpoints,
+            train,
+            np.asarray(test_ids, np.int64).reshape(-1, 3),
+            self.options,
+            self.device if device is None else _device(device),
+            progress,
+            read=self.read,
+        )
         if rows is None:
             self._train_self = np.asarray(res.train_self, np.float64)
         return res
 
-    def per_checkpoint(self, test_ids: np.ndarray, rows: np.ndarray | None = None, *,
-                       progress=None) -> Iterator[InfluenceResult]:
+    def per_checkpoint(
+        self, test_ids: np.ndarray, rows: np.ndarray | None = None, *, progress=None
+    ) -> Iterator[InfluenceResult]:
         """:meth:`result` one checkpoint at a time, what the cosine and RelatIF need before the sum.
 
         Args:
@@ -154,8 +198,9 @@ class TracIn:
             ``checkpoints`` that one checkpoint.
         """
         for path in self.checkpoints:
-            yield TracIn.from_parts(self.run, self.train_ids, [path], self.options, device=self.device,
-                                    read=self.read).result(test_ids, rows, progress=progress)
+            yield TracIn.from_parts(
+                self.run, self.train_ids, [path], self.options, device=self.device, read=self.read
+            ).result(test_ids, rows, progress=progress)
 
     def _compute(self, test_ids: np.ndarray) -> InfluenceResult:
         with make_progress() if self.progress else _no_progress() as progress:
@@ -218,8 +263,11 @@ class TracIn:
         scores = np.asarray(self._compute(ids).scores, np.float64)[0]
         order, roles = pick(scores, None, k)
         ent, rel = self.run.entities.labels, self.run.relations.labels
-        rows = [(ent[h], rel[r], ent[t], float(scores[i]), float(self._train_self[i]), role)
-                for i, role in zip(order, roles) for h, r, t in [self.train_ids[i]]]
+        rows = [
+            (ent[h], rel[r], ent[t], float(scores[i]), float(self._train_self[i]), role)
+            for i, role in zip(order, roles)
+            for h, r, t in [self.train_ids[i]]
+        ]
         return pd.DataFrame(rows, columns=["head", "relation", "tail", "influence", "self_influence", "role"])
 
 

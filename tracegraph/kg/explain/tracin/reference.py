@@ -41,7 +41,9 @@ def triple_loss(model, h, r, t, loss: str, label_smoothing: float) -> torch.Tens
     return per.view(-1, M).sum(0)
 
 
-def autograd_gradients(model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str]) -> torch.Tensor:
+def autograd_gradients(
+    model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str]
+) -> torch.Tensor:
     """[M, P] flattened gradients of the selected parameters, one backward per triple.
 
     Args:
@@ -64,12 +66,15 @@ def autograd_gradients(model, triples: torch.Tensor, loss: str, label_smoothing:
         with torch.enable_grad():
             value = triple_loss(model, ht, rt, tt, loss, label_smoothing).sum()
             grads = torch.autograd.grad(value, chosen, allow_unused=True)
-        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, chosen)]))
+        rows.append(
+            torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, chosen)])
+        )
     return torch.stack(rows) if rows else torch.zeros(0, sum(p.numel() for p in chosen), device=triples.device)
 
 
-def vmap_gradients(model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str],
-                   chunk_size: int = 64) -> torch.Tensor:
+def vmap_gradients(
+    model, triples: torch.Tensor, loss: str, label_smoothing: float, layers: list[str], chunk_size: int = 64
+) -> torch.Tensor:
     """[M, P] flattened per-triple gradients from torch.func, ``chunk_size`` triples at a time.
 
     Args:

@@ -20,9 +20,20 @@ from tracegraph.kg.data.triples import read_edge_map, read_name_dict
 from tracegraph.kg.explain.ranking import margin_shell
 
 CSV_HEADER = [
-    "TestHead", "TestHead_label", "TestRel", "TestRel_label", "TestTail", "TestTail_label",
-    "TrainHead", "TrainHead_label", "TrainRel", "TrainRel_label", "TrainTail", "TrainTail_label",
-    "TracInScore", "SelfInfluence",
+    "TestHead",
+    "TestHead_label",
+    "TestRel",
+    "TestRel_label",
+    "TestTail",
+    "TestTail_label",
+    "TrainHead",
+    "TrainHead_label",
+    "TrainRel",
+    "TrainRel_label",
+    "TrainTail",
+    "TrainTail_label",
+    "TracInScore",
+    "SelfInfluence",
 ]
 # after CSV_HEADER: methods other than tracin add MethodScore (rows sorted by it); tracin-margin-path
 # also HeadTailWalk, the shortest head–tail walk through the triple (rows sorted by shell, then score)
@@ -109,8 +120,20 @@ def _pick(score, walk, top_k):
     return pick(score, walk, top_k)[0]
 
 
-def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent_names, rel_names, method=None,
-          walk=None, signed=True):
+def _rows(
+    scores,
+    self_inf,
+    train_rows,
+    test,
+    top_k,
+    ent_labels,
+    rel_labels,
+    ent_names,
+    rel_names,
+    method=None,
+    walk=None,
+    signed=True,
+):
     """CSV rows ordered by ``method``'s scores when given, else TracIn's; the Role last.
 
     With ``method`` a MethodScore column follows SelfInfluence; with ``walk`` rows are ordered by
@@ -122,9 +145,22 @@ def _rows(scores, self_inf, train_rows, test, top_k, ent_labels, rel_labels, ent
     out = []
     for k, role in zip(order, roles):
         th, tr, tt = train_rows[k]
-        out.append(head + [ent_labels[th], ent_names[th], rel_labels[tr], rel_names[tr], ent_labels[tt], ent_names[tt],
-                           float(scores[k]), float(self_inf[k])] + ([] if method is None else [float(method[k])])
-                   + ([] if walk is None else [float(walk[k])]) + [role])
+        out.append(
+            head
+            + [
+                ent_labels[th],
+                ent_names[th],
+                rel_labels[tr],
+                rel_names[tr],
+                ent_labels[tt],
+                ent_names[tt],
+                float(scores[k]),
+                float(self_inf[k]),
+            ]
+            + ([] if method is None else [float(method[k])])
+            + ([] if walk is None else [float(walk[k])])
+            + [role]
+        )
     return out
 
 
@@ -161,8 +197,17 @@ def rival_records(rivals: np.ndarray, s_fact, s_rival, ent_labels, ent_names, si
         ``logit`` (the rival's), ``fact_logit`` and ``logit_margin``.
     """
     col = 0 if side == "head" else 2
-    return [{"side": side, side: ent_labels[int(x[col])], f"{side}_name": ent_names[int(x[col])], "logit": float(b),
-             "fact_logit": float(a), "logit_margin": float(a - b)} for x, a, b in zip(rivals, s_fact, s_rival)]
+    return [
+        {
+            "side": side,
+            side: ent_labels[int(x[col])],
+            f"{side}_name": ent_names[int(x[col])],
+            "logit": float(b),
+            "fact_logit": float(a),
+            "logit_margin": float(a - b),
+        }
+        for x, a, b in zip(rivals, s_fact, s_rival)
+    ]
 
 
 def _names(path, labels: list[str]) -> list[str]:
@@ -179,5 +224,13 @@ def _rel_names(path, labels: list[str]) -> list[str]:
     return [emap.get(lab, lab) for lab in labels]
 
 
-__all__ = ["CSV_HEADER", "EXTRA_COLUMNS", "ROLE_COLUMN", "Explanation", "ExplainResult", "pick", "header_of",
-           "rival_records"]
+__all__ = [
+    "CSV_HEADER",
+    "EXTRA_COLUMNS",
+    "ROLE_COLUMN",
+    "Explanation",
+    "ExplainResult",
+    "pick",
+    "header_of",
+    "rival_records",
+]

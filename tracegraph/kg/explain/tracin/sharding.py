@@ -86,11 +86,13 @@ def _influence_over_devices(devices, tracin: TracIn, rows, test_ids, progress) -
         The same :class:`InfluenceResult` one process would give (to fp32 rounding: the test
         batches differ), its scores in memory or spilled to ``tracin.options.scratch_dir``.
     """
-    devices = devices[:max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
-    parts = run_on_devices(devices, len(test_ids), lambda d, lo, hi: tracin.result(
-        test_ids[lo:hi], rows, device=d, progress=progress))
+    devices = devices[: max(1, min(len(devices), len(test_ids)))]  # no device without a test triple
+    parts = run_on_devices(
+        devices, len(test_ids), lambda d, lo, hi: tracin.result(test_ids[lo:hi], rows, device=d, progress=progress)
+    )
     scores = _alloc(len(test_ids), len(rows), tracin.options)  # in RAM or on disk, as one process would
     for p, (lo, hi) in zip(parts, (shard_range(len(test_ids), i, len(devices)) for i in range(len(devices)))):
         scores[lo:hi] = p.scores
-    return InfluenceResult(scores, parts[0].train_self, np.concatenate([p.test_self for p in parts]),
-                           parts[0].checkpoints, parts[0].layers)
+    return InfluenceResult(
+        scores, parts[0].train_self, np.concatenate([p.test_self for p in parts]), parts[0].checkpoints, parts[0].layers
+    )

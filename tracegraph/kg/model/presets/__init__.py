@@ -28,8 +28,23 @@ from tracegraph.errors import DataError, TracegraphError
 FORMAT = "tracegraph-preset"
 VERSION = 1
 # where a run reads and writes is never part of a preset: it is the run's own choice
-RUN_SPECIFIC = frozenset({"train", "valid", "test", "output_dir", "entity_map", "relation_map", "resume",
-                          "preset", "preset_sha256", "model", "filter_triples", "num_entities", "num_relations"})
+RUN_SPECIFIC = frozenset(
+    {
+        "train",
+        "valid",
+        "test",
+        "output_dir",
+        "entity_map",
+        "relation_map",
+        "resume",
+        "preset",
+        "preset_sha256",
+        "model",
+        "filter_triples",
+        "num_entities",
+        "num_relations",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,7 @@ class Preset:
         settings: Train and model setting names to values.
         source: The file it was read from.
     """
+
     name: str
     sha256: str
     settings: dict
@@ -112,8 +128,10 @@ def load_preset(name_or_path: str) -> Preset:
     else:
         res = resources.files(__name__) / f"{name_or_path}.json"
         if not res.is_file():
-            raise TracegraphError(f"unknown preset {name_or_path!r}; shipped: {', '.join(shipped_presets())} "
-                                  f"(or give the path of a .json preset file)")
+            raise TracegraphError(
+                f"unknown preset {name_or_path!r}; shipped: {', '.join(shipped_presets())} "
+                f"(or give the path of a .json preset file)"
+            )
         data, source = res.read_bytes(), f"tracegraph/kg/model/presets/{name_or_path}.json"
     return parse_preset(data, source)
 
@@ -159,18 +177,26 @@ def parse_preset(data: bytes, source: str) -> Preset:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DataError(f'not a preset file: expected {{"format": "{FORMAT}", ...}}', source, 1)
     if doc.get("version") != VERSION:
-        raise DataError(f"preset version {doc.get('version')!r} is not supported (this tracegraph reads {VERSION})",
-                        source, line_of_key(data, "version"))
+        raise DataError(
+            f"preset version {doc.get('version')!r} is not supported (this tracegraph reads {VERSION})",
+            source,
+            line_of_key(data, "version"),
+        )
     settings = doc.get("settings")
     if not isinstance(settings, dict):
         raise DataError('"settings" must be an object of option names to values', source, line_of_key(data, "settings"))
     defaults = setting_defaults()
     for key, value in settings.items():
         if key not in defaults:
-            raise DataError(f"unknown setting {key!r} (a train option name with underscores, e.g. learning_rate)",
-                            source, line_of_key(data, key))
+            raise DataError(
+                f"unknown setting {key!r} (a train option name with underscores, e.g. learning_rate)",
+                source,
+                line_of_key(data, key),
+            )
         if not _same_kind(value, defaults[key]):
-            raise DataError(f"setting {key!r}: {value!r} is not a {type(defaults[key]).__name__}", source, line_of_key(data, key))
+            raise DataError(
+                f"setting {key!r}: {value!r} is not a {type(defaults[key]).__name__}", source, line_of_key(data, key)
+            )
     name = str(doc.get("name") or Path(source).stem)
     return Preset(name, hashlib.sha256(data).hexdigest(), dict(settings), source)
 
@@ -229,8 +255,14 @@ def preset_document(name: str, description: str, settings: dict, **extra) -> dic
     Returns:
         The JSON document.
     """
-    return {"format": FORMAT, "version": VERSION, "name": name, "description": description, **extra,
-            "settings": settings}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": name,
+        "description": description,
+        **extra,
+        "settings": settings,
+    }
 
 
 def line_of_key(data: bytes, key: str) -> int | None:
