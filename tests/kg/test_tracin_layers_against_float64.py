@@ -575,6 +575,18 @@ def tiny_run(tmp_path_factory):
     return d
 
 
+def _explain_cfg(d, out, **settings) -> ExplainConfig:
+    """An explain of the tiny run's test file on the CPU, written to ``out``."""
+    return ExplainConfig(
+        model_dir=str(d / "run"),
+        train=str(d / "train.txt"),
+        test_triples=str(d / "test.txt"),
+        output_dir=str(out),
+        device="cpu",
+        **settings,
+    )
+
+
 def _run_reference(run_dir, loss, eps, layers=PARAM_ORDER):
     """{(test labels, train labels): Σ_k η_k ⟨∇ℓ_test, ∇ℓ_train⟩}, self-influences, from the float64 reference."""
     from tracegraph.kg.model.model_io import list_epoch_checkpoints
@@ -639,16 +651,8 @@ def _read_csv(p):
 def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     d = tiny_run
     out = tmp_path / "o" / "deeper"  # made with its parents
-    cfg = ExplainConfig(
-        model_dir=str(d / "run"),
-        train=str(d / "train.txt"),
-        test_triples=str(d / "test.txt"),
-        output_dir=str(out),
-        node_name_dict=str(d / "names.txt"),
-        edge_map=str(d / "edges.json"),
-        device="cpu",
-        method="tracin",
-        loss="score",
+    cfg = _explain_cfg(
+        d, out, node_name_dict=str(d / "names.txt"), edge_map=str(d / "edges.json"), method="tracin", loss="score"
     )
     with caplog.at_level("WARNING", logger="tracegraph"):
         result = run_explain(cfg)
@@ -777,18 +781,8 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
     out = tmp_path / "k"
     out.mkdir()  # an existing output folder is fine
     summary = explain_files(
-        ExplainConfig(
-            model_dir=str(d / "run"),
-            train=str(d / "train.txt"),
-            test_triples=str(d / "test.txt"),
-            output_dir=str(out),
-            top_k=2,
-            device="cpu",
-            loss="train-loss",
-            label_smoothing=0.3,
-            start_index=2,
-            max_triples=3,
-            method="tracin",
+        _explain_cfg(
+            d, out, top_k=2, loss="train-loss", label_smoothing=0.3, start_index=2, max_triples=3, method="tracin"
         ),
         train_subsets=subsets,
     )
@@ -817,12 +811,9 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
     # the second run skips the finished triple and writes nothing new for it
     before = (out / "triple_003_e_d_tracin.csv").read_bytes()
     s2 = explain_files(
-        ExplainConfig(
-            model_dir=str(d / "run"),
-            train=str(d / "train.txt"),
-            test_triples=str(d / "test.txt"),
-            output_dir=str(out),
-            device="cpu",
+        _explain_cfg(
+            d,
+            out,
             start_index=3,
             max_triples=1,
             skip_existing=True,
@@ -1062,12 +1053,9 @@ def test_run_explain_with_another_method_orders_by_its_score(tiny_run, tmp_path)
     d = tiny_run
     out = tmp_path / "m"
     summary = explain_files(
-        ExplainConfig(
-            model_dir=str(d / "run"),
-            train=str(d / "train.txt"),
-            test_triples=str(d / "test.txt"),
-            output_dir=str(out),
-            device="cpu",
+        _explain_cfg(
+            d,
+            out,
             method="relatif",
             loss="score",
             max_triples=1,
@@ -1114,16 +1102,7 @@ def test_run_explain_refuses_checkpoints_of_another_run(tiny_run, tmp_path):
     d = tiny_run
     other = sorted((d / "other" / "checkpoints").glob("epoch_*.pt"))[0]
     with pytest.raises(TracegraphError, match="belongs to another run"):
-        explain_files(
-            ExplainConfig(
-                model_dir=str(d / "run"),
-                train=str(d / "train.txt"),
-                device="cpu",
-                test_triples=str(d / "test.txt"),
-                output_dir=str(tmp_path / "z"),
-                checkpoints=[str(other)],
-            )
-        )
+        explain_files(_explain_cfg(d, tmp_path / "z", checkpoints=[str(other)]))
     assert not (tmp_path / "z").exists()
 
 
@@ -1244,12 +1223,9 @@ def test_run_explain_reasons_and_an_empty_subgraph_first(tiny_run, tmp_path):
         }
     ]
     s = explain_files(
-        ExplainConfig(
-            model_dir=str(d / "run"),
-            train=str(d / "train.txt"),
-            test_triples=str(d / "test.txt"),
-            output_dir=str(tmp_path / "e"),
-            device="cpu",
+        _explain_cfg(
+            d,
+            tmp_path / "e",
             max_triples=4,
             layers="last:2",
         ),
@@ -1269,12 +1245,9 @@ def test_run_explain_passes_loss_layers_and_smoothing_to_the_method(tiny_run, tm
     d = tiny_run
     out = tmp_path / "m2"
     summary = explain_files(
-        ExplainConfig(
-            model_dir=str(d / "run"),
-            train=str(d / "train.txt"),
-            test_triples=str(d / "test.txt"),
-            output_dir=str(out),
-            device="cpu",
+        _explain_cfg(
+            d,
+            out,
             method="relatif",
             max_triples=1,
             loss="train-loss",
@@ -1415,14 +1388,7 @@ def test_run_explain_random_baseline_is_seeded_per_test_triple(tiny_run, tmp_pat
     drawn separately for each test triple (two test triples with the same 8 candidates get
     different orders; the chance that two independent permutations of 8 agree is 1/40320)."""
     d = tiny_run
-    cfg = lambda o: ExplainConfig(
-        model_dir=str(d / "run"),
-        train=str(d / "train.txt"),  # noqa: E731
-        test_triples=str(d / "test.txt"),
-        output_dir=str(tmp_path / o),
-        device="cpu",
-        method="random",
-    )
+    cfg = lambda o: _explain_cfg(d, tmp_path / o, method="random")
     first, again = explain_files(cfg("a")), explain_files(cfg("b"))
     assert first["explained"] == again["explained"] == 3
     names = [f for f in first["files"] if f.endswith(".csv")]
@@ -1446,12 +1412,9 @@ def test_run_explain_local_retrain_filters_the_runs_known_tails(tiny_run, tmp_pa
     d = tiny_run
     out = tmp_path / "lr"
     summary = explain_files(
-        ExplainConfig(
-            model_dir=str(d / "run"),
-            train=str(d / "train.txt"),
-            test_triples=str(d / "test.txt"),
-            output_dir=str(out),
-            device="cpu",
+        _explain_cfg(
+            d,
+            out,
             method="local-retrain",
             max_triples=1,
         )
