@@ -130,7 +130,7 @@ def _floor_pass(a):
 
     fwd, bwd = gemm_shapes(a.batch_size, a.entities)
     bufs = [(torch.randn(m, kk), torch.randn(kk, n), torch.empty(m, n)) for m, kk, n in fwd + bwd]
-    scale = 3 * sum(2.0 * m * kk * n for m, kk, n in fwd) / sum(2.0 * m * kk * n for m, kk, n in fwd + bwd)
+    scale = 3 * flops(fwd) / flops(fwd + bwd)
 
     def floor_pass() -> float:
         t0 = time.perf_counter()
@@ -189,17 +189,22 @@ def gemm_shapes(B: int, N: int, d: int = 200, C: int = 32, k: int = 3, H: int = 
     fwd = [
         (B * P, k * k, C),  # conv as GEMM (im2col [B·P, k²] × [k², C])
         (B, F, d),  # fc
-        (B, d, N),
-    ]  # scores x·Eᵀ
+        (B, d, N),  # scores x·Eᵀ
+    ]
     bwd = [
-        (B * P, C, k * k),
-        (k * k, B * P, C),  # conv: grad wrt im2col, grad wrt filters
-        (B, d, F),
-        (d, B, F),  # fc: grad wrt input, grad wrt W
-        (B, N, d),
-        (N, B, d),
-    ]  # scores: grad wrt x, grad wrt E
+        (B * P, C, k * k),  # conv: grad wrt im2col
+        (k * k, B * P, C),  # conv: grad wrt filters
+        (B, d, F),  # fc: grad wrt input
+        (d, B, F),  # fc: grad wrt W
+        (B, N, d),  # scores: grad wrt x
+        (N, B, d),  # scores: grad wrt E
+    ]
     return fwd, bwd
+
+
+def flops(shapes) -> float:
+    """Floating-point operations of the matmuls (m, k, n): 2·m·k·n each."""
+    return sum(2.0 * m * kk * n for m, kk, n in shapes)
 
 
 def worker_gemm(a) -> dict:
@@ -219,16 +224,15 @@ def worker_gemm(a) -> dict:
             reps.append(time.perf_counter() - t0)
             creps.append(time.process_time() - c0)
         t, ct = statistics.median(reps), statistics.median(creps)
-        fl = 2.0 * m * kk * n
+        fl = flops([(m, kk, n)])
         total_flops += fl
         total_time += t
         total_cpu += ct
         per.append({"shape": [m, kk, n], "seconds": t, "gflops": fl / t / 1e9})
-    fwd_flops = sum(2.0 * m * kk * n for m, kk, n in fwd)
     return {
         "gemm_gflops": total_flops / total_time / 1e9,
         "gemm_gflops_per_cpu_s": total_flops / total_cpu / 1e9,
-        "batch_flops": 3 * fwd_flops,
+        "batch_flops": 3 * flops(fwd),
         "batch_flops_counted": total_flops,
         "gemm_seconds_sum": total_time,
         "per_shape": per,
