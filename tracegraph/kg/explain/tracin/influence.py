@@ -13,6 +13,7 @@ engine's options, the checkpoint reader and the device.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -203,7 +204,7 @@ class TracIn:
             ).result(test_ids, rows, progress=progress)
 
     def _compute(self, test_ids: np.ndarray) -> InfluenceResult:
-        with make_progress() if self.progress else _no_progress() as progress:
+        with make_progress() if self.progress else contextlib.nullcontext() as progress:
             return self.result(test_ids, progress=progress)
 
     def _test_ids(self, test) -> np.ndarray:
@@ -273,14 +274,6 @@ class TracIn:
 
 def _device(device) -> torch.device:
     return resolve_device(device) if isinstance(device, str) else torch.device(device)
-
-
-class _no_progress:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 __all__ = ["TracIn"]
