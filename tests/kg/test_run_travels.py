@@ -138,59 +138,21 @@ def test_runs_without_hashes_resolve_paths_as_before_with_a_warning(project, tmp
 # ---------------------------------------------------------------- --resume keeps the run's settings
 
 
+def _train_args(data, out, *extra):
+    """``train`` of the 10-triple graph into ``out`` with a small model, then ``extra``."""
+    small = ["--embedding-dim", "12", "--embedding-height", "3", "--embedding-width", "4", "--output-channels", "2"]
+    return ["train", "--train", data / "train.txt", "-o", out, "--batch-size", "8", "--device", "cpu", *small, *extra]
+
+
 def _train_cli(data, out, *extra):
-    return run_cli(
-        [
-            "train",
-            "--train",
-            data / "train.txt",
-            "-o",
-            out,
-            "--batch-size",
-            "8",
-            "--device",
-            "cpu",
-            "--embedding-dim",
-            "12",
-            "--embedding-height",
-            "3",
-            "--embedding-width",
-            "4",
-            "--output-channels",
-            "2",
-            *extra,
-        ]
-    )
+    return run_cli(_train_args(data, out, *extra))
 
 
 def test_resume_refuses_a_changed_learning_rate_and_records_a_changed_epoch_count(data, tmp_path):
     out = tmp_path / "run"
     assert _train_cli(data, out, "--epochs", "1", "--learning-rate", "0.003").exit_code == 0
     run_cli_error(
-        [
-            "train",
-            "--train",
-            data / "train.txt",
-            "-o",
-            out,
-            "--batch-size",
-            "8",
-            "--device",
-            "cpu",
-            "--embedding-dim",
-            "12",
-            "--embedding-height",
-            "3",
-            "--embedding-width",
-            "4",
-            "--output-channels",
-            "2",
-            "--epochs",
-            "2",
-            "--resume",
-            "--learning-rate",
-            "0.01",
-        ],
+        _train_args(data, out, "--epochs", "2", "--resume", "--learning-rate", "0.01"),
         out,
         contains="--resume: --learning-rate was 0.003 in this run, now 0.01",
     )
@@ -207,30 +169,7 @@ def test_resume_under_a_cosine_schedule_keeps_its_epoch_count(data, tmp_path):
     out = tmp_path / "cos"
     assert _train_cli(data, out, "--epochs", "2", "--lr-scheduler", "cosine").exit_code == 0
     run_cli_error(
-        [
-            "train",
-            "--train",
-            data / "train.txt",
-            "-o",
-            out,
-            "--batch-size",
-            "8",
-            "--device",
-            "cpu",
-            "--embedding-dim",
-            "12",
-            "--embedding-height",
-            "3",
-            "--embedding-width",
-            "4",
-            "--output-channels",
-            "2",
-            "--epochs",
-            "4",
-            "--lr-scheduler",
-            "cosine",
-            "--resume",
-        ],
+        _train_args(data, out, "--epochs", "4", "--lr-scheduler", "cosine", "--resume"),
         out,
         contains="--epochs was 2 in this run, now 4 (the cosine schedule spans the recorded epochs)",
     )
