@@ -52,6 +52,22 @@ def run3(tmp_path_factory):
     return d
 
 
+def _explain_args(run3, model_dir, out, *extra):
+    """``explain`` of run3's test file against its training file, from ``model_dir`` into ``out``."""
+    return [
+        "explain",
+        "--model-dir",
+        model_dir,
+        "--train",
+        run3 / "train.txt",
+        "--test-triples",
+        run3 / "test.txt",
+        "-o",
+        out,
+        *extra,
+    ]
+
+
 def _engine_scores(run_dir, checkpoints, test):
     """TracIn by the per-example autograd engine (the reference engine), logit loss, every training row."""
     from tracegraph.kg.data.triples import IdMap
@@ -95,25 +111,7 @@ def test_a_top_k_listing_holds_proponents_then_opponents_by_sign(seed, k):
 
 def test_explain_files_carry_roles_rank_and_a_note_when_opponents_run_short(run3, tmp_path):
     o = tmp_path / "x"
-    res = run_cli(
-        [
-            "explain",
-            "--model-dir",
-            run3 / "run",
-            "--train",
-            run3 / "train.txt",
-            "--test-triples",
-            run3 / "test.txt",
-            "-o",
-            o,
-            "--top-k",
-            "8",
-            "--method",
-            "tracin",
-            "--device",
-            "cpu",
-        ]
-    )
+    res = run_cli(_explain_args(run3, run3 / "run", o, "--top-k", "8", "--method", "tracin", "--device", "cpu"))
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     ref = _engine_scores(run3 / "run", sorted((run3 / "run" / "checkpoints").glob("epoch_*.pt")), TESTS[0])
@@ -140,21 +138,7 @@ def test_explain_refuses_a_used_output_folder_unless_told(run3, tmp_path):
     o = tmp_path / "used"
     o.mkdir()
     (o / "triple_007_old_one_tracin.csv").write_text("old\n")
-    args = [
-        "explain",
-        "--model-dir",
-        run3 / "run",
-        "--train",
-        run3 / "train.txt",
-        "--test-triples",
-        run3 / "test.txt",
-        "-o",
-        o,
-        "--top-k",
-        "2",
-        "--device",
-        "cpu",
-    ]
+    args = _explain_args(run3, run3 / "run", o, "--top-k", "2", "--device", "cpu")
     err = run_cli_error(args, o, contains="not empty")
     assert "use --overwrite" in err.stderr and "or --skip-existing" in err.stderr  # the CLI names its flags
     res = run_cli([*args, "--overwrite"])
@@ -173,25 +157,7 @@ def test_a_checkpoint_file_as_model_dir_means_that_checkpoint_alone(run3, tmp_pa
     ck = run3 / "run" / "checkpoints" / "epoch_0002.pt"
     o = tmp_path / "one"
     with caplog.at_level(logging.INFO, logger="tracegraph"):
-        res = run_cli(
-            [
-                "explain",
-                "--model-dir",
-                ck,
-                "--train",
-                run3 / "train.txt",
-                "--test-triples",
-                run3 / "test.txt",
-                "-o",
-                o,
-                "--method",
-                "tracin",
-                "--device",
-                "cpu",
-                "--max-triples",
-                "1",
-            ]
-        )
+        res = run_cli(_explain_args(run3, ck, o, "--method", "tracin", "--device", "cpu", "--max-triples", "1"))
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     assert summary["checkpoints"] == [str(ck)]
@@ -212,25 +178,7 @@ def test_explain_sums_checkpoints_up_to_the_best_models_epoch(run3, tmp_path, ca
     assert torch.load(run / "best_model.pt", weights_only=True)["epoch"] == 2
     o = tmp_path / "best"
     with caplog.at_level(logging.INFO, logger="tracegraph"):
-        res = run_cli(
-            [
-                "explain",
-                "--model-dir",
-                run,
-                "--train",
-                run3 / "train.txt",
-                "--test-triples",
-                run3 / "test.txt",
-                "-o",
-                o,
-                "--method",
-                "tracin",
-                "--device",
-                "cpu",
-                "--max-triples",
-                "1",
-            ]
-        )
+        res = run_cli(_explain_args(run3, run, o, "--method", "tracin", "--device", "cpu", "--max-triples", "1"))
     assert res.exit_code == 0, res.stderr
     summary = json.loads((o / "summary.json").read_text())
     want = [run / "checkpoints" / f"epoch_000{k}.pt" for k in (1, 2)]
@@ -247,25 +195,9 @@ def test_explain_sums_checkpoints_up_to_the_best_models_epoch(run3, tmp_path, ca
     o2 = tmp_path / "all"
     assert (
         run_cli(
-            [
-                "explain",
-                "--model-dir",
-                run,
-                "--train",
-                run3 / "train.txt",
-                "--test-triples",
-                run3 / "test.txt",
-                "-o",
-                o2,
-                "--method",
-                "tracin",
-                "--device",
-                "cpu",
-                "--max-triples",
-                "1",
-                "--checkpoints",
-                "all",
-            ]
+            _explain_args(
+                run3, run, o2, "--method", "tracin", "--device", "cpu", "--max-triples", "1", "--checkpoints", "all"
+            )
         ).exit_code
         == 0
     )
