@@ -74,7 +74,9 @@ def worker_tracegraph(a, fused: bool, compile: bool = False, paired: bool = Fals
     from tracegraph.kg.model.loss import auto_chunk_size
     from tracegraph.kg.model.train import TrainingObjective, make_optimizer
     from tracegraph.kg.data.triples import KnownTails, with_reciprocals
+    from tracegraph.runtime.allocator import keep_freed_buffers
 
+    keep_freed_buffers()  # as train() does on a CPU
     torch.manual_seed(0)
     ids = make_graph(a.entities, a.relations, a.triples)
     mcfg = ConvEConfig(

@@ -83,6 +83,9 @@ def test_gz_crlf_and_plain_triples_read_the_same(tmp_path):
         ("subject\tpredicate\tobject", True),
         ("# h\tr\tt", True),
         ("headache\ttreated_by\taspirin", False),
+        ("Source\tedge\ttarget", True),
+        ("O\tO\tO", False),  # column words, but not head, relation, tail in that order: a triple
+        ("t\tr\th", False),
     ],
 )
 def test_a_header_line_is_skipped_with_a_note(tmp_path, header, skipped, caplog):

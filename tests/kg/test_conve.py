@@ -1,8 +1,9 @@
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.conve import ConvE, ConvEConfig, _conv_as_bmm
 from tracegraph.kg.model.loss import Targets, bce_1n
 
 
@@ -95,3 +96,67 @@ def test_one_buffer_conv_block_equals_the_modules_bit_for_bit(p):
         assert torch.equal(seen[0][2][k], seen[1][2][k]), k
     assert int(seen[0][2]["bn1.num_batches_tracked"]) == 3
     assert fused._one_buffer_block(torch.zeros(1)) and not fused.eval()._one_buffer_block(torch.zeros(1))
+
+
+@pytest.mark.parametrize("axis", ["height", "width"])
+@pytest.mark.parametrize("kernel", [3, 2])
+def test_cpu_training_convolution_equals_conv2d(axis, kernel):
+    """Training on a CPU the convolution runs as a batched matmul over patches: in float64 its
+    output and its gradients (input, filters, bias) equal F.conv2d's to rounding, for either
+    stacking of the image and any kernel size."""
+    m = small_model(concat_axis=axis, kernel_size=kernel).double().train()
+    x = torch.randn(5, 1, *m.config.image_shape, dtype=torch.float64, requires_grad=True)
+    g = torch.randn_like(F.conv2d(x, m.conv.weight))
+    assert m._conv_by_bmm(x)
+    ours = _conv_as_bmm(m.conv, x)
+    ref = F.conv2d(x, m.conv.weight, m.conv.bias)
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
+    wrt = (x, m.conv.weight, m.conv.bias)
+    for a, b in zip(torch.autograd.grad(ours, wrt, g), torch.autograd.grad(ref, wrt, g)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+
+
+def test_convolution_by_matmul_only_where_it_applies():
+    """The matmul convolution is for plain stride-1 Conv2d training on a CPU; evaluation, a
+    recorded forward (TracIn's factors) and other convolutions keep nn.Conv2d."""
+    m = small_model().train()
+    z = torch.zeros(1)
+    assert m._conv_by_bmm(z)
+    with torch.no_grad():
+        assert not m._conv_by_bmm(z)
+    assert not m.eval()._conv_by_bmm(z)
+    m.train().conv.padding = (1, 1)
+    assert not m._conv_by_bmm(z)
+    calls = []
+    m = small_model().train()
+    m.conv.register_forward_hook(lambda *a: calls.append(1))
+    m.encode(torch.randn(2, 12), torch.randn(2, 12))
+    assert calls == []
+    m.encode(torch.randn(2, 12), torch.randn(2, 12), record={})
+    assert calls == [1]
+
+
+def test_training_step_with_matmul_convolution_matches_the_modules():
+    """A float64 training step through the CPU kernels (matmul convolution, fused bn1 block) and the
+    same model through nn modules, same seed: scores, every gradient and BatchNorm's running
+    statistics agree to rounding over three steps."""
+    import copy
+
+    fast = small_model(feature_map_dropout=0.3).double().train()
+    modules = copy.deepcopy(fast)
+    modules._conv_by_bmm = lambda z0: False
+    modules._one_buffer_block = lambda z1: False
+    h, r = torch.tensor([0, 5, 7, 7, 29, 3]), torch.tensor([0, 3, 7, 1, 2, 2])
+    weights = torch.linspace(-1, 1, 30, dtype=torch.float64)
+    seen = []
+    for m in (fast, modules):
+        torch.manual_seed(5)
+        for _ in range(3):
+            m.zero_grad()
+            s = m(h, r)
+            (torch.sigmoid(s) * weights).sum().backward()
+        seen.append((s.detach(), {k: v.grad for k, v in m.named_parameters()}, dict(m.named_buffers())))
+    torch.testing.assert_close(seen[0][0], seen[1][0], rtol=0, atol=1e-12)
+    for part in (1, 2):
+        for k in seen[0][part]:
+            torch.testing.assert_close(seen[0][part][k], seen[1][part][k], rtol=1e-9, atol=1e-12, msg=k)

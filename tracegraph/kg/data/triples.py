@@ -445,41 +445,18 @@ class LabeledTriples:
         return len(self.heads)
 
 
-#: words a header line of a triples file is made of ("head relation tail", "subject predicate object", …)
-HEADER_WORDS = {
-    "head",
-    "relation",
-    "tail",
-    "subject",
-    "predicate",
-    "object",
-    "source",
-    "target",
-    "h",
-    "r",
-    "t",
-    "s",
-    "p",
-    "o",
-    "rel",
-    "edge",
-    "from",
-    "to",
-    "head_id",
-    "relation_id",
-    "tail_id",
-    "subject_id",
-    "object_id",
-    "head_label",
-    "tail_label",
-    "relation_label",
-    "label",
-    "type",
-}
+#: the column names a header line of a triples file is made of, by column:
+#: head (``head``, ``subject``, ``h`` …), relation (``relation``, ``predicate``, ``r`` …), tail
+HEAD_WORDS = {"head", "subject", "source", "from", "h", "s", "head_id", "subject_id", "head_label"}
+RELATION_WORDS = {"relation", "predicate", "rel", "edge", "type", "label", "r", "p", "relation_id", "relation_label"}
+TAIL_WORDS = {"tail", "object", "target", "to", "t", "o", "tail_id", "object_id", "tail_label"}
 
 
 def is_header(fields: Sequence[str]) -> bool:
-    """Whether every field is a column name such as ``head``, ``relation``, ``tail`` (ignoring ``#:``).
+    """Whether the fields name a head, a relation and a tail column, in that order (ignoring ``#:``).
+
+    ``head relation tail``, ``subject predicate object`` and ``# h r t`` are headers; a triple whose
+    labels happen to be column words in another order (``O O O``, ``t r h``) is data.
 
     Args:
         fields: The fields of a file's first line.
@@ -487,7 +464,8 @@ def is_header(fields: Sequence[str]) -> bool:
     Returns:
         True for a header line.
     """
-    return all(f.strip("#: ").lower() in HEADER_WORDS for f in fields)
+    words = [f.strip("#: ").lower() for f in fields]
+    return len(words) == 3 and words[0] in HEAD_WORDS and words[1] in RELATION_WORDS and words[2] in TAIL_WORDS
 
 
 def read_labeled_triples(path: str | Path) -> LabeledTriples:

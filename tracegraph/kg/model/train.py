@@ -45,6 +45,7 @@ from tracegraph.kg.model.training_files import RESUME_CHECKPOINT, claim_run_dir,
 from tracegraph.kg.model.schedules import make_optimizer, make_schedule, resolve_patience
 from tracegraph.kg.model.softmax_loss import LOSSES, ce_1n
 from tracegraph.kg.model.train_config import TrainConfig  # noqa: F401  (the public name lives here too)
+from tracegraph.runtime.allocator import keep_freed_buffers
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
 from tracegraph.runtime.cuda_graph import GraphedStep
 from tracegraph.runtime.distributed import (
@@ -273,6 +274,8 @@ def _build(cfg: TrainConfig) -> Session:
     """Check the options, read the data, build the batches, the model and its optimiser."""
     ctx = init_distributed(cfg.device)  # one process: resolve_device(cfg.device); torchrun: this rank's
     device = ctx.device
+    if device.type == "cpu":
+        keep_freed_buffers()  # the step's temporaries reuse freed memory instead of faulting in fresh pages
     precision = resolve_precision(cfg.precision, device, cfg.use_mixed_precision)
     if cfg.training_mode not in ("kvsall", "1vsall"):
         raise TracegraphError("--training-mode must be kvsall or 1vsall")
