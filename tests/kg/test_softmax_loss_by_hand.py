@@ -82,3 +82,20 @@ def test_without_smoothing_only_the_true_tails_carry_mass():
     assert got[0].item() == pytest.approx(-(lsm[0, 1] + lsm[0, 3]).item() / 2, rel=1e-12)
     # samples without any true tail: only logsumexp remains (no division by zero)
     torch.testing.assert_close(got[1:], torch.logsumexp(s[1:], 1), rtol=1e-12, atol=1e-12)
+
+
+def test_float32_padding_weights_with_float64_logits():
+    """Batches carry their 0/1 weights in float32 (kg/model/batching.py) whatever the logits' dtype."""
+    s = scores_()
+    w = torch.ones(len(BI), dtype=torch.float32)
+    got = ce_1n(s, Targets(torch.tensor(BI), torch.tensor(TI), w), EPS)
+    torch.testing.assert_close(got, dense_per_sample(s, EPS).mean(), rtol=1e-12, atol=1e-12)
+
+
+def test_every_intermediate_stays_on_the_logits_device():
+    """On ``meta`` (standing in for CUDA) a tensor made on the default device would fail the index_add."""
+    s = torch.empty(B, N, device="meta")
+    t = Targets(torch.tensor(BI, device="meta"), torch.tensor(TI, device="meta"))
+    assert ce_1n(s, t, EPS, "none").device.type == "meta"
+    w = torch.ones(len(BI), device="meta")
+    assert ce_1n(s, Targets(t.batch_index, t.entity_index, w), EPS).device.type == "meta"
