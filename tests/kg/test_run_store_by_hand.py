@@ -1,0 +1,130 @@
+"""RunStore (kg/model/store.py) on a 3-epoch run of the 10-triple graph: checkpoints in epoch order
+with the learning rate each epoch used, the history over the file, each file read once and the
+least recently used dropped past the budget, label triples in every accepted form, the filter."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.kg.tiny_graph import ENT, REL, TEST, TRIPLES, cfg, ids
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.model.store import RunStore, label_columns
+from tracegraph.kg.model.train import train
+from tracegraph.runtime.checkpoints import load_checkpoint
+
+
+@pytest.fixture(scope="module")
+def run(data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("store") / "run"
+    train(cfg(data, out, epochs=3, lr_decay=0.5, valid=str(data / "valid.txt"), test=str(data / "test.txt")))
+    return out
+
+
+def test_checkpoints_in_epoch_order_with_each_epochs_learning_rate(run):
+    s = RunStore(run)
+    assert [(c.path.name, c.epoch) for c in s.checkpoints] == [(f"epoch_000{e}.pt", e) for e in (1, 2, 3)]
+    # lr 0.01 halved after every epoch: the rate each epoch trained with
+    assert [c.lr for c in s.checkpoints] == pytest.approx([0.01, 0.005, 0.0025])
+
+
+def test_the_history_gives_the_rate_without_reading_the_checkpoint(run, monkeypatch):
+    s = RunStore(run)
+    monkeypatch.setattr(s, "read_checkpoint", lambda *a, **k: pytest.fail("read a checkpoint for its rate"))
+    assert s.checkpoint_info(run / "checkpoints" / "epoch_0002.pt").lr == pytest.approx(0.005)
+
+
+def test_without_a_history_the_rate_comes_from_the_checkpoint(run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    history = json.loads((copy / "training_history.json").read_text())
+    (copy / "training_history.json").write_text(
+        json.dumps([{k: v for k, v in h.items() if k != "lr"} for h in history])
+    )
+    s = RunStore(copy)
+    want = [float(load_checkpoint(p)["lr"]) for p in sorted((copy / "checkpoints").glob("epoch_*.pt"))]
+    assert [c.lr for c in s.checkpoints] == want == pytest.approx([0.01, 0.005, 0.0025])
+
+
+def test_each_checkpoint_is_read_once_and_the_least_recently_used_is_dropped(run, monkeypatch):
+    import tracegraph.kg.model.store as store_module
+
+    reads = []
+    real = store_module.load_checkpoint
+    monkeypatch.setattr(store_module, "load_checkpoint", lambda p, **k: reads.append(p.name) or real(p, **k))
+    paths = sorted((run / "checkpoints").glob("epoch_*.pt"))
+    one = sum(t.numel() * t.element_size() for t in real(paths[0])["model"].values())
+    s = RunStore(run, cache_bytes=2 * one)  # room for two checkpoints' weights
+    a = s.read_checkpoint(paths[0])
+    assert s.read_checkpoint(paths[0]) is a and reads == ["epoch_0001.pt"]
+    assert set(a) <= {"model", "model_config", "epoch", "lr"}  # no optimizer state kept
+    s.read_checkpoint(paths[1])
+    s.read_checkpoint(paths[0])  # 1 is now the most recently used
+    s.read_checkpoint(paths[2])  # over budget: 2, the least recently used, goes
+    reads.clear()
+    s.read_checkpoint(paths[0])
+    s.read_checkpoint(paths[2])
+    assert reads == []
+    s.read_checkpoint(paths[1])
+    assert reads == ["epoch_0002.pt"]
+
+
+def test_a_model_is_built_once_per_device_in_eval_mode(run):
+    s = RunStore(run)
+    path = run / "checkpoints" / "epoch_0002.pt"
+    m, info = s.load(path)
+    assert not m.training and info.epoch == 2 and s.load(path)[0] is m
+    assert s.load(path, "meta")[0] is not m and next(s.load(path, "meta")[0].parameters()).device.type == "meta"
+
+
+def test_encode_accepts_files_frames_and_tuples(run, data):
+    s = RunStore(run)
+    want = np.array(ids(TEST))
+    assert np.array_equal(s.encode(data / "test.txt"), want)
+    assert np.array_equal(s.encode(TEST), want)
+    frame = pd.DataFrame(TEST, columns=["head", "relation", "tail"])[["tail", "head", "relation"]]
+    assert np.array_equal(s.encode(frame), want)  # named columns win over their order
+    assert np.array_equal(s.encode(pd.DataFrame(TEST, columns=["a", "b", "c"])), want)  # else the first three
+    assert s.encode([]).shape == (0, 3)
+    with pytest.raises(TracegraphError, match=r"expected \(head, relation, tail\) triples, got \('e0', 'r0'\)"):
+        s.encode([("e0", "r0", "e1"), ("e0", "r0")])
+
+
+def test_label_columns_turn_every_label_into_text():
+    assert label_columns([(1, "r", 2.5)], 3) == [["1"], ["r"], ["2.5"]]
+    assert label_columns(pd.DataFrame({"x": [1], "y": ["a"]}), 2) == [["1"], ["a"]]
+
+
+def test_known_tails_are_the_files_triples_and_their_reciprocals(run, data):
+    s = RunStore(run)
+    known = s.known_tails([data / "train.txt", TEST])
+    R = len(REL)
+    truth = ids(TRIPLES) + ids(TEST)
+    for h in range(len(ENT)):
+        for r in range(2 * R):
+            want = sorted(
+                {t for hh, rr, t in truth if (hh, rr) == (h, r)} | {hh for hh, rr, t in truth if (t, rr + R) == (h, r)}
+            )
+            assert known.tails_of(h, r).tolist() == want, (h, r)
+
+
+def test_opening_reads_no_weights_and_a_checkpoint_file_means_that_checkpoint(run, monkeypatch):
+    import tracegraph.kg.model.store as store_module
+
+    monkeypatch.setattr(store_module, "load_checkpoint", lambda *a, **k: pytest.fail("read weights at open"))
+    s = RunStore(run)
+    assert (
+        s.checkpoint == run / "best_model.pt" and s.path == run and repr(s) == f"RunStore({str(run)!r}, device='cpu')"
+    )
+    one = RunStore(run / "checkpoints" / "epoch_0002.pt")
+    assert one.checkpoint.name == "epoch_0002.pt" and one.path == run  # the run it belongs to
+
+
+def test_opening_a_missing_run_names_it(tmp_path):
+    from tracegraph.errors import DataError
+
+    with pytest.raises(DataError, match="not-here: model checkpoint not found"):
+        RunStore(tmp_path / "not-here")
