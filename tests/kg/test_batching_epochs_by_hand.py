@@ -81,3 +81,30 @@ def test_padding_to_the_exact_size_adds_nothing():
         (1, 0),
         (1, 4),
     ]
+
+
+def test_ids_are_int64_whatever_the_samples_dtype():
+    s = SampleStore(SAMPLES.astype(np.int32), KnownTails([TRIPLES], 2), CPU)
+    (b,) = s.epoch([[0, 2]])
+    h, r = s.heads_relations(b.index)
+    t = s.targets(b.index, s.target_count(b))
+    assert {h.dtype, r.dtype, t.batch_index.dtype, t.entity_index.dtype, b.index.dtype} == {torch.int64}
+    one = SampleStore(TRIPLES.astype(np.int32), None, CPU)
+    (b,) = one.epoch([[1, 2]])
+    t = one.targets(b.index, 2)
+    assert t.entity_index.dtype == torch.int64 and t.entity_index.tolist() == [2, 3]
+
+
+def test_everything_a_batch_needs_lives_on_the_training_device():
+    """On ``meta`` (standing in for CUDA) a tensor left on the host would fail the gathers."""
+    meta = torch.device("meta")
+    s = SampleStore(SAMPLES, KnownTails([TRIPLES], 2), meta)
+    (b,) = s.epoch([[1, 0, 3]])
+    assert b.index.device == meta and s.target_count(b) == 4
+    for t in (s.targets(b.index, 4), s.targets(b.index, 7, padded=True)):
+        assert {t.batch_index.device, t.entity_index.device} == {meta}
+    assert {x.device for x in s.heads_relations(b.index)} == {meta}
+    one = SampleStore(TRIPLES, None, meta)
+    (b,) = one.epoch([[1, 2]])
+    t = one.targets(b.index, 2)
+    assert {t.batch_index.device, t.entity_index.device} == {meta}
