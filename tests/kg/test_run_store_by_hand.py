@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from tests.kg.tiny_graph import ENT, REL, TEST, TRIPLES, cfg, ids
 from tracegraph.errors import TracegraphError
@@ -128,3 +129,126 @@ def test_opening_a_missing_run_names_it(tmp_path):
 
     with pytest.raises(DataError, match="not-here: model checkpoint not found"):
         RunStore(tmp_path / "not-here")
+
+
+@pytest.fixture
+def run_copy(run, tmp_path):
+    import shutil
+
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_the_device_is_resolved_from_a_name_or_taken_as_given(run, monkeypatch):
+    monkeypatch.setenv("TRACEGRAPH_DEVICE", "meta")
+    assert RunStore(run, device="auto").device == torch.device("meta")
+    assert RunStore(run, device=torch.device("meta")).device == torch.device("meta")
+    assert RunStore(run).device == torch.device("cpu")
+    ckpt = run / "checkpoints" / "epoch_0001.pt"
+    assert RunStore(ckpt).opened_with == ckpt and RunStore(run).opened_with == run
+
+
+def test_only_epoch_files_take_their_rate_from_the_history(run_copy):
+    import shutil
+
+    ck = run_copy / "checkpoints"
+    shutil.copy(ck / "epoch_0002.pt", run_copy / "other_0003.pt")  # "0003" after 6 characters, not an epoch name
+    info = RunStore(run_copy).checkpoint_info(run_copy / "other_0003.pt")
+    assert (info.path, info.epoch, info.lr) == (run_copy / "other_0003.pt", 2, pytest.approx(0.005))  # the file's own
+    shutil.copy(ck / "epoch_0001.pt", ck / "epoch_1234.pt")
+    history = json.loads((run_copy / "training_history.json").read_text())
+    (run_copy / "training_history.json").write_text(json.dumps(history + [{"epoch": 1234, "lr": 0.5}]))
+    info = RunStore(run_copy).checkpoint_info(ck / "epoch_1234.pt")
+    assert (info.epoch, info.lr) == (1234, 0.5)
+
+
+def test_a_checkpoint_without_a_rate_has_none(run_copy):
+    p = run_copy / "checkpoints" / "epoch_0001.pt"
+    payload = load_checkpoint(p)
+    del payload["lr"]
+    torch.save(payload, p)
+    (run_copy / "training_history.json").write_text("[]")
+    assert RunStore(run_copy).checkpoint_info(p).lr is None
+
+
+def test_a_checkpoint_of_another_graph_is_refused_naming_it(run_copy):
+    from tracegraph.errors import DataError
+
+    p = run_copy / "checkpoints" / "epoch_0001.pt"
+    payload = load_checkpoint(p)
+    payload["model_config"]["num_entities"] = 99
+    torch.save(payload, p)
+    with pytest.raises(
+        DataError, match=r"epoch_0001\.pt: id maps \(6 entities, 2 relations\) do not match the model \(99, 2\)"
+    ):
+        RunStore(run_copy).read_checkpoint(p)
+
+
+def test_the_cache_keeps_the_newest_checkpoint_whatever_the_budget(run, monkeypatch):
+    import tracegraph.kg.model.store as store_module
+
+    reads = []
+    real = store_module.load_checkpoint
+    monkeypatch.setattr(store_module, "load_checkpoint", lambda p, **k: reads.append(p.name) or real(p, **k))
+    p1, p2, _ = sorted((run / "checkpoints").glob("epoch_*.pt"))
+    s = RunStore(run, cache_bytes=0)
+    s.read_checkpoint(p1)
+    s.read_checkpoint(p1)
+    assert reads == ["epoch_0001.pt"]
+    one = sum(t.numel() * t.element_size() for t in real(p1)["model"].values())
+    s = RunStore(run, cache_bytes=one)  # room for one: reading a second drops the first
+    reads.clear()
+    for p in (p1, p2, p1):
+        s.read_checkpoint(p)
+    assert reads == ["epoch_0001.pt", "epoch_0002.pt", "epoch_0001.pt"]
+
+
+def test_each_checkpoint_file_is_its_own_model(run):
+    s = RunStore(run)
+    (m1, i1), (m2, i2) = (s.load(run / "checkpoints" / f"epoch_000{e}.pt") for e in (1, 3))
+    assert m1 is not m2 and (i1.path.name, i2.path.name) == ("epoch_0001.pt", "epoch_0003.pt")
+    assert not torch.equal(m1.entity.weight, m2.entity.weight)
+
+
+def test_unknown_labels_say_whether_an_entity_or_a_relation_is_missing(run):
+    s = RunStore(run)
+    with pytest.raises(TracegraphError, match="^entity 'nope' is not in the id map"):
+        s.encode([("nope", "r0", "e1")])
+    with pytest.raises(TracegraphError, match="^relation 'r9' is not in the id map"):
+        s.encode([("e0", "r9", "e1")])
+    with pytest.raises(TracegraphError, match="^entity 'e77' is not in the id map"):
+        s.encode([("e0", "r0", "e77")])
+
+
+def test_a_filter_files_unknown_labels_filter_nothing_and_no_source_is_an_empty_filter(run, tmp_path):
+    s = RunStore(run)
+    f = tmp_path / "extra.txt"
+    f.write_text("e0\tr1\te5\nnew\tr0\te1\n")  # an entity the run has no id for
+    known = s.known_tails([f])
+    assert known.tails_of(ENT["e0"], REL["r1"]).tolist() == [ENT["e5"]]
+    assert known.tails_of(ENT["e5"], REL["r1"] + 2).tolist() == [ENT["e0"]]
+    empty = s.known_tails([])
+    assert all(len(empty.tails_of(h, r)) == 0 for h in range(len(ENT)) for r in range(4))
+
+
+def test_a_model_without_reciprocal_relations_filters_without_them(data, tmp_path):
+    from tests.kg.tiny_graph import TINY
+
+    out = tmp_path / "plain"
+    train(cfg(data, out, model=dict(TINY, reciprocal=False)))
+    known = RunStore(out).known_tails([data / "train.txt"])
+    assert known.tails_of(ENT["e0"], REL["r0"]).tolist() == [ENT["e1"], ENT["e2"]]
+    assert len(known.tails_of(ENT["e1"], REL["r0"])) == 2 and known.num_relations == 2
+
+
+def test_run_files_and_filter_index_read_the_runs_recorded_files(run, data):
+    from types import SimpleNamespace
+
+    from tracegraph.kg.model.store import filter_index, run_files
+
+    want = [str(data / f"{n}.txt") for n in ("train", "valid", "test")]
+    assert sorted(map(str, run_files(RunStore(run)))) == sorted(want)
+    assert sorted(map(str, run_files(SimpleNamespace(checkpoint=run / "best_model.pt")))) == sorted(want)
+    a, b = filter_index(RunStore(run), [TEST]), RunStore(run).known_tails([TEST])
+    assert all(a.tails_of(h, r).tolist() == b.tails_of(h, r).tolist() for h in range(6) for r in range(4))
+    assert a.tails_of(ENT["e1"], REL["r1"]).tolist() == [ENT["e4"]]
