@@ -8,6 +8,11 @@ os.environ.setdefault("TRACEGRAPH_PROGRESS", "0")
 # and parallel workers never pile onto one GPU. Tests marked `gpu` pick CUDA explicitly; they are
 # skipped where there is none (CI) and run on the GPU machine.
 os.environ.setdefault("TRACEGRAPH_DEVICE", "cpu")
+# One torch thread per test process (and the processes tests start), unless the caller says otherwise:
+# `./run test` runs two workers on two cores and the suite's tensors are tiny, so a second thread per
+# worker only contends (a local-retrain test: 21 s with two threads, 2.5 s with one, on a busy 2-core box).
+# Set before torch is first imported, so it takes effect.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config, items):

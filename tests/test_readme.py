@@ -1,13 +1,15 @@
 """The README's quick starts run as written, on a 1-epoch model (the one substitution below)."""
 
 import re
+import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -60,23 +62,34 @@ def _check_margin_rows(rows: pd.DataFrame, full: pd.DataFrame, k: int):
 
 
 @pytest.mark.slow
-def test_readme_cli_quick_start_runs(tmp_path):
+def run_readme_block(block: str, cwd: Path) -> str:
+    """Each command of a README bash block, in order: ``tracegraph …`` lines through the CLI in-process
+    (the same app as the console script, without a fresh interpreter each), anything else in bash.
+    Returns what the tracegraph commands printed."""
+    printed = []
+    for line in block.replace("\\\n", " ").splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("tracegraph "):
+            res = run_cli(shlex.split(line, comments=True)[1:])
+            assert res.exit_code == 0, (line, res.output[-2000:])
+            printed.append(res.stdout)
+        else:
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=cwd, capture_output=True, text=True)
+            assert done.returncode == 0, (line, done.stderr[-2000:])
+    return "".join(printed)
+
+
+def test_readme_cli_quick_start_runs(tmp_path, monkeypatch):
     (block,) = section_blocks("CLI quick start", "bash")
-    script = 'set -euo pipefail\ntracegraph() { "$PY" -m tracegraph "$@"; }\n' + block.replace("--epochs 100", TINY_CLI)
-    env = {
-        "PY": sys.executable,
-        "PATH": "/usr/bin:/bin",
-        "OMP_NUM_THREADS": "1",
-        "TRACEGRAPH_DEVICE": "cpu",
-        "PYTHONPATH": str(ROOT),
-    }
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACEGRAPH_DEVICE", "cpu")
+    stdout = run_readme_block(block.replace("--epochs 100", TINY_CLI), tmp_path)
     assert (tmp_path / "runs/umls/checkpoints/epoch_0001.pt").is_file()
     assert (tmp_path / "runs/umls/evaluation/evaluation.json").is_file()
     page = (tmp_path / "report.html").read_text()
     assert page.lstrip().lower().startswith("<!doctype html") and "eicosanoid" in page
-    predicted = [line.split(",") for line in done.stdout.splitlines() if line.startswith("steroid,")]
+    predicted = [line.split(",") for line in stdout.splitlines() if line.startswith("steroid,")]
     assert len(predicted) == 5
     (csv,) = (tmp_path / "why").glob("triple_000_*_tracin.csv")
     why = pd.read_csv(csv)
@@ -90,27 +103,10 @@ def test_readme_cli_quick_start_runs(tmp_path):
     assert opp["MethodScore"].is_monotonic_increasing
     # against the whole ranking (no --top-k, in the method's order): its first positive rows, and the
     # lowest margins, most negative first
-    everything = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tracegraph",
-            "explain",
-            "--model-dir",
-            "runs/umls",
-            "--dataset",
-            "umls",
-            "--test-triples",
-            "question.txt",
-            "-o",
-            "all",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
+    everything = run_cli(
+        ["explain", "--model-dir", "runs/umls", "--dataset", "umls", "--test-triples", "question.txt", "-o", "all"]
     )
-    assert everything.returncode == 0, everything.stderr[-2000:]
+    assert everything.exit_code == 0, everything.output[-2000:]
     (full_csv,) = (tmp_path / "all").glob("triple_000_*_tracin.csv")
     full = pd.read_csv(full_csv)
     assert len(full) == 5216  # every UMLS training triple

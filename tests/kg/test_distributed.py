@@ -263,11 +263,42 @@ def assert_same_outputs(ref: Path, got: Path) -> float:
     return worst
 
 
+EXPLAINS = [("tracin-margin", 5), ("tracin-margin", None), ("tracin", 5), ("tracin-margin-path", 3)]
+
+# several CLI commands in one torchrun launch: each launch starts three interpreters, and the
+# process group is set up once and kept (init_distributed is idempotent)
+SEVERAL_COMMANDS = """
+import json, sys
+from tracegraph.cli import app
+for args in json.loads(sys.argv[1]):
+    app(args, standalone_mode=False)
+"""
+
+
+@pytest.fixture(scope="module")
+def distributed_explains(single_run, explain_inputs, tmp_path_factory):
+    """Every (method, top_k) of EXPLAINS explained by 2 ranks in one launch: {(method, top_k): folder}."""
+    root = tmp_path_factory.mktemp("distributed_explains")
+    script = root / "several.py"
+    script.write_text(SEVERAL_COMMANDS)
+    outs, commands = {}, []
+    for method, top_k in EXPLAINS:
+        outs[method, top_k] = root / f"{method}-{top_k}"
+        args = ["explain", "--model-dir", single_run, "--train", explain_inputs / "train.txt"]
+        args += ["--test-triples", explain_inputs / "test.txt", "-o", outs[method, top_k], "--batch-size", "32"]
+        args += ["--device", "cpu", "--method", method] + (["--top-k", str(top_k)] if top_k else [])
+        commands.append([str(a) for a in args])
+    res = torchrun([script, json.dumps(commands)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count("explained 3 of 4") == len(EXPLAINS)  # rank 0 alone prints, once per command
+    return outs
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "method,top_k", [("tracin-margin", 5), ("tracin-margin", None), ("tracin", 5), ("tracin-margin-path", 3)]
-)
-def test_distributed_explain_matches_single_process(single_run, explain_inputs, tmp_path, method, top_k):
+@pytest.mark.parametrize("method,top_k", EXPLAINS)
+def test_distributed_explain_matches_single_process(
+    single_run, explain_inputs, distributed_explains, tmp_path, method, top_k
+):
     """The default (tracin-margin: each rank's top-k by margin), tracin-margin-path (each rank's
     first k by shell then margin, and its k weakest margins) and plain TracIn, against one process."""
     ref = tmp_path / "single"
@@ -275,32 +306,10 @@ def test_distributed_explain_matches_single_process(single_run, explain_inputs, 
     assert ("MethodScore" in (ref / next(ref.glob("*_tracin.csv")).name).read_text().splitlines()[0]) == (
         method != "tracin"
     )
-    got = tmp_path / "dist"
-    args = [
-        "-m",
-        "tracegraph",
-        "explain",
-        "--model-dir",
-        single_run,
-        "--train",
-        explain_inputs / "train.txt",
-        "--test-triples",
-        explain_inputs / "test.txt",
-        "-o",
-        got,
-        "--batch-size",
-        "32",
-        "--device",
-        "cpu",
-        "--method",
-        method,
-    ]
     if method == "tracin-margin-path":  # walks of several lengths, so the shells reorder the margin
         walks = [read_rows(p)[2][:, -1] for p in ref.glob("*_tracin.csv")]
         assert any(len(set(w[np.isfinite(w)])) > 1 for w in walks)
-    res = torchrun(args + (["--top-k", str(top_k)] if top_k else []))
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.count("explained 3 of 4") == 1
+    got = distributed_explains[method, top_k]
     assert json.loads((got / "summary.json").read_text())["world_size"] == 2
     # whole training batches per rank: the same arithmetic as one process (measured: identical)
     print(f"explain {method} top_k={top_k}: max relative score difference {assert_same_outputs(ref, got):.1e}")
