@@ -155,6 +155,9 @@ def test_only_epoch_files_take_their_rate_from_the_history(run_copy):
     shutil.copy(ck / "epoch_0002.pt", run_copy / "other_0003.pt")  # "0003" after 6 characters, not an epoch name
     info = RunStore(run_copy).checkpoint_info(run_copy / "other_0003.pt")
     assert (info.path, info.epoch, info.lr) == (run_copy / "other_0003.pt", 2, pytest.approx(0.005))  # the file's own
+    shutil.copy(ck / "epoch_0002.pt", ck / "epoch_x3.pt")  # "epoch_" and then not only digits
+    info = RunStore(run_copy).checkpoint_info(ck / "epoch_x3.pt")
+    assert (info.epoch, info.lr) == (2, pytest.approx(0.005))
     shutil.copy(ck / "epoch_0001.pt", ck / "epoch_1234.pt")
     history = json.loads((run_copy / "training_history.json").read_text())
     (run_copy / "training_history.json").write_text(json.dumps(history + [{"epoch": 1234, "lr": 0.5}]))
@@ -239,6 +242,10 @@ def test_a_model_without_reciprocal_relations_filters_without_them(data, tmp_pat
     known = RunStore(out).known_tails([data / "train.txt"])
     assert known.tails_of(ENT["e0"], REL["r0"]).tolist() == [ENT["e1"], ENT["e2"]]
     assert len(known.tails_of(ENT["e1"], REL["r0"])) == 2 and known.num_relations == 2
+    for e in ENT.values():  # every query against the file read by hand: no reversed triple anywhere
+        for r in REL.values():
+            want = sorted({ENT[t] for h, rr, t in TRIPLES if ENT[h] == e and REL[rr] == r})
+            assert known.tails_of(e, r).tolist() == want, (e, r)
 
 
 def test_run_files_and_filter_index_read_the_runs_recorded_files(run, data):
@@ -252,3 +259,25 @@ def test_run_files_and_filter_index_read_the_runs_recorded_files(run, data):
     a, b = filter_index(RunStore(run), [TEST]), RunStore(run).known_tails([TEST])
     assert all(a.tails_of(h, r).tolist() == b.tails_of(h, r).tolist() for h in range(6) for r in range(4))
     assert a.tails_of(ENT["e1"], REL["r1"]).tolist() == [ENT["e4"]]
+
+
+def test_weights_that_do_not_fit_the_config_are_refused_naming_the_file(run_copy):
+    from tracegraph.errors import DataError
+
+    p = run_copy / "checkpoints" / "epoch_0001.pt"
+    payload = load_checkpoint(p)
+    payload["model"]["fc.weight"] = torch.zeros(1)
+    torch.save(payload, p)
+    with pytest.raises(DataError, match=r"epoch_0001\.pt: weights do not match the model config"):
+        RunStore(run_copy).load(p)
+
+
+def test_a_file_without_weights_is_refused_as_not_a_checkpoint_even_beside_cached_ones(run_copy):
+    from tracegraph.errors import DataError
+
+    p = run_copy / "checkpoints" / "epoch_0002.pt"
+    torch.save({"model_config": load_checkpoint(p)["model_config"], "epoch": 2}, p)
+    s = RunStore(run_copy, cache_bytes=0)
+    s.read_checkpoint(run_copy / "checkpoints" / "epoch_0001.pt")  # the cache holds a model already
+    with pytest.raises(DataError, match=r"epoch_0002\.pt: not a tracegraph checkpoint"):
+        s.load(p)
