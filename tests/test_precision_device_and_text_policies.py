@@ -59,6 +59,20 @@ def test_resolve_device_auto_reads_the_environment_then_the_machine(monkeypatch)
     assert P.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@pytest.mark.parametrize("bf16_supported", [True, False])
+def test_on_a_cuda_machine_the_half_precision_is_bf16_where_supported_else_fp16(monkeypatch, bf16_supported):
+    # a CUDA machine as these functions see it (they ask torch; nothing runs on the device)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_supported)
+    half = "bf16" if bf16_supported else "fp16"
+    assert P.best_half_precision(CUDA) == half and P.best_half_precision(CPU) == "bf16"
+    assert P.resolve_precision("fp32", CUDA, mixed_alias=True) == P.Precision(half, "cuda")
+    assert P.resolve_precision("fp16", CUDA) == P.Precision("fp16", "cuda")  # fp16 is refused only off CUDA
+    monkeypatch.setenv("TRACEGRAPH_DEVICE", "")
+    assert P.resolve_device("auto") == CUDA and P.resolve_device(None) == CUDA
+    assert P.resolve_device("cuda:1") == torch.device("cuda", 1)
+
+
 def test_resolve_device_refuses_what_is_not_a_device_or_not_here(monkeypatch):
     with pytest.raises(TracegraphError, match=r"^--device 'gpu0' is not a device name \("):
         P.resolve_device("gpu0")
