@@ -82,6 +82,9 @@ def test_without_smoothing_only_the_true_tails_carry_mass():
     assert got[0].item() == pytest.approx(-(lsm[0, 1] + lsm[0, 3]).item() / 2, rel=1e-12)
     # samples without any true tail: only logsumexp remains (no division by zero)
     torch.testing.assert_close(got[1:], torch.logsumexp(s[1:], 1), rtol=1e-12, atol=1e-12)
+    # no smoothing unless asked: the default is 0
+    default = ce_1n(s, Targets(torch.tensor([0, 0]), torch.tensor([1, 3])))
+    assert default.item() == pytest.approx((-(lsm[0, 1] + lsm[0, 3]) / 2 + torch.logsumexp(s[1:], 1).sum()).item() / 4)
 
 
 def test_float32_padding_weights_with_float64_logits():
