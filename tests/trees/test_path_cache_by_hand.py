@@ -93,3 +93,15 @@ def test_a_cache_that_does_not_fit_or_cannot_be_read_is_refused(tmp_path):
     with pytest.raises(DataError) as e:
         cache.cached_paths(trees, tmp_path)
     assert str(e.value).startswith(f"{f}: unreadable path cache (") and str(e.value).endswith("); delete it to rebuild")
+
+
+def test_a_dataset_carries_each_trees_own_chains_from_the_cache(tmp_path):
+    trees = [tree(p, seed=i) for i, p in enumerate(TREES)]
+    trees[3].label = 2
+    data = cache.build_dataset(trees, tmp_path)
+    again = cache.build_dataset(trees, tmp_path)  # from the file this time
+    assert len(list(tmp_path.glob("paths-*.npz"))) == 1
+    for t, p, d, e in zip(trees, TREES, data, again):
+        assert d.num_nodes == len(p) and d.y.tolist() == [t.label]
+        assert {tuple(c) for c in d.paths.T.tolist()} == chains_by_hand(p)
+        assert np.array_equal(d.paths.numpy(), e.paths.numpy())
