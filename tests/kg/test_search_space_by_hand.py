@@ -25,6 +25,7 @@ def refusal(tmp_path, body: str) -> str:
     p = write(tmp_path, body)
     with pytest.raises(DataError) as e:
         read_search_space(p)
+    assert str(e.value).startswith(f"{p}:")  # every refusal names the file
     return str(e.value).removeprefix(f"{p}:")
 
 
@@ -111,6 +112,11 @@ def test_setting_refusals_name_the_setting_and_its_line(tmp_path):
         ("learning_rate", {"type": "float", "low": 0, "high": 1, "log": True}, '"log": true needs "low" > 0'),
         ("learning_rate", {"type": "float", "low": -1, "high": 1, "log": True}, '"log": true needs "low" > 0'),
         ("learning_rate", {"type": "float", "low": 0, "high": 1, "Step": 0.1}, "unknown keys ['Step']"),
+        (
+            "learning_rate",
+            {"type": "float", "low": 0.1, "high": 1, "log": True, "step": 0.1, "Log": 1},
+            "unknown keys ['Log']",
+        ),
         ("batch_size", {"type": "categorical", "choices": []}, '"choices" must be a non-empty list'),
         ("batch_size", {"type": "categorical", "choices": 128}, '"choices" must be a non-empty list'),
         (
@@ -149,6 +155,7 @@ def test_each_range_rule(tmp_path, key, spec, problem):
         {"type": "float", "low": 0, "high": 1e-9},
         {"type": "int", "low": -3, "high": -2},
         {"type": "categorical", "choices": [None, True, 0.5, "x"]},
+        {"type": "float", "low": 0.5, "high": 1, "log": False, "step": 0.1},
     ],
 )
 def test_ranges_at_the_edge_of_the_rules_are_accepted(tmp_path, spec):
@@ -197,3 +204,20 @@ def test_suggest_asks_for_each_range_as_written_and_a_shape_sets_three_settings(
     step = SearchSpace(params={"seed": {"type": "int", "low": 0, "high": 8, "step": 2, "log": False}})
     t = Recorder()
     assert suggest(t, step) == {"seed": 8} and t.calls == [("int", "seed", 0, 8, 2, False)]
+    log = SearchSpace(params={"lr_patience": {"type": "int", "low": 1, "high": 64, "log": True}})
+    t = Recorder()
+    assert suggest(t, log) == {"lr_patience": 64} and t.calls == [("int", "lr_patience", 1, 64, 1, True)]
+
+
+def test_a_one_wide_shape_is_a_shape(tmp_path):
+    spec = {"type": "categorical", "choices": ["1x200", "20x10"]}
+    p = write(tmp_path, '  "params": {"embedding_shape": ' + json.dumps(spec) + "}\n")
+    t = Recorder()
+    assert suggest(t, read_search_space(p)) == {"embedding_height": 20, "embedding_width": 10, "embedding_dim": 200}
+
+
+def test_a_file_that_is_not_json_names_its_line(tmp_path):
+    p = write(tmp_path, '  "params": {,}\n')
+    with pytest.raises(DataError) as e:
+        read_search_space(p)
+    assert str(e.value).startswith(f"{p}:4: ")
