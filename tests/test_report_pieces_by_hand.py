@@ -1,0 +1,152 @@
+"""The report's building blocks by hand: cell formatting, escaping, tables, section placement and
+the page (report/html.py), and the necessity section's arithmetic and sentence (report/necessity.py).
+
+References: the expected HTML and sentences written out here; flips counted from hand-made ranks.
+"""
+
+import json
+
+import pytest
+
+from tracegraph.errors import DataError
+from tracegraph.report import html as H
+from tracegraph.report import necessity as N
+
+
+def test_cells_format_numbers_missing_values_and_infinities():
+    assert [H.num(x) for x in (1.23456, 2, -0.0004, None, "", float("nan"), float("inf"), -float("inf"))] == [
+        "1.235",
+        "2.000",
+        "-0.000",
+        "—",
+        "—",
+        "—",
+        "∞",
+        "-∞",
+    ]
+    assert H.num(7.25, 1) == "7.2" and H.num(7.35, 0) == "7" and H.num("<b>", 2) == "&lt;b&gt;"
+    assert [H.sig(x) for x in (0.000123456, 123456.0, None, float("nan"))] == ["0.0001235", "1.235e+05", "—", "—"]
+    assert H.sig(3.14159, 2) == "3.1"
+    assert H.e("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&#x27;" and H.e(3) == "3"
+
+
+def test_tables_escape_headers_align_numbers_and_mark_rows():
+    got = H.table(["a<", "n"], [["x", "1"], ["<i>y</i>", "2"]], classes=["", "default"])
+    assert got == (
+        "<table><thead><tr><th>a&lt;</th><th>n</th></tr></thead><tbody>"
+        '<tr><td>x</td><td class="num">1</td></tr>'
+        '<tr class="default"><td><i>y</i></td><td class="num">2</td></tr></tbody></table>'
+    )
+    assert H.table(["a", "b", "c"], [["1", "2", "3"]], num_from=2) == (
+        "<table><thead><tr><th>a</th><th>b</th><th>c</th></tr></thead><tbody>"
+        '<tr><td>1</td><td>2</td><td class="num">3</td></tr></tbody></table>'
+    )
+    assert (
+        H.cards([("MRR <x>", "<b>0.5</b>")])
+        == "<div class='cards'><div class=\"card\">MRR &lt;x&gt;<b><b>0.5</b></b></div></div>"
+    )
+
+
+def test_sections_go_after_the_named_one_or_at_the_end():
+    s = [H.Section("a", "1"), H.Section("b", "2")]
+    new = [H.Section("x", "9"), H.Section("y", "8")]
+    assert [t.key for t in H.insert_after(s, "a", new)] == ["a", "x", "y", "b"]
+    assert [t.key for t in H.insert_after(s, "b", new)] == ["a", "b", "x", "y"]
+    assert [t.key for t in H.insert_after(s, "zzz", new)] == ["a", "b", "x", "y"]
+    assert [t.key for t in s] == ["a", "b"]  # a new list
+
+
+def test_a_page_is_self_contained_escaped_and_in_order(tmp_path):
+    p = H.write_page(
+        tmp_path / "r.html", [H.Section("a", "<p>one</p>"), H.Section("b", "<p>two</p>")], title="T<1>", subtitle="s&s"
+    )
+    page = p.read_text(encoding="utf-8")
+    assert page.lower().startswith("<!doctype html") and "<title>T&lt;1&gt;</title>" in page
+    assert "<h1>T&lt;1&gt;</h1><p class='sub'>s&amp;s</p><p>one</p><p>two</p>" in page
+    assert "http://" not in page and "https://" not in page and list(tmp_path.iterdir()) == [p]
+    assert H.img(b"\x89PNG", 'a "b"') == '<img alt="a &quot;b&quot;" src="data:image/png;base64,iVBORw==">'
+
+
+def nec_doc():
+    arms = {}
+    for name in ("neighbour@4", "far@4", "path@4", "tracin-margin-path@2", "tracin-margin-path@4"):
+        arms[name] = {
+            "delta_hits@1": {"mean": 0.4},
+            "delta_hits@1_ci95_first_seed": [0.2, 0.6],
+            "delta_mrr": {"mean": 0.3},
+            "hits@1": {"mean": 0.5},
+            "mrr": {"mean": 0.6},
+            "mean_rank": {"mean": 2.25},
+            "triples_removed": 12,
+            "removed_at_fact": 3.5,
+        }
+    # first seed's per-fact ranks: the reference ranks facts 0-4 first
+    ranks = {
+        "reference": [1, 1, 1, 1, 1],
+        "tracin-margin-path@4": [2, 1, 3.5, 1, 1.5],  # 3 flip
+        "neighbour@4": [1, 2, 1, 1, 1],  # 1 flips
+        "far@4": [1, 1, 1, 1, 1],  # none
+        "path@4": [2, 2, 2, 2, 2],
+    }
+    seeds = {"0": {k: {"ranks": v} for k, v in ranks.items()}}
+    return {"summary": arms, "seeds": seeds, "n_facts": 5}
+
+
+def test_flips_count_facts_no_longer_ranked_first_on_the_first_seed():
+    d = nec_doc()
+    assert [N.flips(d, a) for a in ("tracin-margin-path@4", "neighbour@4", "far@4", "path@4")] == [3, 1, 0, 5]
+    assert N.flips(d, "tracin-margin-path@2") is None  # no ranks for it
+    d["seeds"]["1"] = {"reference": {"ranks": [1] * 5}, "far@4": {"ranks": [9] * 5}}
+    assert N.flips(d, "far@4") == 0  # the first seed only
+    assert N.flips({"summary": {}}, "far@4") is None
+
+
+def test_the_headline_speaks_of_the_default_method_at_its_largest_k():
+    d = nec_doc()
+    assert N.arm_of("tracin-margin-path@4") == ("tracin-margin-path", 4) and N.arm_of("a@b@12") == ("a@b", 12)
+    assert N.headline_arm(d) == "tracin-margin-path@4"
+    assert N.headline(d) == (
+        "Removing the 4 training triples that <b>tracin-margin-path</b> names for each of the 5 predictions "
+        "(all at once, then retraining) flips <b>3 of 5</b>: the model no longer ranks them first. Removing 4 "
+        "random triples at the same entities flips <b>1</b>; 4 random triples elsewhere in the graph flip <b>0</b>."
+    )
+    d["seeds"]["1"] = d["seeds"]["0"]
+    assert N.headline(d).endswith(" (First training seed.)")
+    only_path = {
+        "summary": {"far@1": {}, "path@1": {}},
+        "n_facts": 2,
+        "seeds": {"0": {"reference": {"ranks": [1, 1]}, "path@1": {"ranks": [2, 1]}}},
+    }
+    assert N.headline_arm(only_path) == "path@1"
+    assert N.headline(only_path) == (
+        "Removing the 1 training triple that <b>path</b> names for each of the 2 predictions (all at once, then "
+        "retraining) flips <b>1 of 2</b>: the model no longer ranks them first."
+    )
+    assert N.headline_arm({"summary": {"far@4": {}, "neighbour@4": {}}}) is None and N.headline({"summary": {}}) is None
+
+
+def test_the_section_marks_the_headline_arm_and_formats_each_arm():
+    html = N.necessity_section(nec_doc(), files="out/necessity").html
+    assert '<tr class="default"><td>tracin-margin-path</td><td class="num">4</td>' in html
+    assert html.count('class="default"') == 1
+    assert '<td class="num">0.400 (0.200 to 0.600)</td>' in html and '<td class="num">2.2</td>' in html
+    assert "<code>out/necessity</code>" in html and "<p class='headline'>Removing the 4" in html
+    empty = N.necessity_section({"summary": {}, "note": "no fact <ranked> first"}).html
+    assert "<p class='bad'>no fact &lt;ranked&gt; first</p>" in empty and "<table>" not in empty
+
+
+def test_reading_necessity_files(tmp_path):
+    doc = nec_doc()
+    (tmp_path / "necessity.json").write_text(json.dumps(doc))
+    assert N.read_necessity(tmp_path) == doc == N.read_necessity(tmp_path / "necessity.json")
+    assert N.read_necessity(doc) is doc
+    with pytest.raises(DataError) as e:
+        N.read_necessity(tmp_path / "nope")
+    assert str(e.value).startswith(f"{tmp_path / 'nope'}: --necessity: necessity.json not found")
+    (tmp_path / "bad.json").write_text('{\n"summary": oops}')
+    with pytest.raises(DataError, match=r"bad\.json:2: --necessity: not valid JSON"):
+        N.read_necessity(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    with pytest.raises(DataError) as e:
+        N.read_necessity(tmp_path / "other.json")
+    assert str(e.value) == f"{tmp_path / 'other.json'}: --necessity: no 'summary': not a necessity.json"
