@@ -143,3 +143,97 @@ def test_logging_off_a_terminal_is_one_timestamped_line_and_set_up_once(monkeypa
     finally:
         P.log.setLevel(level)
         P.log.propagate = propagate
+
+
+def test_the_meter_sums_in_float64_and_keeps_the_very_first_bad_loss():
+    m = P.DeviceMeter("cpu")
+    for v in (1e8, 1.0):  # float32 would round the sum to 1e8
+        m.add(torch.tensor(v, dtype=torch.float64))
+    assert m.read()["mean"] == 50000000.5
+    m.reset()
+    for v in (float("nan"), 1.0, -float("inf")):  # a bad loss at step 0 stays the first one
+        m.add(torch.tensor(v))
+    got = m.read()
+    assert got["first_bad_step"] == 0 and math.isnan(got["first_bad_value"]) and got["bad"] == 2
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """The module's console as a 200-column terminal writing into a buffer."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    monkeypatch.setattr(P, "console", Console(file=buf, force_terminal=True, width=200, color_system=None))
+    return buf
+
+
+def test_on_a_terminal_logging_is_rich_with_markup_a_clock_and_no_paths(monkeypatch, terminal):
+    import re
+
+    monkeypatch.setattr(P.log, "handlers", [])
+    level, propagate = P.log.level, P.log.propagate
+    try:
+        P.setup_logging(verbose=True)
+        assert P.log.level == logging.DEBUG
+        P.log.handlers.clear()
+        P.setup_logging()
+        assert P.log.level == logging.INFO  # quiet unless asked
+        P.log.info("[bold]done[/bold] at step 3")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            P.log.exception("failed")
+        out = terminal.getvalue()
+        first = out.splitlines()[0]
+        assert re.match(r"^\[\d\d:\d\d:\d\d\] +INFO +done at step 3\s*$", first), first  # markup rendered, no path
+        assert ".py:" not in out and "[bold]" not in out
+        assert "Traceback (most recent call last):" in out and "╭" not in out  # a plain traceback
+        P.setup_logging(verbose=True)
+        assert P.log.level == logging.DEBUG and len(P.log.handlers) == 1
+        P.setup_logging()
+        assert P.log.level == logging.INFO
+    finally:
+        P.log.setLevel(level)
+        P.log.propagate = propagate
+
+
+def test_a_bar_shows_its_task_count_info_and_times(monkeypatch, terminal):
+    import re
+
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "1")
+    progress = P.make_progress()
+    assert progress.live.transient is False and P.make_progress(transient=True).live.transient is True
+    with progress:
+        step = P.step_callback(progress, "epoch 1", 5)
+        assert progress.tasks[0].fields["info"] == ""  # nothing shown before the first step
+        step("loss 0.5")
+        step("loss 0.25")
+        step("loss 0.125")
+        progress.refresh()
+        line = [ln for ln in terminal.getvalue().splitlines() if "epoch 1" in ln][-1]
+    # spinner, name, bar, done/total, info, elapsed, "eta", remaining
+    pattern = r"^(\x1b\[2K)?\S epoch 1 ━+ +3/5 loss 0\.125 \d+:\d\d:\d\d eta (\d+:\d\d:\d\d|-:--:--)$"
+    assert re.match(pattern, line.rstrip()), line
+
+
+def test_the_heartbeat_logs_when_its_interval_has_passed_per_task(monkeypatch, lines):
+    clock = iter([0.0, 30.0, 40.0, 60.0, 100.0])
+    monkeypatch.setattr(P.time, "monotonic", lambda: next(clock))
+    monkeypatch.setenv("TRACEGRAPH_LOG_EVERY", "30")
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "0")
+    with P.make_progress() as progress:
+        a = progress.add_task("a", total=9, info="")
+        b = progress.add_task("b", total=9, info="")
+        progress.update(a, advance=1)  # t=0: a's clock starts
+        progress.update(a, advance=1)  # t=30: exactly one interval: a beat
+        progress.update(b, advance=1)  # t=40: b's clock starts, a's beat does not count for it
+        progress.update(a, advance=1)  # t=60: 30 since a's last beat
+        progress.update(b, advance=1)  # t=100: 60 since b started
+    assert [ln.split(":")[0] for ln in lines] == ["a", "a", "b"]
+
+
+def test_eprint_prints_through_the_console(terminal):
+    P.eprint("hello", "world", end="!")
+    assert terminal.getvalue() == "hello world!"
