@@ -121,13 +121,11 @@ class LocalRefit:
         e, q_rel, answer = query
         pairs, pair_of = np.unique(oriented[:, 1], return_inverse=True)  # one sample per relation of e
         S, P = len(removals), len(pairs)
+        if not S:  # no mimic to fit (torch cannot shape an empty batch of them)
+            return np.zeros(0)
         dev = self.device
         targets = torch.zeros(S, P, self.N, device=dev, dtype=self.start.dtype)
-        keep = (
-            np.stack([~np.isin(rows, np.asarray(x, np.int64)) for x in removals])
-            if S
-            else np.zeros((0, len(rows)), bool)
-        )
+        keep = np.stack([~np.isin(rows, np.asarray(x, np.int64)) for x in removals])
         s_idx, t_idx = np.nonzero(keep)
         targets[
             torch.as_tensor(s_idx, device=dev),
