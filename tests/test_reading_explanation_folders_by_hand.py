@@ -152,3 +152,35 @@ def test_broken_json_names_its_line(tmp_path):
     with pytest.raises(DataError) as e:
         read_explanations(d)
     assert str(e.value).startswith(f"{d / 'triple_000_tracin.json'}:3: not valid JSON (")
+
+
+def test_what_a_triples_json_lacks_comes_from_its_summary_entry_and_its_own_columns_are_kept(tmp_path):
+    d = tmp_path / "why"
+    rows = [
+        row("a", "x", -1.0, 0.0, "opponent", TestHead_label="aspirin", TestRel_label="may treat"),
+        row("a", "y", 2.0, 1.0, "proponent", TestHead_label="aspirin", TestRel_label="may treat"),
+    ]
+    write(d, "t.json", {"test_triple": {"head": "a", "relation": "treats", "tail": "b"}, "rows": rows, "side": "head"})
+    entry = {"json": "t.json", "index": 3, "rival": {"head": "q"}}
+    write(d, "summary.json", {"triples": [entry], "method": "relatif", "loss": "score"})
+    (t,) = read_explanations(d)
+    assert list(t.rows["Role"]) == ["opponent", "proponent"]  # as written, though a zero score would support
+    assert (t.method, t.loss, t.side, t.index, t.rival) == ("relatif", "score", "head", 3, {"head": "q"})
+    assert t.names == ("aspirin", "may treat", "b") and t.source == d / "t.json"  # a missing label: the id
+
+
+def test_a_single_row_with_only_the_four_needed_columns_is_an_explanation(tmp_path):
+    d = tmp_path / "bare"
+    bare = {"TestHead": "a", "TestRel": "r", "TestTail": "b", "TracInScore": -0.5}
+    write(d, "triple_000_tracin.json", {"rows": [bare]})
+    (t,) = read_explanations(d)
+    assert t.triple == ("a", "r", "b") and list(t.rows["Role"]) == ["opponent"] and t.names == ("a", "r", "b")
+
+
+def test_a_file_that_is_not_utf8_cannot_be_read(tmp_path):
+    d = tmp_path / "why"
+    d.mkdir()
+    (d / "triple_000_tracin.json").write_bytes(b'{"rows": [], "note": "caf\xe9"}')
+    with pytest.raises(DataError) as e:
+        read_explanations(d)
+    assert str(e.value).startswith(f"{d / 'triple_000_tracin.json'}: cannot read: 'utf-8' codec can't decode")
