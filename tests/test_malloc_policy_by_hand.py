@@ -70,3 +70,32 @@ def test_a_missing_libc_is_no_error(glibc, monkeypatch):
 
     monkeypatch.setattr(A.ctypes, "CDLL", missing)
     assert A.keep_freed_buffers() is False
+
+
+@pytest.fixture
+def debug_lines():
+    import logging
+
+    class Lines(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    h, level = Lines(), A.log.level
+    A.log.addHandler(h)
+    A.log.setLevel(logging.DEBUG)
+    yield h.lines
+    A.log.removeHandler(h)
+    A.log.setLevel(level)
+
+
+def test_each_decision_is_logged_at_debug_level(glibc, monkeypatch, debug_lines):
+    A.keep_freed_buffers()
+    assert debug_lines == ["glibc malloc keeps freed buffers up to 33554432 bytes: True"]
+    monkeypatch.setattr(A, "_applied", None)
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0")
+    A.keep_freed_buffers()
+    assert debug_lines[1:] == ["malloc settings left as the environment gives them"]
