@@ -102,3 +102,101 @@ def test_label_triples_are_evaluated_like_a_file(run, data):
     assert a.checkpoint == run / "best_model.pt"
     assert repr(a).startswith(f"Evaluation(MRR {a.metrics['both']['mrr']:.4f}, Hits@1 ")
     assert repr(a).endswith(f"{len(TEST) * 2} ranks)")
+
+
+def test_a_filter_holding_every_other_answer_ranks_each_answer_first(run, data, tmp_path):
+    """A filter file naming, for each test query, every other entity as a true answer leaves only the
+    answer to rank: rank 1 whatever the model scores, but only if the given files are the filter."""
+    lines = []
+    for h, r, t in TEST:
+        lines += [f"{h}\t{r}\t{x}" for x in ENT if x != t] + [f"{x}\t{r}\t{t}" for x in ENT if x != h]
+    f = tmp_path / "everything.txt"
+    f.write_text("\n".join(lines) + "\n")
+    summary = evaluate_files(RunStore(run), data / "test.txt", [f], tmp_path / "ev", 0, 256, 65536, "cpu")
+    assert summary["metrics"]["both"]["mrr"] == 1.0
+    ev = evaluate_store(RunStore(run), data / "test.txt", filter_triples=[f], top_k=0)
+    assert ev.ranks["rank_pessimistic"].tolist() == [1] * 4
+
+
+def test_an_evaluation_without_metrics_says_so():
+    from tracegraph.kg.model.run_evaluation import Evaluation
+
+    assert repr(Evaluation({}, None, None)) == "Evaluation(MRR nan, Hits@1 nan, Hits@10 nan, 0 ranks)"
+    assert repr(Evaluation({"both": {"mrr": 0.5, "hits@1": 0.25, "hits@10": 1, "count": 4}}, None, None)) == (
+        "Evaluation(MRR 0.5000, Hits@1 0.2500, Hits@10 1.0000, 4 ranks)"
+    )
+
+
+def test_a_run_without_data_files_warns_that_only_the_test_triples_filter(run, data, monkeypatch):
+    import logging
+
+    from tracegraph.runtime.progress import log
+
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    store = RunStore(run)
+    store.data_files = {}  # as an imported model has
+    log.addHandler(handler)
+    try:
+        ev = evaluate_store(store, TEST, top_k=0)
+    finally:
+        log.removeHandler(handler)
+    assert seen == [
+        f"{run}: the run records no data files, so only the test triples are filtered (give the known true "
+        "triples with --filter)"
+    ]
+    assert len(ev.ranks) == 4
+
+
+@pytest.fixture(scope="module")
+def unicode_run(tmp_path_factory):
+    """A run whose id map holds 'zeta', which only its test file names, and a non-ASCII 'café'."""
+    d = tmp_path_factory.mktemp("unicode")
+    train_lines = ["a\tr\tb", "b\tr\tc", "c\tr\tcafé", "café\tr\ta", "a\ts\tc", "b\ts\tcafé"]
+    (d / "train.txt").write_text("\n".join(train_lines) + "\n", encoding="utf-8")
+    (d / "test.txt").write_text("a\tr\tcafé\nzeta\tr\tb\n", encoding="utf-8")
+    train(cfg(d, d / "run", test=str(d / "test.txt"), unseen="include"))
+    return d
+
+
+def test_unseen_means_absent_from_the_training_file_with_or_without_filter_files(unicode_run):
+    d = unicode_run
+    store = RunStore(d / "run")
+    assert "zeta" in store.entities.labels  # the id map knows it; the training file does not
+    for filters in (None, [d / "train.txt"]):
+        ev = evaluate_store(store, d / "test.txt", filter_triples=filters, top_k=0, unseen="drop")
+        assert ev.unseen["policy"] == "drop" and set(ev.ranks["head"]) == {"a"}, filters
+    ev = evaluate_store(store, d / "test.txt", top_k=0, unseen="include")
+    assert set(ev.ranks["head"]) == {"a", "zeta"}
+
+
+def test_top_answers_keep_non_ascii_names_and_four_decimals(unicode_run, tmp_path):
+    d = unicode_run
+    evaluate_files(d / "run", d / "test.txt", [], tmp_path / "ev", 3, 256, 65536, "cpu")
+    text = (tmp_path / "ev" / "ranks.csv").read_text(encoding="utf-8")
+    assert "café" in text and "\\u00e9" not in text
+    with open(tmp_path / "ev" / "ranks.csv", newline="", encoding="utf-8") as f:
+        tops = [json.loads(r["top_predictions"]) for r in csv.DictReader(f)]
+    assert all(len(t) == 3 for t in tops)
+    assert all(round(v, 4) == v and len(repr(v).split(".")[-1]) <= 4 for t in tops for _, v in t)
+
+
+def test_the_unseen_policy_reaches_the_files(unicode_run, tmp_path):
+    d = unicode_run
+    summary = evaluate_files(d / "run", d / "test.txt", [], tmp_path / "ev", 0, 256, 65536, "cpu", unseen="drop")
+    assert summary["unseen"]["policy"] == "drop"
+    with open(tmp_path / "ev" / "ranks.csv", newline="", encoding="utf-8") as f:
+        assert {r["head"] for r in csv.DictReader(f)} == {"a"}
+    assert json.loads((tmp_path / "ev" / "evaluation.json").read_text())["unseen"]["policy"] == "drop"
+
+
+def test_a_run_whose_training_file_is_gone_evaluates_with_given_filter_files(data, tmp_path):
+    import shutil
+
+    own = tmp_path / "data"
+    shutil.copytree(data, own)
+    train(cfg(own, tmp_path / "run", valid=str(own / "valid.txt"), test=str(own / "test.txt")))
+    (own / "train.txt").unlink()  # unseen entities are then judged by the id map
+    ev = evaluate_store(RunStore(tmp_path / "run"), own / "test.txt", filter_triples=[own / "valid.txt"], top_k=0)
+    assert len(ev.ranks) == 4 and ev.unseen["policy"] == "include"
