@@ -188,23 +188,26 @@ def test_each_arcade_ends_near_its_own_direction(seed):
     assert np.abs(angles - 2 * np.pi * (np.arange(3) + 0.5) / 3).max() < 0.7
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_each_trunk_splits_in_two_turning_either_way(seed):
-    m = _one_generation(seed, depth=2)
-    pix = np.argwhere(m)
-    far = np.zeros_like(m)
-    far[tuple(pix[np.linalg.norm(pix - DISC, axis=1) > 1.25 * H / 4].T)] = True
-    tips, n = label(far, structure=np.ones((3, 3)))
-    assert n == 6  # two children per arcade, past where any trunk reaches
-    angles = []
-    for c in range(1, n + 1):
-        q = np.argwhere(tips == c) - DISC
-        q = q[np.argmax(np.linalg.norm(q, axis=1))]  # the tip's farthest pixel
-        angles.append(np.arctan2(q[0], q[1]))
+def test_each_trunk_splits_in_two_turning_either_way():
     target = 2 * np.pi * (np.arange(3) + 0.5) / 3
-    off = (np.array(angles)[:, None] - target[None] + np.pi) % (2 * np.pi) - np.pi
-    arcade = np.argmin(np.abs(off), axis=1)
-    assert np.bincount(arcade, minlength=3).tolist() == [2, 2, 2]
-    for k in range(3):  # children turn by ±35° (sd 8°) at 100 px: seen from the disc about 0.5 rad apart
-        spread = np.ptp(off[arcade == k, k])
-        assert 0.2 < spread < 1.0
+    six, spreads = 0, []
+    for seed in range(20):
+        m = _one_generation(seed, depth=2)
+        pix = np.argwhere(m)
+        far = np.zeros_like(m)
+        far[tuple(pix[np.linalg.norm(pix - DISC, axis=1) > 1.25 * H / 4].T)] = True
+        tips, n = label(far, structure=np.ones((3, 3)))  # the children's ends, past where any trunk reaches
+        six += n == 6
+        angles = []
+        for c in range(1, n + 1):
+            q = np.argwhere(tips == c) - DISC
+            q = q[np.argmax(np.linalg.norm(q, axis=1))]  # the tip's farthest pixel
+            angles.append(np.arctan2(q[0], q[1]))
+        off = (np.array(angles)[:, None] - target[None] + np.pi) % (2 * np.pi) - np.pi
+        arcade = np.argmin(np.abs(off), axis=1)
+        spreads += [np.ptp(off[arcade == k, k]) for k in range(3) if (arcade == k).sum() == 2]
+    # two tips per arcade in (nearly) every tree. Children ~70 px long turn by ±35° (sd 8°) from a
+    # trunk ~95 px long: seen from the disc atan(70 sin 35° / (95 + 70 cos 35°)) = 0.26 rad either
+    # side, pairs 0.52 rad apart; the wiggles spread that by about 0.17 (4 standard errors)
+    assert six >= 17 and len(spreads) >= 50
+    assert abs(np.mean(spreads) - 0.52) < 4 * 0.17 / np.sqrt(len(spreads))
