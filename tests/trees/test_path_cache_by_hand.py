@@ -105,3 +105,42 @@ def test_a_dataset_carries_each_trees_own_chains_from_the_cache(tmp_path):
         assert d.num_nodes == len(p) and d.y.tolist() == [t.label]
         assert {tuple(c) for c in d.paths.T.tolist()} == chains_by_hand(p)
         assert np.array_equal(d.paths.numpy(), e.paths.numpy())
+
+
+def test_chains_keep_each_trees_own_order_and_the_key_ignores_the_parent_dtype():
+    import torch
+
+    from tracegraph.trees.paths import enumerate_paths
+
+    deep = [0] + [(i - 1) // 2 for i in range(1, 63)]  # a full binary tree: hundreds of chains per tree
+    trees = [tree(deep, seed=0), tree(TREES[3], seed=1), tree(deep, seed=2)]
+    for t, got in zip(trees, cache.all_tree_paths(trees)):
+        child = np.arange(1, t.num_nodes)
+        edges = torch.from_numpy(
+            np.stack([np.concatenate([child, t.parent[1:]]), np.concatenate([t.parent[1:], child])])
+        )
+        assert np.array_equal(got, enumerate_paths(edges, t.num_nodes).numpy())  # grouped by first node, as alone
+    narrow = [Tree(pos=t.pos, parent=t.parent.astype(np.int32)) for t in trees]
+    assert cache.topology_key(narrow) == cache.topology_key(trees)
+
+
+def test_no_trees_cache_an_empty_set_and_a_pickled_cache_is_refused(tmp_path):
+    assert cache.cached_paths([], tmp_path) == ([], False)
+    (f,) = tmp_path.glob("paths-*.npz")
+    with np.load(f, allow_pickle=False) as z:
+        assert z["paths"].shape == (4, 0) and z["paths"].dtype == np.int64 and z["offsets"].tolist() == [0]
+    trees = [tree(TREES[0])]
+    f = tmp_path / f"paths-{cache.topology_key(trees)}.npz"
+    np.savez(f, paths=np.array([None, 1], dtype=object), offsets=np.array([0, 0]))  # would need unpickling
+    with pytest.raises(DataError, match="unreadable path cache"):
+        cache.cached_paths(trees, tmp_path)
+
+
+def test_a_dataset_built_from_the_cache_enumerates_nothing(tmp_path, monkeypatch):
+    import tracegraph.trees.paths as paths
+
+    trees = [tree(p, seed=i) for i, p in enumerate(TREES)]
+    monkeypatch.setattr(paths, "enumerate_paths", lambda *a: pytest.fail("chains enumerated per tree"))
+    for _ in range(2):  # cold (one pass over all trees at once), then warm (the file)
+        data = cache.build_dataset(trees, tmp_path)
+        assert [{tuple(c) for c in d.paths.T.tolist()} for d in data] == [chains_by_hand(p) for p in TREES]
