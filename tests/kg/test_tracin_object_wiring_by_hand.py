@@ -1,0 +1,121 @@
+"""The ``TracIn`` object's wiring (kg/explain/tracin/influence.py) on a 3-epoch run of the 10-triple
+graph: what it takes by default, that its per-checkpoint parts sum to the whole, that a subset of rows
+is the same columns, that an ids-only object reads the same checkpoints from disk, and its refusals.
+
+References: the run's own files read here (its training file, label smoothing, epoch checkpoints),
+the whole result (checked against a float64 first-principles computation in
+``test_tracin_first_principles.py``) for the parts, and messages written out.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kg.tiny_graph import TEST, TRIPLES, cfg, ids
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.explain.tracin.engine import InfluenceOptions
+from tracegraph.kg.explain.tracin.influence import TracIn
+from tracegraph.kg.model.store import RunStore
+from tracegraph.kg.model.train import train
+
+
+@pytest.fixture(scope="module")
+def run(data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tracin_object") / "run"
+    train(cfg(data, out, epochs=3, lr_decay=0.5, label_smoothing=0.2))
+    return out
+
+
+def test_defaults_are_the_runs_training_file_smoothing_and_epochs(run):
+    t = TracIn(run, progress=False)
+    assert t.train_ids.tolist() == [list(x) for x in ids(TRIPLES)]
+    assert [p.name for p in t.checkpoints] == ["epoch_0001.pt", "epoch_0002.pt", "epoch_0003.pt"]
+    o = t.options
+    assert (o.loss, o.layers, o.engine, o.precision, o.label_smoothing) == ("logit", "all", "exact", "fp32", 0.2)
+    assert o.batch_size == 512 and t.device == torch.device("cpu") and t.run.path == run  # 512 on a CPU
+    assert repr(t) == (
+        f"TracIn(RunStore({str(run)!r}, device='cpu'), 10 training triples, 3 checkpoints, loss='logit', "
+        "layers='all', engine='exact')"
+    )
+    t = TracIn(
+        run,
+        train=TRIPLES[:4],
+        checkpoints=["final"],
+        loss="score",
+        layers="last:2",
+        engine="autograd",
+        label_smoothing=0.0,
+        batch_size=3,
+        device="cpu",
+        progress=False,
+    )
+    assert len(t.train_ids) == 4 and [p.name for p in t.checkpoints] == ["final_model.pt"]
+    o = t.options
+    assert (o.loss, o.layers, o.engine, o.label_smoothing, o.batch_size) == ("score", "last:2", "autograd", 0.0, 3)
+
+
+def test_per_checkpoint_parts_sum_to_the_whole_and_rows_are_its_columns(run):
+    t = TracIn(run, progress=False)
+    test = np.array(ids(TEST))
+    whole = t.result(test)
+    parts = list(t.per_checkpoint(test))
+    assert [(Path(p.checkpoints[0].path).name, p.checkpoints[0].lr) for p in parts] == [
+        ("epoch_0001.pt", pytest.approx(0.01)),
+        ("epoch_0002.pt", pytest.approx(0.005)),
+        ("epoch_0003.pt", pytest.approx(0.0025)),
+    ]
+    np.testing.assert_allclose(sum(np.asarray(p.scores, np.float64) for p in parts), whole.scores, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(sum(p.train_self for p in parts), whole.train_self, rtol=1e-5)
+    rows = np.array([7, 2, 5])
+    sub = t.result(test, rows)
+    np.testing.assert_allclose(sub.scores, np.asarray(whole.scores)[:, rows], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(t.influence(TEST), whole.scores, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(t.self_influence(), whole.train_self, rtol=1e-6)
+    assert t.influence(TEST[0]).shape == (1, 10)  # one label triple
+
+
+def test_an_ids_only_object_reads_the_checkpoints_from_disk_with_its_own_options(run):
+    store = RunStore(run)
+    t = TracIn(store, progress=False)
+    opts = InfluenceOptions(engine="exact", loss="logit", label_smoothing=0.2, batch_size=4)
+    bare = TracIn.from_parts(None, np.array(ids(TRIPLES)), t.checkpoints, opts, progress=False)
+    opts.batch_size = 1  # the object keeps its own copy
+    assert bare.options.batch_size == 4 and bare.device == torch.device("cpu") and bare.run is None
+    test = np.array(ids(TEST))
+    np.testing.assert_allclose(bare.result(test).scores, t.result(test).scores, rtol=1e-5, atol=1e-9)
+    auto = TracIn.from_parts(store, np.array(ids(TRIPLES)), t.checkpoints, InfluenceOptions(batch_size=0))
+    assert auto.options.batch_size == 512  # fixed up front when the store is known
+    with pytest.raises(TracegraphError) as e:
+        bare.influence(TEST)
+    assert str(e.value) == "this TracIn holds ids only (built without a run): pass test ids to result()"
+    with pytest.raises(TracegraphError) as e:
+        bare.self_influence() if bare._train_self is None else bare.top_k(TEST[0])
+    assert "ids only" in str(e.value)
+
+
+def test_top_k_refusals(run):
+    t = TracIn(run, progress=False)
+    with pytest.raises(TracegraphError) as e:
+        t.top_k(TEST)
+    assert str(e.value) == "top_k explains one test triple, got 2"
+    with pytest.raises(TracegraphError) as e:
+        t.top_k(TEST[0], k=0)
+    assert str(e.value) == "k must be at least 1, not 0"
+    top = t.top_k(TEST[0], k=2)
+    assert list(top.columns) == ["head", "relation", "tail", "influence", "self_influence", "role"]
+    assert top["role"].tolist() == sorted(top["role"].tolist(), key=lambda r: r != "proponent")
+
+
+def test_a_run_without_a_training_file_needs_train(run, tmp_path):
+    import shutil
+
+    moved = tmp_path / "moved"
+    shutil.copytree(run, moved)
+    store = RunStore(moved)
+    store.data_files = {}
+    with pytest.raises(TracegraphError) as e:
+        TracIn(store, progress=False)
+    assert str(e.value) == f"{moved}: the run records no training file that still exists; pass train="
+    assert len(TracIn(store, train=TRIPLES[:3], progress=False).train_ids) == 3
