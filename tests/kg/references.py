@@ -3,6 +3,7 @@ counting, and a relative comparison scaled by the reference's largest value."""
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
 
@@ -32,3 +33,33 @@ def assert_rel_close(a, b, rtol=1e-4):
     assert scale > 0
     err = np.abs(a - b).max() / scale
     assert err < rtol, f"relative error {err:.2e}"
+
+
+def one_mimic_margin(model, triples_and_rows, query, removed, known, eps, steps, lr, start):
+    """The margin of ``query`` after fitting one local-retrain mimic in a plain loop: per Adam step, the
+    mean over its relations of the summed BCE against targets built from Python sets; the rival is the
+    best entity outside ``known``'s tails of the query and the answer."""
+    e, q, answer = query
+    N = model.config.num_entities
+    data: dict = {}
+    for (_, r, b), row in triples_and_rows:
+        if row not in removed:
+            data.setdefault(r, set()).add(b)
+    mimic = start.clone().requires_grad_(True)
+    opt = torch.optim.Adam([mimic], lr=lr)
+    for _ in range(steps if data else 0):  # no data: no gradient, Adam leaves the start as it is
+        total = 0
+        for r, tails in data.items():
+            y = torch.full((N,), eps / N, dtype=start.dtype)
+            for b in tails:
+                y[b] += 1 - eps
+            s = model.score_hidden(model.encode(mimic[None], model.relation.weight[r][None]))[0]
+            total = total + F.binary_cross_entropy_with_logits(s, y, reduction="sum")
+        opt.zero_grad()
+        (total / len(data)).backward()
+        opt.step()
+    with torch.no_grad():
+        s = model.score_hidden(model.encode(mimic[None], model.relation.weight[q][None]))[0]
+    filtered = set(known.tails_of(e, q).tolist()) | {answer}
+    rivals = [float(s[j]) for j in range(N) if j not in filtered]
+    return float(s[answer]) - (max(rivals) if rivals else 0.0)

@@ -9,8 +9,8 @@ brute-force greedy, and its sort keys and record worked by hand."""
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
+from tests.kg.references import one_mimic_margin
 from tracegraph.kg.data.triples import KnownTails
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
@@ -95,34 +95,6 @@ def test_side_of_a_model_without_inverses_is_the_entity_s_head_rows():
 # --------------------------------------------------------------------------- margins
 
 
-def naive_margin(model, triples_and_rows, query, removed, known, eps, steps, lr, start):
-    """One mimic in a plain loop: per step, the mean over its relations of the summed BCE."""
-    e, q, answer = query
-    N = model.config.num_entities
-    data: dict = {}
-    for (_, r, b), row in triples_and_rows:
-        if row not in removed:
-            data.setdefault(r, set()).add(b)
-    mimic = start.clone().requires_grad_(True)
-    opt = torch.optim.Adam([mimic], lr=lr)
-    for _ in range(steps if data else 0):  # no data: no gradient, Adam leaves the start as it is
-        total = 0
-        for r, tails in data.items():
-            y = torch.full((N,), eps / N, dtype=start.dtype)
-            for b in tails:
-                y[b] += 1 - eps
-            s = model.score_hidden(model.encode(mimic[None], model.relation.weight[r][None]))[0]
-            total = total + F.binary_cross_entropy_with_logits(s, y, reduction="sum")
-        opt.zero_grad()
-        (total / len(data)).backward()
-        opt.step()
-    with torch.no_grad():
-        s = model.score_hidden(model.encode(mimic[None], model.relation.weight[q][None]))[0]
-    filtered = set(known.tails_of(e, q).tolist()) | {answer}
-    rivals = [float(s[j]) for j in range(N) if j not in filtered]
-    return float(s[answer]) - (max(rivals) if rivals else 0.0)
-
-
 @pytest.mark.parametrize("eps", [0.0, 0.2])
 def test_margins_of_batched_mimics_equal_one_mimic_at_a_time(eps):
     model = tiny_model()
@@ -136,7 +108,9 @@ def test_margins_of_batched_mimics_equal_one_mimic_at_a_time(eps):
     got = refit.margins((0, 0, 5), oriented, rows, removals)
     assert got.dtype == np.float64 and got.shape == (6,)
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
-    ref = [naive_margin(model, pairs, (0, 0, 5), set(x.tolist()), known, eps, 4, 0.1, refit.start) for x in removals]
+    ref = [
+        one_mimic_margin(model, pairs, (0, 0, 5), set(x.tolist()), known, eps, 4, 0.1, refit.start) for x in removals
+    ]
     # float64 throughout, the same objective: equal to rounding (Adam's ε = 1e-8 against gradients
     # of order 0.1 would show a loss scaled by a constant at about 1e-7)
     np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-12)
@@ -159,7 +133,7 @@ def test_margin_against_no_rival_is_the_answer_s_score():
     oriented, rows = refit.side(0, NONE)
     got = refit.margins((0, 1, 2), oriented, rows, [NONE, np.array([0])])
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
-    ref = [naive_margin(model, pairs, (0, 1, 2), x, known, 0.1, 3, 0.05, refit.start) for x in (set(), {0})]
+    ref = [one_mimic_margin(model, pairs, (0, 1, 2), x, known, 0.1, 3, 0.05, refit.start) for x in (set(), {0})]
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
 
 
@@ -171,7 +145,7 @@ def test_margins_of_a_single_precision_model_follow_the_same_fit():
     got = refit.margins((0, 0, 5), oriented, rows, [NONE, np.array([5, 8])])
     assert got.dtype == np.float64
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
-    ref = [naive_margin(model, pairs, (0, 0, 5), x, known, 0.1, 3, 0.05, refit.start) for x in (set(), {5, 8})]
+    ref = [one_mimic_margin(model, pairs, (0, 0, 5), x, known, 0.1, 3, 0.05, refit.start) for x in (set(), {5, 8})]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
 
 
@@ -334,5 +308,5 @@ def test_the_fit_is_in_the_model_s_precision():
     oriented, rows = refit.side(0, NONE)
     got = refit.margins((0, 0, 1), oriented, rows, [NONE, np.array([1])])
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
-    ref = [naive_margin(model, pairs, (0, 0, 1), x, known, 0.1, 5, 0.1, refit.start) for x in (set(), {1})]
+    ref = [one_mimic_margin(model, pairs, (0, 0, 1), x, known, 0.1, 5, 0.1, refit.start) for x in (set(), {1})]
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-13)

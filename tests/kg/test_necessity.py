@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
+from tests.kg.references import one_mimic_margin
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method_keys_all
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
@@ -108,32 +108,6 @@ def test_cosine_and_relatif_equal_float64_brute_force(tiny_umls, umls_dir, loss)
 # --------------------------------------------------------------------------- local retrain
 
 
-def _naive_margin(model, entity_rows, query, removed, eps, steps, lr, start):
-    """One mimic, one (relation, tails) sample at a time, targets built from Python sets."""
-    e, q, answer = query
-    data = {}
-    for (a, r, b), row in entity_rows:
-        if row not in removed:
-            data.setdefault(r, set()).add(b)
-    mimic = start.clone().requires_grad_(True)
-    opt = torch.optim.Adam([mimic], lr=lr)
-    N = model.config.num_entities
-    for _ in range(steps):
-        total = 0.0
-        for r, tails in data.items():
-            y = torch.full((N,), eps / N, dtype=start.dtype)
-            for b in tails:
-                y[b] += 1 - eps
-            s = model.score_hidden(model.encode(mimic[None], model.relation.weight[r][None]))[0]
-            total = total + F.binary_cross_entropy_with_logits(s, y, reduction="sum")
-        opt.zero_grad()
-        (total / max(len(data), 1)).backward()
-        opt.step()
-    with torch.no_grad():
-        s = model.score_hidden(model.encode(mimic[None], model.relation.weight[q][None]))[0]
-    return float(s[answer] - max(float(s[j]) for j in range(N) if j != answer))
-
-
 def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
     torch.manual_seed(3)
     model = ConvE(ConvEConfig(num_entities=9, num_relations=3, **TINY)).double().eval()
@@ -150,7 +124,7 @@ def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
     removals = [np.zeros(0, np.int64), np.array([1]), np.array([1, 2]), np.array([3, 0])]
     got = refit.margins(fact, oriented, rows, removals)
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
-    ref = [_naive_margin(model, pairs, fact, set(x.tolist()), 0.1, 25, 0.05, refit.start) for x in removals]
+    ref = [one_mimic_margin(model, pairs, fact, set(x.tolist()), known, 0.1, 25, 0.05, refit.start) for x in removals]
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-9)
 
     # the search against a brute-force greedy on the naive margins (both sides: reciprocal model)
@@ -169,7 +143,7 @@ def test_local_retrain_equals_one_mimic_at_a_time_and_brute_force_greedy():
     def margin(q, pr, removed):
         key = (q, frozenset(row for _, row in pr if row in removed))
         if key not in margins:
-            margins[key] = _naive_margin(model, pr, q, set(key[1]), 0.1, 25, 0.05, refit.start)
+            margins[key] = one_mimic_margin(model, pr, q, set(key[1]), known, 0.1, 25, 0.05, refit.start)
         return margins[key]
 
     def drop(removed):
