@@ -1,3 +1,5 @@
+import contextlib
+import logging
 import os
 from pathlib import Path
 
@@ -106,3 +108,21 @@ def run_cli_error(args, *watch: Path, contains: str = "", **kw):
     assert contains in lines[0], lines[0]
     assert snapshot(*watch) == before, "a failing command changed its output locations"
     return res
+
+
+@contextlib.contextmanager
+def log_lines(logger: logging.Logger | None = None, level: int = logging.INFO):
+    """The messages ``logger`` (tracegraph's, by default) emits inside the block at ``level`` and above,
+    as a list filled while the block runs; the logger's level is restored afterwards."""
+    logger = logger or logging.getLogger("tracegraph")
+    lines: list[str] = []
+    handler = logging.Handler(level)
+    handler.emit = lambda record: lines.append(record.getMessage())
+    old = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)

@@ -2,12 +2,11 @@
 indented by two in the caller's key order with numpy scalars as plain numbers, and every refusal
 naming its file (and line) as the user will read it."""
 
-import logging
-
 import numpy as np
 import pytest
 import torch
 
+from tests.conftest import log_lines
 from tracegraph.errors import DataError
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, read_json, save_checkpoint
 from tracegraph.runtime.progress import log
@@ -49,17 +48,8 @@ def test_bad_json_is_named_with_its_line_and_bad_bytes_with_the_file(tmp_path):
 def test_a_byte_order_mark_is_removed_with_a_note_naming_the_file(tmp_path):
     p = tmp_path / "bom.json"
     p.write_bytes(b'\xef\xbb\xbf{"a": 1}')
-    lines = []
-    handler = logging.Handler()
-    handler.emit = lambda rec: lines.append(rec.getMessage())
-    old = log.level
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    try:
+    with log_lines(log) as lines:
         assert read_json(p) == {"a": 1}
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(old)
     assert any(x.startswith(f"{p}:1:") for x in lines), lines
 
 

@@ -6,6 +6,7 @@ is checked against the real allocator in ``test_malloc_keeps_freed_buffers.py``.
 
 import pytest
 
+from tests.conftest import log_lines
 from tracegraph.runtime import allocator as A
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # malloc.h
@@ -76,20 +77,8 @@ def test_a_missing_libc_is_no_error(glibc, monkeypatch):
 def debug_lines():
     import logging
 
-    class Lines(logging.Handler):
-        def __init__(self):
-            super().__init__(logging.DEBUG)
-            self.lines = []
-
-        def emit(self, record):
-            self.lines.append(record.getMessage())
-
-    h, level = Lines(), A.log.level
-    A.log.addHandler(h)
-    A.log.setLevel(logging.DEBUG)
-    yield h.lines
-    A.log.removeHandler(h)
-    A.log.setLevel(level)
+    with log_lines(A.log, logging.DEBUG) as got:
+        yield got
 
 
 def test_each_decision_is_logged_at_debug_level(glibc, monkeypatch, debug_lines):

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from tests.conftest import log_lines
 from tracegraph.runtime import progress as P
 
 
@@ -74,23 +75,10 @@ def test_bars_are_drawn_on_a_terminal_or_when_forced(monkeypatch):
     assert P.progress_enabled()
 
 
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
 @pytest.fixture
 def lines():
-    h, level = Lines(), P.log.level
-    P.log.addHandler(h)
-    P.log.setLevel(logging.INFO)
-    yield h.lines
-    P.log.removeHandler(h)
-    P.log.setLevel(level)
+    with log_lines(P.log) as got:
+        yield got
 
 
 @pytest.mark.parametrize("every,forced,logged", [("1e-9", "0", 2), ("0", "0", 0), ("1e-9", "1", 0), ("3600", "0", 0)])

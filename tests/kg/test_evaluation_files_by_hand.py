@@ -128,20 +128,12 @@ def test_an_evaluation_without_metrics_says_so():
 
 
 def test_a_run_without_data_files_warns_that_only_the_test_triples_filter(run, data, monkeypatch):
-    import logging
+    from tests.conftest import log_lines
 
-    from tracegraph.runtime.progress import log
-
-    seen = []
-    handler = logging.Handler()
-    handler.emit = lambda record: seen.append(record.getMessage())
     store = RunStore(run)
     store.data_files = {}  # as an imported model has
-    log.addHandler(handler)
-    try:
+    with log_lines() as seen:
         ev = evaluate_store(store, TEST, top_k=0)
-    finally:
-        log.removeHandler(handler)
     assert seen == [
         f"{run}: the run records no data files, so only the test triples are filtered (give the known true "
         "triples with --filter)"

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.conftest import log_lines
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import IdMap, LabeledTriples
 from tracegraph.kg.data.unseen import apply_policy, encode_known, evaluation_triples, unseen_mask
@@ -111,20 +112,10 @@ def test_error_without_a_training_file_gives_the_id_map_message(files):
 
 
 def test_evaluation_logs_what_the_policy_did(files):
-    import logging
 
     from tracegraph.runtime.progress import log
 
-    lines = []
-    handler = logging.Handler()
-    handler.emit = lambda rec: lines.append(rec.getMessage())
-    old = log.level
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    try:
+    with log_lines(log) as lines:
         evaluation_triples(MODEL, files / "test.txt", "drop", [files / "train.txt"])
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(old)
     # x and y, both in test; rows 2, 3, 4 mention one
     assert lines == ["2 entities unseen in train, 2 in test (3 triples): their triples dropped from evaluation"]
