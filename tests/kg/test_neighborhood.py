@@ -21,16 +21,10 @@ from tracegraph.kg.data.triples import read_triples
 
 def reference(ids: np.ndarray, n: int, h: int, t: int, o: FilterOptions) -> list[int]:
     """The definition of docs/filtering.md, written as directly as networkx allows."""
-    g = nx.MultiGraph()
-    g.add_nodes_from(range(n))
-    for row, (a, _, b) in enumerate(ids.tolist()):
-        g.add_edge(a, b, key=row)
-    degree = {x: len(set(g.neighbors(x)) - {x}) for x in g}
+    g, degree = ref_graph(ids, n)
     hop_graph = g
-    if o.strict_hop:
-        hop_graph = g.copy()
-        while hop_graph.has_edge(h, t):
-            hop_graph.remove_edge(h, t)
+    if o.strict_hop:  # the graph without its head–tail edges (a view: the cached graph stays whole)
+        hop_graph = nx.subgraph_view(g, filter_edge=lambda a, b, _key: {a, b} != {h, t})
     dh = nx.single_source_shortest_path_length(hop_graph, h, cutoff=o.n_hops)
     dt = nx.single_source_shortest_path_length(hop_graph, t, cutoff=o.n_hops)
     nodes = (set(dh) & set(dt)) | {h, t}
@@ -45,7 +39,8 @@ def reference(ids: np.ndarray, n: int, h: int, t: int, o: FilterOptions) -> list
 
         rows = [r for r in rows if keep(r)]
     if o.uses_paths:
-        rows = [r for r in rows if ref_on_path(ids, rows, h, t, o.max_path_length, r)]
+        on = ref_path_pairs(ids, rows, h, t, o.max_path_length)
+        rows = [r for r in rows if frozenset((ids[r, 0], ids[r, 2])) in on]
     if o.edges_only:
         seen, first = set(), []
         for r in rows:
@@ -57,22 +52,33 @@ def reference(ids: np.ndarray, n: int, h: int, t: int, o: FilterOptions) -> list
     return rows
 
 
-_path_cache: dict = {}
+_graph_cache: dict = {}
 
 
-def ref_on_path(ids, rows, h, t, L, r) -> bool:
-    key = (ids.tobytes(), tuple(rows), h, t, L)
-    if key not in _path_cache:
-        _path_cache.clear()
-        sub = nx.Graph()
-        sub.add_nodes_from([h, t])
-        sub.add_edges_from((ids[q, 0], ids[q, 2]) for q in rows)
-        on = set()
-        if h != t:
-            for p in nx.all_simple_paths(sub, h, t, cutoff=L):
-                on.update(frozenset(e) for e in zip(p, p[1:]))
-        _path_cache[key] = on
-    return frozenset((ids[r, 0], ids[r, 2])) in _path_cache[key]
+def ref_graph(ids: np.ndarray, n: int) -> tuple[nx.MultiGraph, dict[int, int]]:
+    """The whole graph as a networkx multigraph (one edge per row) and each node's number of
+    distinct neighbours; kept for the last graph, as the tests filter one graph many ways."""
+    key = (ids.tobytes(), ids.shape, n)
+    if key not in _graph_cache:
+        _graph_cache.clear()
+        g = nx.MultiGraph()
+        g.add_nodes_from(range(n))
+        for row, (a, _, b) in enumerate(ids.tolist()):
+            g.add_edge(a, b, key=row)
+        _graph_cache[key] = g, {x: len(set(g.neighbors(x)) - {x}) for x in g}
+    return _graph_cache[key]
+
+
+def ref_path_pairs(ids, rows, h, t, L) -> set[frozenset]:
+    """The node pairs on some simple h–t path of at most L edges through the given rows."""
+    sub = nx.Graph()
+    sub.add_nodes_from([h, t])
+    sub.add_edges_from((ids[q, 0], ids[q, 2]) for q in rows)
+    on = set()
+    if h != t:
+        for p in nx.all_simple_paths(sub, h, t, cutoff=L):
+            on.update(frozenset(e) for e in zip(p, p[1:]))
+    return on
 
 
 ALL_OPTIONS = [
@@ -141,7 +147,8 @@ def test_path_edges_match_all_simple_paths(graph, L, dense):
         ids = np.concatenate([ids, [[a, 0, b] for a in range(k) for b in range(a + 1, k)]])
     rows = list(range(len(ids)))
     got = _path_edges(ids[:, 0], ids[:, 2], h, t, L)
-    want = [ref_on_path(ids, rows, h, t, L, r) for r in rows]
+    on = ref_path_pairs(ids, rows, h, t, L)
+    want = [frozenset((ids[r, 0], ids[r, 2])) in on for r in rows]
     assert got.tolist() == want
 
 
