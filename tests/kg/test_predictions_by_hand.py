@@ -87,6 +87,8 @@ def test_one_head_broadcasts_over_relations_and_one_relation_over_heads(runs):
     for h in ("e1", "e5", "e7"):  # each query answered as if asked alone
         alone = run.predict(head=h, relation="r1", k=1)
         assert many_heads[many_heads["head"] == h]["tail"].tolist() == alone["tail"].tolist()
+    two = run.predict(head=["e1", "e5"], relation="r1", k=1)  # two heads, one relation
+    assert two["head"].tolist() == ["e1", "e5"] and two["relation"].tolist() == ["r1", "r1"]
     pairs = run.predict(head=["e1", "e5"], relation=["r0", "r1"], k=1)
     assert list(zip(pairs["head"], pairs["relation"])) == [("e1", "r0"), ("e5", "r1")]
     with pytest.raises(TracegraphError) as e:
@@ -118,6 +120,9 @@ def test_name_columns_appear_with_any_names_and_fall_back_to_the_label(runs):
     assert list(top.columns) == PREDICT_COLUMNS + NAME_COLUMNS
     assert top["tail_name"].tolist() == ["four"] * 3 and top["relation_name"].tolist() == ["r1"] * 3
     assert top["head_name"].tolist() == [("four" if h == "e4" else h) for h in top["head"]]
+    every = run.predict(tail="e4", relation="r1", k=len(run.entities))  # e4 among the heads too
+    assert "four" in every["head_name"].tolist()
+    assert every["head_name"].tolist() == [("four" if h == "e4" else h) for h in every["head"]]
 
 
 @pytest.mark.parametrize("reciprocal", [True, False])
@@ -129,9 +134,11 @@ def test_exclude_train_leaves_out_the_training_answers_of_that_side(runs, recipr
     known = {t[0] if side == "head" else t[2] for t in ROWS if t[1] == "r0" and (t[2] if side == "head" else t[0]) == q}
     assert known  # the query has training answers to leave out
     scores = _all_scores(run, relation="r0", **ask)
-    want = [e for e, _ in sorted(scores.items(), key=lambda kv: -kv[1]) if e not in known][:3]
-    got = run.predict(relation="r0", k=3, exclude_train=True, **ask)
-    assert got[side].tolist() == want
+    want = [e for e, _ in sorted(scores.items(), key=lambda kv: -kv[1]) if e not in known]
+    got = run.predict(relation="r0", k=len(want), exclude_train=True, **ask)
+    assert got[side].tolist() == want  # every other answer, in score order: exactly the known ones left out
+    every = run.predict(relation="r0", k=len(scores), **ask)  # without the option nothing is left out
+    assert sorted(every[side]) == sorted(scores) and known <= set(every[side])
 
 
 def test_exclude_train_without_a_recorded_training_file_is_refused(runs):
@@ -242,3 +249,52 @@ def test_an_output_predict_cannot_write_is_refused_before_writing(tmp_path, path
     assert list(tmp_path.iterdir()) == []
     check_output(None)
     check_output("x.JSON")
+
+
+def test_predict_frame_gives_ten_answers_and_leaves_none_out_by_default(runs):
+    from tracegraph.kg.predictions import predict_frame
+
+    run = _open(runs)
+    top = predict_frame(run, head="e2", relation="r0")
+    assert top["rank"].tolist() == list(range(1, 11))
+    every = predict_frame(run, head="e2", relation="r0", k=len(run.entities))
+    assert "e7" in every["tail"].tolist()  # (e2, r0, e7) is a training triple, kept without exclude_train
+
+
+def _bad_query_file(run, tmp_path, text):
+    qf = tmp_path / "queries.tsv"
+    qf.write_text(text)
+    with pytest.raises(DataError) as e:
+        predict_command(run, None, None, None, None, qf, None, 2, False, None)
+    return str(e.value), str(qf)
+
+
+def test_query_file_errors_say_what_the_file_holds_and_where(runs, tmp_path):
+    run = _open(runs)
+    msg, qf = _bad_query_file(run, tmp_path, "e3\tr1\tthird\n")
+    assert msg == f"{qf}:1: expected 2 tab-separated fields (head<TAB>relation), found 3"
+    msg, qf = _bad_query_file(run, tmp_path, "e3\tr1\ne3\tr0\nnobody\tr0\n")
+    assert msg.startswith(f"{qf}:3: entity 'nobody' is not in the id map")
+    run.labels.entity_names = {"e1": "twin", "e2": "twin"}  # a name two entities share
+    msg, qf = _bad_query_file(run, tmp_path, "twin\tr0\n")
+    assert msg == f"{qf}:1: entity 'twin' is the name of 2 entities (e1, e2); give its label"
+
+
+def test_the_command_passes_exclude_train_and_the_output_file_on(runs, tmp_path):
+    run = _open(runs)
+    known = {"e7"}  # (e2, r0, e7) is the one training triple of (e2, r0, ?)
+    n = len(run.entities) - len(known)
+    qf = tmp_path / "q.tsv"
+    qf.write_text("e2\tr0\n")
+    kinds = dict(head=None, tail=None, relation=None, query=None, query_file=None, triples=None)
+    for i, given in enumerate([dict(head="e2", relation="r0"), dict(query=["e2", "r0"]), dict(query_file=qf)]):
+        out = tmp_path / f"p{i}.csv"
+        predict_command(run, **(kinds | given), top_k=n + 1, exclude_train=True, output=out)
+        got = pd.read_csv(out)
+        assert len(got) == n and not known & set(got["tail"]), given
+
+
+def test_a_single_row_is_written_with_its_header(tmp_path):
+    frame = pd.DataFrame([("a", "r", 1, "b", 0.5, 0.62)], columns=PREDICT_COLUMNS)
+    write_predictions(frame, tmp_path / "one.csv")
+    assert (tmp_path / "one.csv").read_text().splitlines() == [",".join(PREDICT_COLUMNS), "a,r,1,b,0.5,0.62"]

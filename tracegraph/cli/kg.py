@@ -303,7 +303,9 @@ def predict_cmd(
     triples: Optional[Path] = typer.Option(None, "--triples", help="Score every triple of this file."),
     top_k: int = typer.Option(10, min=1),
     exclude_train: bool = typer.Option(
-        False, "--exclude-train", help="Leave out tails already known in the run's training file."
+        False,
+        "--exclude-train",
+        help="Leave out answers already known in the run's training file (a query may then get fewer than --top-k).",
     ),
     output: Optional[Path] = typer.Option(
         None,

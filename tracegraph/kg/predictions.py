@@ -49,7 +49,8 @@ def predict_frame(run, head=None, relation=None, tail=None, k: int = 10, exclude
         relation: a relation (or list), by label or readable name.
         tail: a tail (or list): rank the heads of (?, relation, tail). Give head or tail, not both.
         k: answers per query.
-        exclude_train: leave out answers already known in the run's training file.
+        exclude_train: leave out answers already known in the run's training file (a query then
+            has fewer than ``k`` rows when fewer answers remain).
 
     Returns:
         Columns head, relation, rank, tail, score, probability (plus head_name, relation_name,
@@ -74,6 +75,8 @@ def predict_frame(run, head=None, relation=None, tail=None, k: int = 10, exclude
     rows = []
     for j in range(len(given)):
         for rank, (e, v) in enumerate(zip(ids[j].tolist(), scores[j].tolist()), start=1):
+            if v == float("-inf"):  # a left-out training answer: fewer than k answers remain
+                break
             h, t = (given[j], ent[e]) if side == "tail" else (ent[e], given[j])
             rows.append((h, rels[j], rank, t, v, float(1 / (1 + np.exp(-v)))))
     frame = pd.DataFrame(rows, columns=PREDICT_COLUMNS)

@@ -91,7 +91,7 @@ class Run(RunStore):
             relation: a relation by label or by the name the run's label files give it (a KGX run's
                 ``biolink:treats``).
             k: answers per query.
-            exclude_train: leave out answers already known in the training file.
+            exclude_train: leave out answers already known in the training file (fewer than ``k`` rows when fewer remain).
             tail: a tail label (or list): the query is (?, relation, tail).
 
         Returns:
