@@ -16,10 +16,11 @@ import re
 
 import numpy as np
 import pytest
+from tests.conftest import log_lines
 from tests.trees.labelled_fixtures import write_png
 from tracegraph.errors import DataError
 from tracegraph.trees import files
-from tracegraph.trees.data import Tree, read_swc, synthetic_trees
+from tracegraph.trees.data import Tree, neuron_subtrees, read_swc, synthetic_trees
 from tracegraph.trees.files import cached_tree_file, list_tree_files, read_graph_file, read_tree_file, write_swc
 from tracegraph.trees.inputs import DataConfig, labelled_split, load_trees, make_loader, tree_dir_options
 
@@ -84,7 +85,9 @@ def test_a_json_graph_gives_its_minimum_spanning_tree_from_its_root(tmp_path):
     p.write_bytes(
         b"\xef\xbb\xbf" + json.dumps({"pos": POS, "edges": np.array(ALL_PAIRS).T.tolist(), "root": 3}).encode()
     )
-    t = read_graph_file(p)  # a byte-order mark, and edges given as (2, E)
+    with log_lines() as lines:
+        t = read_graph_file(p)  # a byte-order mark, and edges given as (2, E)
+    assert lines == [f"{p}:1: removed a UTF-8 byte-order mark"]
     assert edges_by_position(t) == MST and t.pos[0].tolist() == [1.0, 1.0]
 
 
@@ -109,6 +112,10 @@ def test_graph_file_refusals_word_for_word(tmp_path):
         (
             '{"pos": [["a", 0]], "edges": []}',
             "'pos' and 'edges' must be numeric arrays (could not convert string to float: 'a')",
+        ),
+        (
+            '{"pos": [[0, 0], [1, 0]], "edges": [["a", 1]]}',
+            "'pos' and 'edges' must be numeric arrays (invalid literal for int() with base 10: 'a')",
         ),
         ('{"pos": [0, 1], "edges": []}', "'pos' must be an (N, 2) or (N, 3) array of finite numbers, got shape (2,)"),
         (
@@ -272,6 +279,18 @@ def test_a_cached_image_keeps_every_tree_and_its_meta(tmp_path, monkeypatch):
         assert b.name == "eye"
 
 
+def test_a_pickled_cache_file_is_refused(tmp_path):
+    p = chain_json(tmp_path / "c.json", 3)
+    opts = {"max_nodes": 10}
+    (tmp_path / "cache").mkdir()
+    target = tmp_path / "cache" / f"trees-c-{key_of(p, opts)}.npz"
+    meta = np.array(json.dumps([{}]), dtype=object)  # an object array: stored with pickle
+    with open(target, "wb") as f:
+        np.savez(f, offsets=np.array([0, 1]), pos=np.zeros((1, 2)), parent=np.zeros(1, np.int64), meta=meta)
+    e = refusal(cached_tree_file, p, tmp_path / "cache", **opts)
+    assert e.path == str(target) and "allow_pickle=False" in e.reason and e.reason.endswith("; delete it to rebuild")
+
+
 def test_a_corrupt_cache_file_is_named(tmp_path):
     p = chain_json(tmp_path / "c.json", 3)
     opts = {"max_nodes": 10}
@@ -319,10 +338,24 @@ def test_load_trees_generates_synthetic_trees_without_a_folder(tmp_path):
 
 
 def test_load_trees_samples_neuron_subtrees_from_the_swc_folder(tmp_path):
-    rows = ["1 1 0 0 0 1 -1"] + [f"{i} 3 {i} {i % 3} 0 1 {i - 1}" for i in range(2, 80)]
+    # a comb: a spine of 40 points, a 3-point tooth on every fourth
+    rows = ["1 1 0 0 0 1 -1"] + [f"{i} 3 {i} 0 0 1 {i - 1}" for i in range(2, 41)]
+    rows += [
+        f"{40 + 3 * k + j} 3 {4 * k} {j} 0 1 {4 * k if j == 1 else 40 + 3 * k + j - 1}"
+        for k in range(1, 10)
+        for j in (1, 2, 3)
+    ]
     (tmp_path / "n.swc").write_text("\n".join(rows) + "\n")
-    ds = load_trees(DataConfig(swc_dir=str(tmp_path), num_trees=4, max_nodes=10, keep_every=1))
-    assert len(ds) == 4 and all(int(x.num_nodes) <= 10 for x in ds)
+    ds = load_trees(DataConfig(swc_dir=str(tmp_path), num_trees=4, max_nodes=10, keep_every=2, seed=3))
+
+    def positions(trees):
+        return [t.pos.round(6).tolist() for t in trees]
+
+    want = positions(neuron_subtrees(tmp_path, 4, 10, 2, 3))
+    assert [x.pos.numpy().round(6).tolist() for x in ds] == want
+    # each setting shows: another seed, thinning or size samples other subtrees
+    for other in ((4, 10, 2, 0), (4, 10, 4, 3), (4, 12, 2, 3)):
+        assert positions(neuron_subtrees(tmp_path, *other)) != want, other
 
 
 def test_make_loader_shuffles_with_its_own_seed_only_when_asked():
@@ -349,3 +382,8 @@ def test_labelled_split_holds_out_a_seeded_share_of_synthetic_trees():
     assert [t.pos.tolist() for t in train] == [data[i].pos.tolist() for i in idx[3:]]
     train, test = labelled_split(dc, test_fraction=0.5)
     assert (len(train), len(test)) == (5, 5)
+
+
+def test_labelled_split_uses_the_config_s_cache(tmp_path):
+    labelled_split(DataConfig(num_trees=2, max_nodes=15, seed=1, cache_dir=str(tmp_path / "c")))
+    assert any((tmp_path / "c").iterdir())
