@@ -643,6 +643,8 @@ class KnownTails:
             Two equal-length arrays: the batch position (``0..B-1``) and the tail id of every known tail.
         """
         rows = self.key_rows(heads, relations)
+        if not len(self.keys):  # no row to look up (indptr is [0])
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         valid = rows >= 0
         starts = np.where(valid, self.indptr[np.maximum(rows, 0)], 0)
         counts = np.where(valid, self.indptr[np.maximum(rows, 0) + 1] - starts, 0)
