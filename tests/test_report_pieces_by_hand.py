@@ -67,6 +67,15 @@ def test_a_page_is_self_contained_escaped_and_in_order(tmp_path):
     assert H.img(b"\x89PNG", 'a "b"') == '<img alt="a &quot;b&quot;" src="data:image/png;base64,iVBORw==">'
 
 
+def test_cards_in_a_row_and_a_page_without_a_subtitle(tmp_path):
+    assert H.cards([("MRR <all>", "<i>0.5</i>"), ("Hits@1", "0.3")]) == (
+        "<div class='cards'><div class=\"card\">MRR &lt;all&gt;<b><i>0.5</i></b></div>"
+        '<div class="card">Hits@1<b>0.3</b></div></div>'
+    )
+    page = H.write_page(tmp_path / "r.html", [H.Section("a", "<p>one</p>")], title="T").read_text(encoding="utf-8")
+    assert "<h1>T</h1><p>one</p>" in page and "class='sub'" not in page
+
+
 def nec_doc():
     arms = {}
     for name in ("neighbour@4", "far@4", "path@4", "tracin-margin-path@2", "tracin-margin-path@4"):
@@ -135,6 +144,83 @@ def test_the_section_marks_the_headline_arm_and_formats_each_arm():
     assert "<p class='bad'>no fact &lt;ranked&gt; first</p>" in empty and "<table>" not in empty
 
 
+HEADERS = [
+    "arm",
+    "k",
+    "ΔH@1 (95 % CI)",
+    "above far (95 % CI)",
+    "ΔMRR",
+    "H@1 after",
+    "MRR after",
+    "mean rank after",
+    "triples removed",
+    "at each fact",
+]
+
+
+def _arm(dh, ci, dmrr, h1, mrr, rank, **more):
+    out = {"delta_hits@1": {"mean": dh}, "delta_mrr": {"mean": dmrr}, "hits@1": {"mean": h1}}
+    out |= {"mrr": {"mean": mrr}, "mean_rank": {"mean": rank}, **more}
+    if ci:
+        out["delta_hits@1_ci95_first_seed"] = ci
+    return out
+
+
+def test_the_section_word_for_word():
+    method = _arm(0.4, [0.2, 0.6], 0.3, 0.5, 0.6, 2.26, triples_removed=12, removed_at_fact=3.5)
+    method |= {"above_far_hits@1": 0.25, "above_far_hits@1_ci95_first_seed": [0.1, 0.4]}  # a plain number
+    doc = {
+        "summary": {"tracin-margin-path@2": method, "far@2": _arm(0.1, [-0.1, 0.3], 0.05, 0.7, 0.8, 1.5)},
+        "seeds": {"0": {"reference": {"ranks": [1, 1, 1]}, "tracin-margin-path@2": {"ranks": [2, 1, 1]}}},
+        "n_facts": 3,
+        "explain_seconds": 12.4,
+        "seconds": 95.6,
+        "protocol": {"facts": "the 3 <best> facts"},
+    }
+    rows = [
+        ["tracin-margin-path", "2", "0.400 (0.200 to 0.600)", "0.250 (0.100 to 0.400)", "0.300", "0.500"]
+        + ["0.600", "2.3", "12", "3.5"],
+        ["far", "2", "0.100 (-0.100 to 0.300)", "—", "0.050", "0.700", "0.800", "1.5", "—", "—"],
+    ]
+    sentence = (
+        "Removing the 2 training triples that <b>tracin-margin-path</b> names for each of the 3 predictions "
+        "(all at once, then retraining) flips <b>1 of 3</b>: the model no longer ranks them first."
+    )
+    section = N.necessity_section(doc, files="out/nec")
+    assert section.key == "necessity"
+    assert section.html == (
+        f"<h2>Necessity of the explanations</h2><p>Facts: the 3 &lt;best&gt; facts. {N.PROTOCOL}</p>"
+        f"<p class='headline'>{sentence}</p>"
+        + H.table(HEADERS, rows, ["default", ""], num_from=1)
+        + "<p class='note'>3 facts; explanations 12 s, whole test 96 s. Files: <code>out/nec</code>.</p>"
+    )
+    # no method arm (no headline), no interval, nothing but the summary
+    bare = N.necessity_section({"summary": {"far@1": _arm(0.1, None, 0.0, 1.0, 1.0, 1.0)}})
+    assert bare.html == (
+        f"<h2>Necessity of the explanations</h2><p>Facts: the test triples the model ranks first. {N.PROTOCOL}</p>"
+        + H.table(HEADERS, [["far", "1", "0.100", "—", "0.000", "1.000", "1.000", "1.0", "—", "—"]], [""], num_from=1)
+        + "<p class='note'>? facts.</p>"
+    )
+    nothing = N.necessity_section({"summary": {}})
+    assert nothing.key == "necessity" and nothing.html.endswith("</p><p class='bad'>nothing graded</p>")
+
+
+def test_headline_edge_cases():
+    assert N.headline_arm({}) is None and N.headline({}) is None
+    d = nec_doc()
+    del d["n_facts"]
+    assert N.headline(d) is None  # flips known, but not out of how many
+    d = nec_doc()
+    del d["seeds"]["0"]["far@4"]  # neighbours' flips known, far's not
+    assert N.headline(d).endswith(" Removing 4 random triples at the same entities flips <b>1</b>.")
+    d = nec_doc()
+    d["seeds"]["1"] = d["seeds"]["0"]
+    assert N.headline(d) == N.headline(nec_doc()) + " (First training seed.)"
+    d = nec_doc()
+    d["seeds"]["0"]["reference"]["ranks"] = [2, 1, 1, 1, 1]  # fact 0 was not first: it cannot flip
+    assert N.flips(d, "tracin-margin-path@4") == 2 and N.flips(d, "path@4") == 4
+
+
 def test_reading_necessity_files(tmp_path):
     doc = nec_doc()
     (tmp_path / "necessity.json").write_text(json.dumps(doc))
@@ -142,7 +228,10 @@ def test_reading_necessity_files(tmp_path):
     assert N.read_necessity(doc) is doc
     with pytest.raises(DataError) as e:
         N.read_necessity(tmp_path / "nope")
-    assert str(e.value).startswith(f"{tmp_path / 'nope'}: --necessity: necessity.json not found")
+    assert str(e.value) == (
+        f"{tmp_path / 'nope'}: --necessity: necessity.json not found (give the -o directory of "
+        "`tracegraph fidelity necessity` or its necessity.json)"
+    )
     (tmp_path / "bad.json").write_text('{\n"summary": oops}')
     with pytest.raises(DataError, match=r"bad\.json:2: --necessity: not valid JSON"):
         N.read_necessity(tmp_path / "bad.json")

@@ -1,0 +1,298 @@
+"""runtime/distributed.py's collectives and global-batch BatchNorm by hand, in one process.
+
+A stand-in for ``torch.distributed`` plays a world of two *identical* ranks: every rank holds this
+rank's tensor, so an all-reduce(SUM) doubles it (forward and backward) and a gather returns two
+copies. Against that: the collectives' one-process and many-process branches; CPUSyncBatchNorm
+against plain float64 batch normalisation of the global batch (this batch twice) — output, the
+gradient of both ranks' losses, and the running statistics with the global count; the layer
+swap keeping parameters and buffers; the other ranks' log filter; what counts as a failed
+collective. The real multi-process runs are in ``tests/kg/test_distributed.py`` (torchrun).
+"""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from tracegraph.runtime import distributed as D
+
+
+class TwoIdenticalRanks:
+    """``torch.distributed`` as seen from ``rank`` in a world of two ranks holding the same data."""
+
+    ReduceOp = torch.distributed.ReduceOp
+    DistError = torch.distributed.DistError
+
+    def __init__(self, rank=0, world=2):
+        self.rank, self.world, self.calls = rank, world, []
+
+    def is_initialized(self):
+        return True
+
+    def get_world_size(self):
+        return self.world
+
+    def get_rank(self):
+        return self.rank
+
+    def all_reduce(self, t, op):
+        assert op == self.ReduceOp.SUM
+        self.calls.append("all_reduce")
+        t.mul_(self.world)
+
+    def barrier(self):
+        self.calls.append("barrier")
+
+    def all_gather_object(self, out, obj):
+        out[:] = [obj] * self.world
+
+    def gather_object(self, obj, out, dst):
+        assert dst == 0 and (out is None) == (self.rank != 0)
+        if out is not None:
+            out[:] = [obj] * self.world
+
+    def broadcast_object_list(self, box, src):
+        assert src == 0
+        self.calls.append(("broadcast_object_list", box[0]))
+
+    def broadcast(self, t, src):
+        assert src == 0
+        self.calls.append(("broadcast", tuple(t.shape)))
+
+
+class NotStarted(TwoIdenticalRanks):
+    def is_initialized(self):
+        return False
+
+
+def test_collectives_with_one_process_do_nothing(monkeypatch):
+    for fake in (NotStarted(), TwoIdenticalRanks(world=1)):
+        monkeypatch.setattr(D, "dist", fake)
+        t = torch.tensor([1.0, 2.0])
+        assert D.all_reduce_sum(t) is t and t.tolist() == [1.0, 2.0]
+        assert D.all_gather("x") == ["x"] and D.gather_to_main("x") == ["x"] and D.broadcast_object("x") == "x"
+        D.barrier()
+        D.broadcast_module_state(nn.Linear(2, 1))
+        assert fake.calls == []
+
+
+def test_collectives_with_two_ranks_call_torch(monkeypatch):
+    fake = TwoIdenticalRanks()
+    monkeypatch.setattr(D, "dist", fake)
+    t = torch.tensor([1.0, 2.0])
+    assert D.all_reduce_sum(t) is t and t.tolist() == [2.0, 4.0]
+    assert D.all_gather({"a": 1}) == [{"a": 1}, {"a": 1}] and D.gather_to_main(3) == [3, 3]
+    assert D.broadcast_object("from rank 0") == "from rank 0"
+    D.barrier()
+    D.broadcast_module_state(nn.Linear(2, 1))  # weight [1, 2] and bias [1]
+    assert fake.calls == [
+        "all_reduce",
+        ("broadcast_object_list", "from rank 0"),
+        "barrier",
+        ("broadcast", (1, 2)),
+        ("broadcast", (1,)),
+    ]
+    monkeypatch.setattr(D, "dist", TwoIdenticalRanks(rank=1))
+    assert D.gather_to_main(3) is None  # only rank 0 receives
+
+
+def _reference_bn(g, weight, bias, eps):
+    """Training-mode batch normalisation of the global batch ``g`` in float64, written here."""
+    dims = [0] + list(range(2, g.dim()))
+    shape = [1, g.shape[1]] + [1] * (g.dim() - 2)
+    mean = g.mean(dims)
+    var = ((g - mean.view(shape)) ** 2).mean(dims)  # biased, as BatchNorm normalises
+    y = (g - mean.view(shape)) / torch.sqrt(var.view(shape) + eps) * weight.double().view(shape)
+    return y + bias.double().view(shape), mean, var
+
+
+@pytest.mark.parametrize("shape", [(3, 2), (2, 3, 2, 2)])
+def test_sync_batchnorm_normalises_with_the_global_batch(monkeypatch, shape):
+    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    torch.manual_seed(0)
+    x, w = torch.randn(*shape), torch.randn(*shape)
+    bn = D.CPUSyncBatchNorm(shape[1], eps=1e-3, momentum=0.25)
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([1.5, -0.5, 2.0][: shape[1]]))
+        bn.bias.copy_(torch.tensor([0.1, 0.2, -0.3][: shape[1]]))
+    xa = x.clone().requires_grad_(True)
+    y = bn(xa)
+    (y * w).sum().backward()
+    g = torch.cat([x, x]).double().requires_grad_(True)  # the global batch: this rank's, twice
+    ref, mean, var = _reference_bn(g, bn.weight.detach(), bn.bias.detach(), 1e-3)
+    (ref * torch.cat([w, w]).double()).sum().backward()  # both ranks' losses
+    assert y.dtype == x.dtype
+    torch.testing.assert_close(y.double(), ref[: shape[0]].detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(xa.grad.double(), g.grad[: shape[0]], rtol=1e-4, atol=1e-6)
+    # running statistics: momentum 0.25 from (0, 1), the unbiased variance with the global count
+    n = 2 * x.numel() // shape[1]
+    torch.testing.assert_close(bn.running_mean.double(), 0.25 * mean.detach(), rtol=1e-5, atol=1e-7)
+    want_var = 0.75 + 0.25 * var.detach() * n / (n - 1)
+    torch.testing.assert_close(bn.running_var.double(), want_var, rtol=1e-5, atol=1e-7)
+    assert int(bn.num_batches_tracked) == 1
+
+
+def test_sync_batchnorm_cumulative_average_without_momentum(monkeypatch):
+    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    x1, x2 = torch.tensor([[0.0], [2.0]]), torch.tensor([[4.0], [8.0]])
+    bn = D.CPUSyncBatchNorm(1, momentum=None, affine=False)
+    bn(x1)
+    bn(x2)
+    # global batches [0,2,0,2] and [4,8,4,8]: means 1 and 6, unbiased variances 4/3 and 16/3
+    # with no momentum the running values are the plain average over the batches so far
+    assert bn.running_mean.tolist() == pytest.approx([(1 + 6) / 2])
+    assert bn.running_var.tolist() == pytest.approx([(4 / 3 + 16 / 3) / 2])
+    assert int(bn.num_batches_tracked) == 2
+
+
+def test_sync_batchnorm_is_plain_batchnorm_in_eval_with_one_rank_and_refuses_one_value(monkeypatch):
+    torch.manual_seed(1)
+    x = torch.randn(4, 2)
+    plain = nn.BatchNorm1d(2)
+    for fake in (NotStarted(), TwoIdenticalRanks(world=1)):
+        monkeypatch.setattr(D, "dist", fake)
+        sync = D.CPUSyncBatchNorm(2)
+        torch.testing.assert_close(sync(x), plain.train()(x))
+        assert fake.calls == []
+    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    sync = D.CPUSyncBatchNorm(2).eval()
+    torch.testing.assert_close(sync(x), nn.BatchNorm1d(2).eval()(x))
+    with pytest.raises(ValueError) as e:  # world of 1 value per channel: 1 row, 1 rank
+        monkeypatch.setattr(D, "dist", TwoIdenticalRanks(world=1))
+        D.CPUSyncBatchNorm(2)(torch.randn(1, 2))
+    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    D.CPUSyncBatchNorm(2)(torch.randn(1, 2))  # one row on each of two ranks: two values, allowed
+    with pytest.raises(ValueError) as e:
+        D.CPUSyncBatchNorm(2)(torch.randn(2))
+    assert str(e.value) == "expected at least 2D input (got 1D input)"
+
+
+def test_too_few_values_over_all_ranks_is_refused_with_the_count(monkeypatch):
+    class OneRankOfTwoHasData(TwoIdenticalRanks):
+        def all_reduce(self, t, op):  # the other rank holds no rows: sums unchanged
+            pass
+
+    monkeypatch.setattr(D, "dist", OneRankOfTwoHasData())
+    with pytest.raises(ValueError) as e:
+        D.CPUSyncBatchNorm(3)(torch.randn(1, 3))
+    assert str(e.value) == "Expected more than 1 value per channel when training, got 1 over all ranks"
+
+
+def test_converting_keeps_the_parameters_and_buffers(monkeypatch):
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.Sequential(nn.BatchNorm2d(3, eps=0.01)))
+    model[2][0].eval()
+    bn1, bn2 = model[1], model[2][0]
+    out = D.convert_sync_batchnorm(model, torch.device("cpu"))
+    assert out is model and isinstance(out[1], D.CPUSyncBatchNorm) and isinstance(out[2][0], D.CPUSyncBatchNorm)
+    for old, new in ((bn1, out[1]), (bn2, out[2][0])):
+        assert new.weight is old.weight and new.bias is old.bias
+        assert new.running_mean is old.running_mean and new.running_var is old.running_var
+        assert new.num_batches_tracked is old.num_batches_tracked
+        assert (new.num_features, new.eps, new.momentum, new.training) == (
+            old.num_features,
+            old.eps,
+            old.momentum,
+            old.training,
+        )
+    assert out[2][0].eps == 0.01 and not out[2][0].training and out[1].training
+    bare = D.convert_sync_batchnorm(nn.BatchNorm1d(4, affine=False, track_running_stats=False), torch.device("cpu"))
+    assert isinstance(bare, D.CPUSyncBatchNorm) and bare.weight is None and bare.running_mean is None
+    assert D.convert_sync_batchnorm(out[1], torch.device("cpu")) is out[1]  # already converted
+    gpu = D.convert_sync_batchnorm(nn.Sequential(nn.BatchNorm1d(2)), torch.device("cuda"))
+    assert type(gpu[0]) is nn.SyncBatchNorm  # PyTorch's own on CUDA (built, not run)
+
+
+def test_other_ranks_log_warnings_only_prefixed_once(monkeypatch):
+    f = D._OtherRank(3)
+    info = logging.LogRecord("tracegraph", logging.INFO, "", 0, "hello", None, None)
+    warn = logging.LogRecord("tracegraph", logging.WARNING, "", 0, "careful", None, None)
+    assert not f.filter(info)
+    assert f.filter(warn) and warn.msg == "[rank 3] careful"
+    assert f.filter(warn) and warn.msg == "[rank 3] careful"  # a second handler: no second prefix
+    log = logging.getLogger("tracegraph")
+    monkeypatch.setattr(log, "filters", [])
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "1")
+    D._quiet_other_ranks(0)
+    assert log.filters == [] and D.os.environ["TRACEGRAPH_PROGRESS"] == "1"
+    D._quiet_other_ranks(2)
+    assert [type(x) for x in log.filters] == [D._OtherRank] and log.filters[0].rank == 2
+    assert D.os.environ["TRACEGRAPH_PROGRESS"] == "0"
+
+
+@pytest.mark.parametrize(
+    "error,failed",
+    [
+        (RuntimeError("[../gloo/transport] Connection closed by peer [127.0.0.1]"), True),
+        (RuntimeError("Timed out waiting 5000ms"), True),
+        (RuntimeError("operation timed out"), True),
+        (RuntimeError("NCCL error: unhandled system error"), True),
+        (RuntimeError("[c10d] store get failed"), True),
+        (RuntimeError("something in gloo"), True),
+        (torch.distributed.DistError("anything"), True),
+        (RuntimeError("shape mismatch"), False),
+        (ValueError("boom"), False),
+    ],
+)
+def test_what_counts_as_a_failed_collective(error, failed):
+    assert D._collective_failure(error) is failed
+
+
+def test_outside_torchrun_the_context_is_one_process_on_the_device_asked(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(var, raising=False)
+    ctx = D.init_distributed("cpu")
+    assert (ctx.rank, ctx.world_size, ctx.device, ctx.active, ctx.is_main) == (0, 1, torch.device("cpu"), False, True)
+
+
+class Starting(TwoIdenticalRanks):
+    """``torch.distributed`` before and after ``init_process_group`` (recorded, nothing started)."""
+
+    def __init__(self, rank=0, world=2):
+        super().__init__(rank, world)
+        self.started = False
+
+    def is_initialized(self):
+        return self.started
+
+    def init_process_group(self, **kw):
+        self.calls.append(("init_process_group", kw))
+        self.started = True
+
+    def get_backend(self):
+        return "gloo"
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_under_torchrun_a_cpu_rank_starts_gloo_once_with_the_timeout(monkeypatch, rank):
+    import datetime
+
+    from tests.conftest import log_lines
+
+    fake = Starting(rank)
+    monkeypatch.setattr(D, "dist", fake)
+    exits = []
+    monkeypatch.setattr(D.atexit, "register", exits.append)
+    log = logging.getLogger("tracegraph")
+    monkeypatch.setattr(log, "filters", [])
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", str(rank))
+    monkeypatch.setenv("TRACEGRAPH_DIST_TIMEOUT", "7.5")
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "1")
+    with log_lines() as lines:
+        ctx = D.init_distributed("cpu")
+        again = D.init_distributed("auto")  # harmless: the group exists
+    assert ctx == again == D.DistContext(rank, 2, rank, torch.device("cpu"), "gloo")
+    assert fake.calls == [
+        ("init_process_group", dict(backend="gloo", timeout=datetime.timedelta(seconds=7.5), device_id=None))
+    ]
+    assert exits == [D._destroy]
+    if rank == 0:
+        assert lines == [
+            "torch.distributed: 2 processes, backend gloo, collective timeout 7.5s (TRACEGRAPH_DIST_TIMEOUT)"
+        ]
+        assert log.filters == []
+    else:
+        assert lines == [] and [f.rank for f in log.filters] == [1]  # other ranks: warnings only
+        assert D.os.environ["TRACEGRAPH_PROGRESS"] == "0"
