@@ -464,7 +464,8 @@ def test_influence_parts_equal_a_float64_loop_over_checkpoints(tmp_path, loss, l
 def test_influence_parts_sum_each_checkpoints_parts_in_float64(monkeypatch):
     """The engine replaced by two hand-made checkpoint results (float32 scores, as the engine gives):
     TracIn is their sum, the cosine each η_k ⟨g, g'⟩ / √(η_k‖g‖² · η_k‖g'‖²) times η_k (0 for a zero
-    gradient), RelatIF the sum over the summed self-influence's root, all in float64."""
+    gradient, never what a freed buffer held), RelatIF the sum over the summed self-influence's root, all in
+    float64."""
     from types import SimpleNamespace as NS
 
     lrs = (0.3, 0.07)
@@ -486,6 +487,9 @@ def test_influence_parts_sum_each_checkpoints_parts_in_float64(monkeypatch):
         def per_checkpoint(self, facts, rows, *, progress=None):
             calls.append((facts.tolist(), rows.tolist(), progress))
             for k in range(2):
+                # freed buffers of the scores' size filled with garbage: a cosine left unwritten would read it
+                junk = [np.full((2, 3), 1e6) for _ in range(8)]
+                del junk
                 yield NS(
                     checkpoints=[NS(lr=lrs[k])], scores=scores[k], test_self=test_self[k], train_self=train_self[k]
                 )
