@@ -443,3 +443,218 @@ def test_removal_grades_the_best_ranked_with_their_candidates_by_tracin(monkeypa
     ranked.clear()
     fid.removal(ctx)  # ranks known now: not recomputed; no display
     assert ranked == []
+
+
+# --------------------------------------------------------------------------- the driver on a 2-epoch run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from tests.kg.tiny_graph import TEST, TRIPLES, VALID, cfg, write_triples
+    from tracegraph.kg.model.train import train
+
+    d = tmp_path_factory.mktemp("fidelity_by_hand")
+    write_triples(d / "train.txt", TRIPLES)
+    write_triples(d / "valid.txt", VALID)
+    write_triples(d / "test.txt", TEST)
+    train(cfg(d, d / "run", epochs=2, valid=str(d / "valid.txt"), test=str(d / "test.txt"), label_smoothing=0.2))
+    (d / "mech.tsv").write_text(
+        f"{HEADER}\n"
+        "e1\tr1\te4\te1\tr0\te3\n"
+        "e1\tr1\te4\te3\tr0\te4\n"
+        "e1\tr1\te4\teX\tr0\te4\n"  # an unknown entity: dropped
+        "e1\tr1\te4\te1\trX\te3\n"  # an unknown relation: dropped
+        "e5\tr0\te2\te2\tr1\te0\n"
+        "e9\tr0\te2\te2\tr1\te0\n",  # not a test triple
+        encoding="utf-8",
+    )
+    return d
+
+
+def fid_config(run, **kw):
+    base = dict(
+        model_dir=str(run / "run"),
+        train=str(run / "train.txt"),
+        test=str(run / "test.txt"),
+        mechanisms=str(run / "mech.tsv"),
+        output_dir=str(run / "out"),
+        device="cpu",
+        removal=False,
+    )
+    return fid.FidelityConfig(**{**base, **kw})
+
+
+def brute_tail_rank(model, known: set, h, r, t):
+    import torch
+
+    with torch.no_grad():
+        s = model.score_all(torch.tensor([h]), torch.tensor([r]))[0].double().numpy()
+    others = [e for e in range(len(s)) if e != t and (h, r, e) not in known]
+    return 1 + sum(s[e] > s[t] for e in others) + 0.5 * sum(s[e] == s[t] for e in others), float(s[t])
+
+
+def test_prepare_reads_the_run_the_mechanisms_and_filters_each_test_triple(run):
+    from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
+
+    import time
+
+    t0 = time.perf_counter()
+    ctx = fid.prepare(fid_config(run, filter_files=[str(run / "valid.txt")], n_hops=2, min_degree=3))
+    wall = time.perf_counter() - t0
+    ent = {f"e{i}": i for i in range(6)}
+    assert ctx.train_ids.tolist()[:2] == [[0, 0, 1], [0, 0, 2]] and ctx.test_ids.tolist() == [[1, 1, 4], [5, 0, 2]]
+    assert ctx.relevant == [{(ent["e1"], 0, ent["e3"]), (ent["e3"], 0, ent["e4"])}, {(ent["e2"], 1, ent["e0"])}]
+    index = GraphIndex.load_or_build(
+        run / "train.txt", ctx.train_ids, 6
+    )  # the neighbourhood filter's own tests hold it
+    narrow = fid.prepare(fid_config(run, n_hops=1))
+    wide = fid.prepare(fid_config(run))
+    for c, o in (
+        (ctx, FilterOptions(n_hops=2, min_degree=3)),
+        (narrow, FilterOptions(n_hops=1)),
+        (wide, FilterOptions()),
+    ):
+        for (h, _, t), rows in zip(c.test_ids, c.subsets):
+            assert rows.tolist() == index.filter(int(h), int(t), o).triple_rows.tolist()
+    assert len({tuple(map(len, c.subsets)) for c in (ctx, narrow, wide)}) == 3  # each option reaches the filter
+    # the filter: the files named and the test file, not the run's training file
+    assert ctx.known.tails_of(0, 1).tolist() == [3] and ctx.known.tails_of(1, 1).tolist() == [4]  # valid, test
+    assert ctx.known.tails_of(0, 0).tolist() == [] and wide.known.tails_of(0, 0).tolist() == [1, 2]  # train: run's
+    assert 0 < ctx.filter_seconds <= wall and ctx.scores == [] and ctx.ranks is None
+    assert str(ctx.lm.checkpoint).endswith("final_model.pt")
+    import shutil
+
+    shutil.copytree(run / "run", run / "nofinal", dirs_exist_ok=True)
+    (run / "nofinal" / "final_model.pt").unlink(missing_ok=True)
+    assert fid.Path(fid.prepare(fid_config(run, model_dir=str(run / "nofinal"))).lm.checkpoint).name == "best_model.pt"
+    (run / "none.tsv").write_text(f"{HEADER}\ne0\tr0\te1\te0\tr0\te2\n")
+    with pytest.raises(DataError) as e:
+        fid.prepare(fid_config(run, mechanisms=str(run / "none.tsv")))
+    assert str(e.value) == (
+        f"{run / 'none.tsv'}: none of the test triples has mechanism edges in the mechanisms file "
+        "(columns test_head/test_relation/test_tail must match the test file)"
+    )
+
+
+def test_tracin_methods_and_ranks_on_the_prepared_candidates(run, monkeypatch):
+    import time
+
+    import torch
+
+    from tracegraph.kg.data.triples import KnownTails
+
+    from tracegraph.kg.explain import methods
+    from tracegraph.kg.explain.tracin.influence import TracIn
+
+    ctx = fid.prepare(fid_config(run, loss="score", layers="last:2"))
+    fid.compute_tracin(ctx)
+    t = TracIn(run / "run", loss="score", layers="last:2", label_smoothing=0.2, device="cpu", progress=False)
+    for j, rows in enumerate(ctx.subsets):  # TracIn's own tests hold it to first principles
+        want = np.asarray(t.result(ctx.test_ids[j : j + 1], rows).scores[0], np.float64)
+        np.testing.assert_allclose(ctx.scores[j], want, rtol=1e-5, atol=1e-9)
+        assert ctx.scores[j].dtype == np.float64
+    o = ctx.influence_options
+    assert (o["method"], o["loss"], o["label_smoothing"]) == ("exact", "score", 0.2)
+    assert o["layers"] == ["entity.weight", "entity_bias"]
+    assert [(fid.Path(c["path"]).name, c["epoch"], c["lr"]) for c in o["checkpoints"]] == [
+        ("epoch_0001.pt", 1, pytest.approx(0.01)),
+        ("epoch_0002.pt", 2, pytest.approx(0.01)),
+    ]
+    one = fid.prepare(fid_config(run, checkpoints=["final"], label_smoothing=0.05, loss="train-loss"))
+    passed = []
+    real_ioc = fid.influence_on_candidates
+    monkeypatch.setattr(
+        fid, "influence_on_candidates", lambda *a: passed.append(a[6:]) or real_ioc(*a[:6], None, *a[7:])
+    )
+    bar = object()
+    fid.compute_tracin(one, bar)
+    assert passed == [(bar, one.lm.read_checkpoint)]  # the store's cached reader
+    t1 = TracIn(
+        run / "run", checkpoints=["final"], loss="train-loss", label_smoothing=0.05, device="cpu", progress=False
+    )
+    for j, rows in enumerate(one.subsets):
+        want = np.asarray(t1.result(one.test_ids[j : j + 1], rows).scores[0], np.float64)
+        np.testing.assert_allclose(one.scores[j], want, rtol=1e-5, atol=1e-9)
+    assert [fid.Path(c["path"]).name for c in one.influence_options["checkpoints"]] == ["final_model.pt"]
+    assert (one.influence_options["label_smoothing"], one.influence_options["loss"]) == (0.05, "train-loss")
+    # the other methods: computed once on the same candidates, with the same settings
+    seen = []
+    real = methods.method_keys_all
+    monkeypatch.setattr(methods, "method_keys_all", lambda m, **kw: seen.append((m, kw)) or real(m, **kw))
+    fid.compute_methods(ctx, ["tracin", "degree", "path", "random"])  # nothing beyond TracIn and the baselines
+    assert seen == [] and not hasattr(ctx, "extra_keys")
+    seen.clear()
+    monkeypatch.setattr(
+        methods, "method_keys_all", lambda m, **kw: seen.append((m, kw)) or real(m, **{**kw, "progress": None})
+    )
+    t0 = time.perf_counter()
+    fid.compute_methods(ctx, ["tracin", "tracin-margin", "degree", "relatif"], progress=bar)
+    wall = time.perf_counter() - t0
+    ((asked, kw),) = seen
+    assert asked == ["tracin-margin", "relatif"] and list(ctx.extra_keys) == ["tracin-margin", "relatif"]
+    assert kw["model"] is ctx.lm.model and kw["train_ids"] is ctx.train_ids and kw["facts"] is ctx.test_ids
+    assert kw["subsets"] is ctx.subsets and kw["known"] is ctx.known and kw["device"] == torch.device("cpu")
+    assert (kw["opts"].loss, kw["opts"].layers, kw["opts"].label_smoothing) == ("score", "last:2", 0.2)
+    assert [fid.Path(p).name for p in kw["checkpoints"]] == ["epoch_0001.pt", "epoch_0002.pt"]
+    assert 0 < ctx.extra_seconds <= wall and kw["progress"] is bar
+    fid.compute_methods(one, ["local-retrain"])
+    assert seen[-1][1]["opts"].label_smoothing == 0.05 and [fid.Path(p).name for p in seen[-1][1]["checkpoints"]] == [
+        "final_model.pt"
+    ]
+    assert list(one.extra_keys) == ["local-retrain"]
+    # the filtered tail ranks and scores under the final model, against scoring every entity
+    fid.rank_test(ctx)
+    known_all = KnownTails([np.array([[h, r, e] for h, r, _ in ctx.test_ids for e in range(6)])], 4)
+    plain = fid.FidelityContext(ctx.cfg, ctx.lm, ctx.train_ids, ctx.test_ids, ctx.subsets, ctx.relevant, known_all)
+    fid.rank_test(plain)
+    assert plain.ranks.tolist() == [1.0, 1.0]  # every other answer known: the answer first
+    known = set()
+    for f in ("train.txt", "valid.txt", "test.txt"):
+        for line in (run / f).read_text().splitlines():
+            h, r, t = line.split("\t")
+            known.add((int(h[1:]), int(r[1:]), int(t[1:])))
+    for j, (h, r, t) in enumerate(ctx.test_ids):
+        rank, score = brute_tail_rank(ctx.lm.model, known, int(h), int(r), int(t))
+        assert ctx.ranks[j] == rank and ctx.model_scores[j] == pytest.approx(score, abs=1e-6)
+
+
+def test_run_fidelity_writes_the_report(run, tmp_path, monkeypatch):
+    import json
+
+    from tracegraph.kg.explain.removal import RemovalOptions
+
+    import time
+
+    cfg = fid_config(run, output_dir=str(tmp_path / "o"), methods=["tracin", "relatif"], n_random=4, seed=1)
+    t0 = time.perf_counter()
+    res = fid.run_fidelity(cfg)
+    wall = time.perf_counter() - t0
+    assert list(res) == ["model_dir", "train", "test", "mechanisms", "recovery", "seconds"]
+    assert (res["model_dir"], res["train"], res["test"], res["mechanisms"]) == (
+        str(run / "run"),
+        str(run / "train.txt"),
+        str(run / "test.txt"),
+        str(run / "mech.tsv"),
+    )
+    rec = res["recovery"]
+    assert rec["filter"]["n_hops"] == 2 and rec["influence"]["loss"] == "logit" and rec["graded"] >= 1
+    assert list(rec["summary"]) == ["tracin", "relatif", "random", "degree", "path"]
+    assert rec["definition"]["ties"].endswith("mean over 4 permutations (seed 1)")
+    assert json.loads((tmp_path / "o" / "fidelity.json").read_text()) == json.loads(json.dumps(res))
+    assert 0 < res["seconds"] <= wall
+    far = fid_config(run, output_dir=str(tmp_path / "r"), removal=True, removal_options=RemovalOptions(max_rank=0.5))
+    displays = []
+    for name in ("compute_tracin", "compute_methods", "removal"):
+        real_fn = getattr(fid, name)
+        monkeypatch.setattr(
+            fid,
+            name,
+            lambda *a, _f=real_fn, _n=name, **k: (
+                displays.append((_n, a[-1] if _n != "removal" else k["progress"])) or _f(*a, **k)
+            ),
+        )
+    out = fid.run_fidelity(far)
+    assert out["removal"]["graded"] == 0 and out["removal"]["note"].endswith("<= 0.5 under the final model")
+    assert [n for n, _ in displays] == ["compute_tracin", "compute_methods", "removal"]
+    assert all(d is not None and hasattr(d, "add_task") for _, d in displays)  # each given a display
+    assert displays[0][1] is displays[1][1] and displays[2][1] is not displays[0][1]  # the retrains get their own
