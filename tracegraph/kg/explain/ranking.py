@@ -180,7 +180,7 @@ def margin_shell(walk: np.ndarray) -> np.ndarray:
         walk: each candidate's head–tail walk length (:func:`path_lengths`); inf for no walk.
 
     Returns:
-        2 for a direct edge or a two-edge walk, then 3, 4, …; no walk last (inf).
+        2 for a direct edge or a two-edge walk, then 3, 4, …; no walk last (1e9, as :func:`path_shell`).
     """
     return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
