@@ -69,10 +69,13 @@ def test_the_version_is_the_projects():
 
 
 def test_importing_the_package_loads_neither_torch_nor_pandas():
-    code = "import sys, tracegraph, tracegraph.trees; print(sorted({'torch', 'pandas', 'torch_geometric'} & set(sys.modules)))"
+    code = (
+        "import sys, tracegraph, tracegraph.trees; print(sorted({'torch', 'pandas', 'torch_geometric'} & set(sys.modules)));"
+        "print('tracegraph.errors' in sys.modules, tracegraph.errors.__name__)"  # loaded on first use
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.splitlines() == ["[]", "False tracegraph.errors"]
 
 
 @pytest.fixture(scope="module")
