@@ -57,7 +57,10 @@ def read_labels(path: str | Path) -> list[LabelRow]:
     try:
         with open(p, newline="", encoding="utf-8") as f:
             first = strip_bom(f.readline(), p)  # the one policy: a byte-order mark removed with a note
-            for lineno, rec in enumerate(csv.reader(itertools.chain([first], f)), start=1):
+            reader = csv.reader(itertools.chain([first], f))
+            next_line = 1  # a quoted field may span lines: a row starts after the lines read so far
+            for rec in reader:
+                lineno, next_line = next_line, reader.line_num + 1
                 rec = [c.strip() for c in rec]
                 if not rec or not any(rec) or rec[0].startswith("#"):
                     continue

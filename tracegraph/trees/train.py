@@ -251,10 +251,13 @@ def load_encoder(path: str | Path, device="cpu") -> SGMPEncoder:
         DataError: If the file is missing or not an encoder checkpoint.
     """
     ck = load_checkpoint(path, map_location=device)
-    if "encoder_config" not in ck or "encoder" not in ck:
+    state = ck.get("encoder")
+    if state is None and isinstance(ck.get("model"), dict):  # a run's last.pt: the model's encoder.* part
+        state = {k[len("encoder.") :]: v for k, v in ck["model"].items() if k.startswith("encoder.")} or None
+    if "encoder_config" not in ck or state is None:
         raise DataError("not an encoder checkpoint (expected encoder_config and encoder)", path)
     enc = SGMPEncoder(EncoderConfig(**ck["encoder_config"]))
-    enc.load_state_dict(ck["encoder"])
+    enc.load_state_dict(state)
     return enc
 
 
