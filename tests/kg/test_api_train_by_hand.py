@@ -173,3 +173,4 @@ def test_the_import_helpers_return_the_run_they_wrote(tiny_run, monkeypatch, tmp
     assert isinstance(a, tracegraph.Run) and (a.path, b.path) == (tmp_path / "o", tmp_path / "p")
     assert str(a.device) == "cpu" and len(b.entities) == 8
     assert api.open_run(tmp_path / "o", device="meta").device.type == "meta"
+    assert str(tracegraph.open_run(tmp_path / "o").device) == "cpu"  # the default

@@ -37,14 +37,15 @@ TEST_SELF = np.arange(6, dtype=np.float64) + 100
 class StubTracIn:
     """Scores rows of S: test triple j is ``[j, 0, 0]``, training row m is column m."""
 
-    def __init__(self, batch_size=2):
+    def __init__(self, batch_size=2, dtype=np.float64):
         self.options = SimpleNamespace(batch_size=batch_size, memory_budget_bytes=1 << 30, scratch_dir=None)
-        self.calls = []
+        self.calls, self.dtype = [], dtype  # float32: scores spilled to disk, as large results are
 
     def result(self, test_ids, rows, device=None, progress=None):
         j, rows = np.asarray(test_ids)[:, 0], np.asarray(rows)
         self.calls.append((j.tolist(), rows.tolist(), device, progress))
-        return InfluenceResult(S[np.ix_(j, rows)], TRAIN_SELF[rows], TEST_SELF[j], ["ckpt"], ["layer"])
+        scores = S[np.ix_(j, rows)] if self.dtype == np.float64 else (S[np.ix_(j, rows)] + 1 / 3).astype(self.dtype)
+        return InfluenceResult(scores, TRAIN_SELF[rows], TEST_SELF[j], ["ckpt"], ["layer"])
 
 
 def ids_of_tests(n):
@@ -70,7 +71,7 @@ def test_devices_score_contiguous_shares_of_the_test_triples():
     assert one.calls == [([0], [0, 2, 3, 7], torch.device("cpu"), progress)]  # the second device stays idle
 
 
-def _two_ranks(monkeypatch, test_ids, cols_of, top_k, walk_of=None, batch_size=2):
+def _two_ranks(monkeypatch, test_ids, cols_of, top_k, walk_of=None, batch_size=2, dtype=np.float64):
     """Run rank 1 then rank 0 over ``union = 0..7``; returns (rank 0's picks, what each rank sent, calls)."""
     union = np.arange(8)
     sent, progress = {}, object()
@@ -82,12 +83,14 @@ def _two_ranks(monkeypatch, test_ids, cols_of, top_k, walk_of=None, batch_size=2
             return None if rank else [sent[0], sent[1]]
 
         monkeypatch.setattr(sh, "gather_to_main", gather)
-        tracins[rank] = StubTracIn(batch_size)
+        tracins[rank] = StubTracIn(batch_size, dtype)
         ctx = SimpleNamespace(rank=rank, world_size=2)
         res, picks = sh._influence_over_ranks(ctx, tracins[rank], union, cols_of, test_ids, progress, top_k, walk_of)
         lo, hi = batch_aligned_shard(8, batch_size, rank, 2)
         assert tracins[rank].calls == [(list(range(len(test_ids))), list(range(lo, hi)), None, progress)]
-        np.testing.assert_array_equal(res.scores, S[: len(test_ids), lo:hi])
+        handed = S if dtype == np.float64 else (S + 1 / 3).astype(dtype)  # what the stand-in scores
+        assert res.scores.dtype == dtype
+        np.testing.assert_array_equal(res.scores, handed[: len(test_ids), lo:hi])
         if rank:
             assert picks is None
     return picks, sent
@@ -139,3 +142,14 @@ def test_margin_picks_use_the_rival_and_the_walk_shells(monkeypatch, with_walk):
             w = walks[j][in_shard] if with_walk else None
             want = in_shard if 2 >= len(in_shard) else in_shard[np.sort(pick(margin[in_shard], w, 1)[0])]
             assert sent[rank][j][0].tolist() == want.tolist(), (rank, j)
+
+
+def test_spilled_float32_scores_are_merged_and_subtracted_in_float64(monkeypatch):
+    # a float32 score matrix (spilled to disk): values and margins are taken in float64, as one process does
+    picks, _ = _two_ranks(monkeypatch, ids_of_tests(6), COLS, None, dtype=np.float32)
+    S32 = (S + 1 / 3).astype(np.float32).astype(np.float64)  # what the stub hands out, widened exactly
+    for j, cols in enumerate(COLS):
+        pos, sc, _, key = picks[j]
+        assert sc.dtype == np.float64 and key.dtype == np.float64
+        np.testing.assert_array_equal(sc, S32[j, cols[pos]])
+        np.testing.assert_array_equal(key, S32[j, cols[pos]] - S32[3 + j, cols[pos]])
