@@ -466,3 +466,113 @@ def test_too_many_held_out_edges_are_refused_word_for_word():
 def test_no_config_means_the_defaults():
     a, b = generate(None, 0), generate(SyntheticConfig(), 0)
     assert a.config == SyntheticConfig() and a.train == b.train and a.test == b.test and a.seed == 0
+
+
+# ---- later tests: counts and files with more paths, the background's partners, template weights
+
+
+def test_counts_and_mechanism_ids_with_three_test_paths(tmp_path):
+    kg = _hand_kg()
+    kg.test = [(D1, TREATS, M1), (D2, TREATS, M1)]  # 2 + 1 paths
+    kg.train = [e for e in kg.train if e != (D2, TREATS, M1)] + [(D1, TREATS, P1)]  # 2 treats, none planted
+    counts = write(kg, tmp_path)
+    assert counts["train_treats"] == 2 and counts["train_treats_with_mechanism"] == 0
+    assert counts["test_mechanism_paths"] == 3 and counts["test_triples_with_several_paths"] == 1
+    assert counts["test_paths_by_template"] == {"target_gene_condition": 2, "target_phenotype": 1}
+    rows = (tmp_path / "mechanisms.tsv").read_text().splitlines()[1:]
+    assert [r.split("\t")[3] for r in rows] == ["0", "0", "1", "1", "1", "2", "2"]
+    assert (tmp_path / "node_dict.txt").read_text() == f"{D1}\t0\n{D2}\t1\n{P1}\t2\n{M1}\t3\n{G1}\t4\n"
+
+
+SCHEMA_KINDS = {
+    PARTICIPATES: {("gene", "pathway")},
+    INTERACTS: {("gene", "gene"), ("drug", "gene")},
+    GENE_CONDITION: {("gene", "disease")},
+    PATHWAY_DISEASE: {("pathway", "disease")},
+    HAS_PHENOTYPE: {("disease", "phenotype")},
+    GENE_PHENOTYPE: {("gene", "phenotype")},
+    AFFECTS: {("drug", "gene")},
+    SIDE_EFFECT: {("drug", "phenotype")},
+    SUBCLASS: {("disease", "disease")},
+    TREATS: {("drug", "disease")},
+}
+
+
+def test_every_edge_joins_the_kinds_of_its_schema():
+    kg = generate(SyntheticConfig.quick(noise_edge_fraction=0.0), 0)
+    for h, r, t in kg.train + kg.valid + kg.test:
+        assert (_kind(h), _kind(t)) in SCHEMA_KINDS[r], (h, r, t)
+
+
+def test_full_coherence_keeps_every_edge_inside_a_module():
+    import networkx as nx
+
+    cfg = SyntheticConfig.quick(
+        n_modules=10, module_coherence=1.0, druggable_fraction=1.0, noise_edge_fraction=0.0, noise_treats_fraction=0.0
+    )
+    kg = generate(cfg, 0)
+    g = nx.Graph((h, t) for h, _, t in kg.train + kg.valid + kg.test)
+    # balanced modules: each holds entities of every kind, and no edge leaves one
+    assert nx.number_connected_components(g) >= 10
+    kg = generate(SyntheticConfig.quick(n_modules=10, module_coherence=0.0, noise_edge_fraction=0.0), 0)
+    assert nx.number_connected_components(nx.Graph((h, t) for h, _, t in kg.train)) < 10
+
+
+def test_a_driver_draws_distinct_partners_up_to_all_of_them():
+    # each gene wants ~30 pathways of 2, and ~30 interactors of 4: it gets every one, once
+    for seed in range(4):
+        cfg = SyntheticConfig.quick(
+            n_genes=5, n_pathways=2, pathways_per_gene=30, interactions_per_gene=30, n_test=2, n_valid_treats=1
+        )
+        cfg.n_valid_other = 0
+        cfg.noise_edge_fraction = 0.0
+        kg = generate(cfg, seed)
+        edges = kg.train + kg.valid + kg.test
+        assert sorted(_per(edges, PARTICIPATES, 0).values()) == [2] * 5
+        pairs = [frozenset((h, t)) for h, r, t in edges if r == INTERACTS and _kind(h) == "gene"]
+        assert len(pairs) == len(set(pairs)) == 10  # every pair of 5 genes, stored once, no self-loop
+
+
+def test_only_templates_with_positive_weight_are_walked_in_proportion():
+    kg = generate(SyntheticConfig.quick(template_weights={"target_phenotype": 1.0}), 0)
+    assert {p.template for ps in kg.mechanisms.values() for p in ps} == {"target_phenotype"}
+    kg = generate(SyntheticConfig.quick(template_weights={"target_phenotype": 0, "target_gene_condition": 2}), 0)
+    assert {p.template for ps in kg.mechanisms.values() for p in ps} == {"target_gene_condition"}
+    # integer weights 1 : 9 (not summing to 1)
+    kg = generate(SyntheticConfig.quick(template_weights={"target_gene_condition": 1, "target_phenotype": 9}), 0)
+    templates = [p.template for ps in kg.mechanisms.values() for p in ps]
+    assert templates.count("target_phenotype") / len(templates) > 0.75
+
+
+def test_treats_per_drug_sets_the_walks_per_drug():
+    kg = generate(SyntheticConfig.quick(treats_per_drug=2, n_test=5, n_valid_treats=2), 0)
+    per_drug = _per(list(kg.mechanisms), TREATS, 0)
+    assert max(per_drug.values()) >= 2  # 1 + Poisson(1) walks: some drug reaches two diseases
+
+
+class Counting:
+    """Lowest draws everywhere, counting the template choices."""
+
+    choices = 0
+
+    def poisson(self, lam):
+        return 0
+
+    def choice(self, n, p=None):
+        self.choices += 1
+        return 0
+
+    def integers(self, n):
+        return 0
+
+    def random(self):
+        return 0.0
+
+
+def test_a_walk_that_dead_ends_is_tried_twenty_times():
+    from tracegraph.kg.demo.synthetic import _plant_treatments
+
+    cfg = SyntheticConfig.quick(treats_per_drug=1, template_weights={"target_gene_condition": 1.0})
+    rng = Counting()
+    got = _plant_treatments(cfg, {"drug": [D1]}, [(D1, AFFECTS, G2)], SALIENCE, rng)  # G2: no disease
+    assert got == {} and rng.choices == 20
