@@ -576,3 +576,47 @@ def test_a_walk_that_dead_ends_is_tried_twenty_times():
     rng = Counting()
     got = _plant_treatments(cfg, {"drug": [D1]}, [(D1, AFFECTS, G2)], SALIENCE, rng)  # G2: no disease
     assert got == {} and rng.choices == 20
+
+
+class Scripted(Counting):
+    """Template choices scripted in order; Poisson draws scripted too."""
+
+    def __init__(self, choices, poissons):
+        self._c, self._p = list(choices), list(poissons)
+
+    def poisson(self, lam):
+        return self._p.pop(0)
+
+    def choice(self, n, p=None):
+        self.choices += 1
+        return self._c.pop(0)
+
+
+def test_a_walk_given_up_does_not_stop_the_drugs_other_walks():
+    from tracegraph.kg.demo.synthetic import _plant_treatments
+
+    weights = {"target_gene_condition": 0.5, "target_phenotype": 0.5}
+    cfg = SyntheticConfig.quick(template_weights=weights)
+    background = [(D1, AFFECTS, G2), (G2, GENE_PHENOTYPE, P1), (M2, HAS_PHENOTYPE, P1)]
+    rng = Scripted([0] * 20 + [1], [1])  # two walks: the first dead-ends 20 times, the second succeeds
+    got = _plant_treatments(cfg, {"drug": [D1]}, background, SALIENCE, rng)
+    assert got == {(D1, TREATS, M2): [MechanismPath("target_phenotype", tuple(background))]}
+
+
+def test_noise_treats_draw_diseases_by_popularity_and_skip_planted_pairs():
+    from tracegraph.kg.demo.synthetic import _noise_treats
+
+    labels = {"drug": [D1, D2], "disease": [M1, M2]}
+    cfg = SimpleNamespace(noise_treats_fraction=0.5)
+    pop = {"disease": np.array([0.0, 1.0])}
+    got = _noise_treats(cfg, labels, pop, set(), 40, np.random.default_rng(0))  # 20 draws, all M2
+    assert sorted(got) == [(D1, TREATS, M2), (D2, TREATS, M2)]
+    assert _noise_treats(cfg, labels, pop, {(D1, TREATS, M2)}, 40, np.random.default_rng(0)) == [(D2, TREATS, M2)]
+
+
+def test_held_out_edges_count_both_ends_and_never_hold_out_treats():
+    e1, e2, e3 = ("A", "r", "B"), ("C", "r", "B"), ("A", "r", "C")
+    # degrees A 2, B 2, C 2: e1 taken leaves A 1, B 1, so e2 and e3 stay
+    assert _hold_out_edges([e1, e2, e3], set(), 3, Draws()) == [e1]
+    t, f1, f2 = ("A", TREATS, "B"), ("A", "r", "B"), ("B", "r", "A")
+    assert _hold_out_edges([t, f1, f2], set(), 1, Draws()) == [f1]
