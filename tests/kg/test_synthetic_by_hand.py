@@ -464,7 +464,7 @@ def test_too_many_held_out_edges_are_refused_word_for_word():
 
 
 def test_no_config_means_the_defaults():
-    a, b = generate(None, 0), generate(SyntheticConfig(), 0)
+    a, b = generate(), generate(SyntheticConfig(), 0)  # no seed means seed 0
     assert a.config == SyntheticConfig() and a.train == b.train and a.test == b.test and a.seed == 0
 
 
@@ -620,3 +620,64 @@ def test_held_out_edges_count_both_ends_and_never_hold_out_treats():
     assert _hold_out_edges([e1, e2, e3], set(), 3, Draws()) == [e1]
     t, f1, f2 = ("A", TREATS, "B"), ("A", "r", "B"), ("B", "r", "A")
     assert _hold_out_edges([t, f1, f2], set(), 1, Draws()) == [f1]
+
+
+def test_generated_categories_are_the_biolink_categories_by_kind():
+    kg = generate(SyntheticConfig.quick(), 0)
+    expected = {
+        "drug": "biolink:Drug",
+        "gene": "biolink:Gene",
+        "pathway": "biolink:Pathway",
+        "disease": "biolink:Disease",
+        "phenotype": "biolink:PhenotypicFeature",
+    }
+    assert len(kg.categories) == 255 and set(kg.categories) == set(kg.names)
+    assert all(cat == expected[_kind(lab)] for lab, cat in kg.categories.items())
+    assert kg.categories["CHEBI:100001"] == "biolink:Drug" and kg.categories["REACT:R-HSA-0020"] == "biolink:Pathway"
+
+
+def test_noise_adds_about_the_noise_fraction_of_the_background():
+    base = dict(noise_treats_fraction=0.0, n_valid_other=0)
+    clean = generate(SyntheticConfig.quick(noise_edge_fraction=0.0, **base), 0)
+    noisy = generate(SyntheticConfig.quick(noise_edge_fraction=0.2, **base), 0)
+
+    def others(kg):
+        return [e for e in kg.train + kg.valid + kg.test if e[1] != TREATS]
+
+    background = len(others(clean))
+    added = len(others(noisy)) - background  # the same background: drawn before the noise
+    assert 0.8 * round(0.2 * background) <= added <= round(0.2 * background)
+
+
+def test_popularity_with_an_integer_exponent():
+    w = _zipf_weights(4, 1, np.random.default_rng(0))
+    h = 1 + 1 / 2 + 1 / 3 + 1 / 4
+    assert np.allclose(np.sort(w), [1 / 4 / h, 1 / 3 / h, 1 / 2 / h, 1 / h], rtol=1e-12)
+
+
+def test_a_walk_is_simple_and_takes_the_most_salient_partner_not_the_largest_label():
+    nb = _Neighbours([(D1, AFFECTS, G1), (G1, GENE_CONDITION, M1), (G1, GENE_CONDITION, M2), (G1, INTERACTS, G3)])
+    salience = {D1: 0.0, G1: 0.5, G3: 0.5, M1: 0.9, M2: 0.1}
+    steps = TEMPLATES["target_gene_condition"]
+    assert _walk(D1, steps, nb, salience, 1.0, Draws([0], [0.0]))[-1] == (G1, GENE_CONDITION, M1)
+    # gene, gene, gene: from G3 the only gene is G1, already walked: a dead end
+    there_and_back = ((AFFECTS, "out", "gene"), (INTERACTS, "both", "gene"), (INTERACTS, "both", "gene"))
+    assert _walk(D1, there_and_back, nb, salience, 1.0, Draws([0], [0.0, 0.0])) is None
+    assert _end_of(D1, ((D1, AFFECTS, G1), (G1, GENE_CONDITION, M1))) == M1
+
+
+def test_a_walk_keeps_to_the_kind_asked_for():
+    # from G3, interacts_with reaches D2 (a drug, unvisited, most salient) and G1 (a gene)
+    nb = _Neighbours([(D1, INTERACTS, G3), (D2, INTERACTS, G3), (G1, INTERACTS, G3), (G1, GENE_CONDITION, M1)])
+    salience = {D1: 0.0, D2: 0.99, G1: 0.5, G3: 0.5, M1: 0.2}
+    got = _walk(D1, TEMPLATES["binding_partner_condition"], nb, salience, 1.0, Draws([0], [0.0, 0.0]))
+    assert got == ((D1, INTERACTS, G3), (G1, INTERACTS, G3), (G1, GENE_CONDITION, M1))
+
+
+def test_held_out_edges_lower_each_end_by_one():
+    # B has degree 3: after (A, r, B) is held out it has 2 left, so (C, r, B) may go too;
+    # A and C keep (A, r, C) and (C, r, D)... D has (C, r, D) and (D, r, A)
+    edges = [("A", "r", "B"), ("C", "r", "B"), ("B", "r", "D"), ("A", "r", "C"), ("C", "r", "D"), ("D", "r", "A")]
+    # degrees A 3, B 3, C 3, D 3; e1: A 2, B 2; e2: C 2, B 1; e3: B 1 skip; e4: A 1, C 1;
+    # e5: C 1 skip; e6: D 3, A 1 skip
+    assert _hold_out_edges(edges, set(), 6, Draws()) == [edges[0], edges[1], edges[3]]
