@@ -296,3 +296,57 @@ def test_under_torchrun_a_cpu_rank_starts_gloo_once_with_the_timeout(monkeypatch
     else:
         assert lines == [] and [f.rank for f in log.filters] == [1]  # other ranks: warnings only
         assert D.os.environ["TRACEGRAPH_PROGRESS"] == "0"
+
+
+def test_each_device_gets_its_own_device_and_range_and_a_named_thread():
+    import threading
+
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    seen = D.run_on_devices([cpu, meta], 5, lambda d, lo, hi: (d, lo, hi, threading.current_thread().name))
+    assert seen == [(cpu, 0, 2, "tracegraph-cpu"), (meta, 2, 5, "tracegraph-meta")]
+
+
+def test_a_fraction_of_a_second_is_a_valid_timeout(monkeypatch):
+    monkeypatch.setenv("TRACEGRAPH_DIST_TIMEOUT", "0.5")
+    assert D.timeout_seconds() == 0.5
+
+
+def test_rank_0_is_the_main_process_once_the_group_exists(monkeypatch):
+    class Started(TwoIdenticalRanks):
+        def is_available(self):
+            return True
+
+    for rank, main in ((0, True), (1, False)):
+        monkeypatch.setattr(D, "dist", Started(rank))
+        monkeypatch.setenv("RANK", "0")  # the group's rank wins over the environment
+        assert D.is_main_process() is main
+
+
+def test_a_peer_closing_the_connection_is_a_failed_collective():
+    assert D._collective_failure(RuntimeError("Connection closed by peer [127.0.0.1]:29500"))
+
+
+def test_under_torchrun_defaults_local_rank_0_and_nccl_error_handling(monkeypatch):
+    fake = Starting(1)
+    monkeypatch.setattr(D, "dist", fake)
+    monkeypatch.setattr(D.atexit, "register", lambda f: None)
+    monkeypatch.setattr(logging.getLogger("tracegraph"), "filters", [])
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", raising=False)
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "1")
+    assert D.init_distributed("cpu").local_rank == 0
+    assert D.os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"  # so NCCL honours the timeout
+    for var in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var)
+    assert D.init_distributed().device == torch.device("cpu")  # "auto" outside torchrun: the suite's CPU
+
+
+def test_sync_batchnorm_returns_the_input_dtype_and_keeps_the_layer_options(monkeypatch):
+    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    x = torch.randn(4, 2, dtype=torch.float64)
+    assert D.CPUSyncBatchNorm(2).double()(x).dtype == torch.float64
+    for affine, track in ((True, True), (False, True), (True, False)):
+        new = D.convert_sync_batchnorm(nn.BatchNorm1d(2, affine=affine, track_running_stats=track), torch.device("cpu"))
+        assert (new.affine, new.track_running_stats) == (affine, track)
