@@ -119,3 +119,77 @@ def test_a_run_without_a_training_file_needs_train(run, tmp_path):
         TracIn(store, progress=False)
     assert str(e.value) == f"{moved}: the run records no training file that still exists; pass train="
     assert len(TracIn(store, train=TRIPLES[:3], progress=False).train_ids) == 3
+
+
+@pytest.fixture
+def engine_calls(monkeypatch):
+    """compute_influence as TracIn calls it, recorded (progress display and checkpoint reader), then run."""
+    from tracegraph.kg.explain.tracin import influence as inf
+
+    calls, real = [], inf.compute_influence
+    shown = []
+
+    class Display:  # a progress display that accepts every call
+        def __getattr__(self, name):
+            return lambda *a, **k: 0
+
+    def display():
+        shown.append(Display())
+        return __import__("contextlib").nullcontext(shown[-1])
+
+    def recorded(paths, train, test, options, device, progress, read=None):
+        calls.append(dict(progress=progress, read=read, n_train=len(train), options=options))
+        return real(paths, train, test, options, device, progress, read=read)
+
+    monkeypatch.setattr(inf, "compute_influence", recorded)
+    monkeypatch.setattr(inf, "make_progress", display)
+    return calls, shown
+
+
+def test_progress_is_shown_by_default_and_reaches_the_engine(run, engine_calls):
+    calls, shown = engine_calls
+    TracIn(run).influence(TEST)
+    TracIn.from_parts(
+        RunStore(run), np.array(ids(TRIPLES)), TracIn(run, progress=False).checkpoints, InfluenceOptions()
+    ).influence(TEST)
+    assert len(shown) == 2 and [c["progress"] for c in calls] == shown  # the display the object opened
+    TracIn(run, progress=False).influence(TEST)
+    assert len(shown) == 2 and calls[-1]["progress"] is None
+
+
+def test_the_checkpoint_reader_is_the_stores_or_the_one_given(run, engine_calls):
+    calls, _ = engine_calls
+    store = RunStore(run)
+    t = TracIn(store, progress=False)
+    t.result(np.array(ids(TEST)))
+    assert calls[-1]["read"] == store.read_checkpoint
+    seen = []
+
+    def read(path, map_location):
+        seen.append(Path(path).name)
+        return store.read_checkpoint(path, map_location)
+
+    bare = TracIn.from_parts(None, t.train_ids, t.checkpoints, t.options, read=read, progress=False)
+    list(bare.per_checkpoint(np.array(ids(TEST)), np.array([1, 4])))
+    assert seen == ["epoch_0001.pt", "epoch_0002.pt", "epoch_0003.pt"] and calls[-1]["read"] is read
+    assert [c["n_train"] for c in calls[-3:]] == [2, 2, 2]  # the rows asked, per checkpoint
+
+
+def test_options_given_reach_the_engine_and_the_checkpoint_note_is_logged(run, tmp_path):
+    from tests.conftest import log_lines
+
+    with log_lines() as lines:
+        t = TracIn(run, precision="bf16", scratch_dir=str(tmp_path), progress=False)
+    assert (t.options.precision, t.options.scratch_dir) == ("bf16", str(tmp_path))
+    assert len(lines) == 1 and "3" in lines[0] and "checkpoint" in lines[0]
+
+
+def test_self_influence_first_and_triples_given_as_a_tuple(run):
+    t = TracIn(run, progress=False)
+    first = t.self_influence()  # before any influence call: computed then
+    assert first.dtype == np.float64 and first.shape == (10,)
+    np.testing.assert_allclose(first, TracIn(run, progress=False).result(np.array(ids(TEST))).train_self, rtol=1e-6)
+    two = t.influence(tuple(TEST))  # a tuple of two triples is two triples, not one
+    assert two.shape == (2, 10)
+    top1, top = t.top_k(TEST[0], k=1), t.top_k(TEST[0])  # k = 10 by default: all 10 rows fit in 10 + 10
+    assert 1 <= len(top1) <= 2 and len(top) == 10
