@@ -271,6 +271,8 @@ def _bad_query_file(run, tmp_path, text):
 
 def test_query_file_errors_say_what_the_file_holds_and_where(runs, tmp_path):
     run = _open(runs)
+    msg, qf = _bad_query_file(run, tmp_path, "")
+    assert msg == f"{qf}: query file is empty"
     msg, qf = _bad_query_file(run, tmp_path, "e3\tr1\tthird\n")
     assert msg == f"{qf}:1: expected 2 tab-separated fields (head<TAB>relation), found 3"
     msg, qf = _bad_query_file(run, tmp_path, "e3\tr1\ne3\tr0\nnobody\tr0\n")
