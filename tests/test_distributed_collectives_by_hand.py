@@ -347,6 +347,8 @@ def test_sync_batchnorm_returns_the_input_dtype_and_keeps_the_layer_options(monk
     monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
     x = torch.randn(4, 2, dtype=torch.float64)
     assert D.CPUSyncBatchNorm(2).double()(x).dtype == torch.float64
+    half = D.CPUSyncBatchNorm(2).to(torch.bfloat16)  # computed in float32, returned as given
+    assert half(x.to(torch.bfloat16)).dtype == torch.bfloat16
     for affine, track in ((True, True), (False, True), (True, False)):
         new = D.convert_sync_batchnorm(nn.BatchNorm1d(2, affine=affine, track_running_stats=track), torch.device("cpu"))
         assert (new.affine, new.track_running_stats) == (affine, track)
