@@ -155,6 +155,9 @@ def test_progress_is_shown_by_default_and_reaches_the_engine(run, engine_calls):
     assert len(shown) == 2 and [c["progress"] for c in calls] == shown  # the display the object opened
     TracIn(run, progress=False).influence(TEST)
     assert len(shown) == 2 and calls[-1]["progress"] is None
+    outer = type("Outer", (), {"__getattr__": lambda self, name: lambda *a, **k: 0})()  # a caller's display
+    list(TracIn(run, progress=False).per_checkpoint(np.array(ids(TEST)), progress=outer))
+    assert [c["progress"] for c in calls[-3:]] == [outer] * 3
 
 
 def test_the_checkpoint_reader_is_the_stores_or_the_one_given(run, engine_calls):
