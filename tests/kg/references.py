@@ -1,5 +1,8 @@
 """References shared by knowledge-graph tests: a small ConvE's sizes, dense filtered ranks by
-counting, and a relative comparison scaled by the reference's largest value."""
+counting, a relative comparison scaled by the reference's largest value, head–tail walk lengths by
+breadth-first search, and a stand-in progress display that records its bars."""
+
+from collections import deque
 
 import numpy as np
 import torch
@@ -63,3 +66,41 @@ def one_mimic_margin(model, triples_and_rows, query, removed, known, eps, steps,
     filtered = set(known.tails_of(e, q).tolist()) | {answer}
     rivals = [float(s[j]) for j in range(N) if j not in filtered]
     return float(s[answer]) - (max(rivals) if rivals else 0.0)
+
+
+def bfs(adj: dict, start: int) -> dict:
+    """Hops from ``start`` to every node it reaches in the adjacency ``{node: neighbours}``."""
+    dist, todo = {start: 0}, deque([start])
+    while todo:
+        u = todo.popleft()
+        for v in adj.get(u, ()):
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                todo.append(v)
+    return dist
+
+
+def walk_lengths(cand, h, t) -> np.ndarray:
+    """Per candidate (u, ·, v): the shortest h–t walk through it in the undirected candidate graph."""
+    adj: dict = {}
+    for u, _, v in cand:
+        if u != v:
+            adj.setdefault(int(u), set()).add(int(v))
+            adj.setdefault(int(v), set()).add(int(u))
+    dh, dt = bfs(adj, int(h)), bfs(adj, int(t))
+    d = lambda dist, x: dist.get(int(x), np.inf)
+    return np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, _, v in cand], np.float64)
+
+
+class Bars:
+    """A stand-in progress display: records each bar and its steps."""
+
+    def __init__(self):
+        self.tasks, self.steps = [], []
+
+    def add_task(self, description, total, info):
+        self.tasks.append((description, total, info))
+        return len(self.tasks) - 1
+
+    def update(self, task, advance, info):
+        self.steps.append((task, advance, info))

@@ -22,13 +22,12 @@ What it holds, and against what:
   settings and TracIn as the pre-ranking.
 """
 
-from collections import deque
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.kg.references import walk_lengths
 from tests.kg.tiny_graph import TINY
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import KnownTails, with_reciprocals
@@ -527,30 +526,6 @@ def test_influence_parts_refuse_facts_without_candidates(tmp_path):
         with pytest.raises(TracegraphError) as e:
             M.influence_parts(paths, TRAIN, np.array([[0, 0, 3]]), subsets, M.MethodOptions(), CPU)
         assert str(e.value) == "no candidate training triples for any fact"
-
-
-def bfs(adj, start):
-    dist = {start: 0}
-    todo = deque([start])
-    while todo:
-        u = todo.popleft()
-        for v in adj.get(u, ()):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                todo.append(v)
-    return dist
-
-
-def walk_lengths(cand, h, t):
-    """Per candidate (u, ·, v): the shortest h–t walk through it in the undirected candidate graph."""
-    adj: dict = {}
-    for u, _, v in cand:
-        if u != v:
-            adj.setdefault(int(u), set()).add(int(v))
-            adj.setdefault(int(v), set()).add(int(u))
-    dh, dt = bfs(adj, int(h)), bfs(adj, int(t))
-    d = lambda dist, x: dist.get(int(x), np.inf)
-    return np.array([min(d(dh, u) + 1 + d(dt, v), d(dh, v) + 1 + d(dt, u)) for u, _, v in cand], np.float64)
 
 
 def loop_degrees(train):

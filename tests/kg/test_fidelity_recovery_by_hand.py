@@ -10,12 +10,12 @@ documented, and against the exact expectation over every order (a 5-sigma margin
 replaced by a stand-in whose scores are given.
 """
 
-from collections import deque
 from itertools import combinations
 
 import numpy as np
 import pytest
 
+from tests.kg.references import Bars, walk_lengths
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.explain import fidelity as fid
 
@@ -97,28 +97,6 @@ def loop_degree():
     return d
 
 
-def bfs(adj, s):
-    dist, todo = {s: 0}, deque([s])
-    while todo:
-        u = todo.popleft()
-        for v in adj.get(u, ()):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                todo.append(v)
-    return dist
-
-
-def loop_walks(cand, h, t):
-    adj: dict = {}
-    for u, _, v in cand:
-        if u != v:
-            adj.setdefault(int(u), set()).add(int(v))
-            adj.setdefault(int(v), set()).add(int(u))
-    dh, dt = bfs(adj, int(h)), bfs(adj, int(t))
-    g = lambda d, x: d.get(int(x), np.inf)
-    return [min(g(dh, u) + 1 + g(dt, v), g(dh, v) + 1 + g(dt, u)) for u, _, v in cand]
-
-
 def grades(relevant_in_order):
     """RR, AP, Hits@1/3/10 and Recall@10 of a ranked list, by a loop."""
     pos = [i + 1 for i, x in enumerate(relevant_in_order) if x]
@@ -169,7 +147,7 @@ def test_every_ranking_graded_against_a_loop_and_the_ungraded_listed():
         cand = TRAIN[subsets[j]]
         rel = [tuple(map(int, c)) in relevant[j] for c in cand]
         d = deg[cand[:, 0]] + deg[cand[:, 2]]
-        walk = np.array(loop_walks(cand, test[j, 0], test[j, 2]))
+        walk = walk_lengths(cand, test[j, 0], test[j, 2])
         shell = np.where(np.isfinite(walk), walk, 1e9)
         perms = [rng.permutation(len(cand)) for _ in range(7)]
         want = {
@@ -379,20 +357,6 @@ def test_fidelity_config_defaults():
     assert c.methods is not fid.FidelityConfig("m", "t", "x", "mech", "o").methods
     assert fid.BASELINES == ("random", "degree", "path")
     assert fid.METRICS == ("mrr", "map", "hits@1", "hits@3", "hits@10", "recall@10")
-
-
-class Bars:
-    """A stand-in progress display: records each bar and its steps."""
-
-    def __init__(self):
-        self.tasks, self.steps = [], []
-
-    def add_task(self, description, total, info):
-        self.tasks.append((description, total, info))
-        return len(self.tasks) - 1
-
-    def update(self, task, advance, info):
-        self.steps.append((task, advance, info))
 
 
 def test_removal_grades_the_best_ranked_with_their_candidates_by_tracin(monkeypatch):

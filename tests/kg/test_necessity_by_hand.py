@@ -28,6 +28,7 @@ import pytest
 import torch
 
 from tests.conftest import log_lines
+from tests.kg.references import Bars
 from tests.kg.tiny_graph import TEST, TINY, TRIPLES, VALID, cfg, write_triples
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.explain import necessity as nec
@@ -89,23 +90,6 @@ def ids_of(lm, triples):
 
 def read_excluded(path):
     return [tuple(line.split("\t")) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-class Bars:
-    """A stand-in progress display: records each bar and its steps."""
-
-    def __init__(self):
-        self.tasks, self.steps = [], []
-
-    def add_task(self, description, total, info):
-        self.tasks.append((description, total, info))
-        return len(self.tasks) - 1
-
-    def update(self, task, advance, info):
-        self.steps.append((task, advance, info))
-
-
-# --------------------------------------------------------------------------- the whole test, by hand
 
 
 def planted_filter(lm, path):
