@@ -15,8 +15,7 @@ def small_model(**kw):
         embedding_dim=12,
         embedding_height=3,
         embedding_width=4,
-        output_channels=4,
-        **kw,
+        **{"output_channels": 4, **kw},
     )
     return ConvE(cfg)
 
@@ -69,14 +68,21 @@ def test_gradient_checkpointing_same_gradients():
         torch.testing.assert_close(grads[0][k], grads[1][k])
 
 
+@pytest.mark.parametrize("momentum", [0.1, None])
 @pytest.mark.parametrize("p", [0.3, 0.0])
-def test_one_buffer_conv_block_equals_the_modules_bit_for_bit(p):
+def test_one_buffer_conv_block_equals_the_modules_bit_for_bit(p, momentum):
     """Training on a CPU, bn1 → ReLU → Dropout2d runs as one fused Function; against the same
     model through the nn modules (same seed): scores, every gradient and BatchNorm's running
-    statistics and batch count are identical over three steps, so the dropout masks are too."""
+    statistics and batch count are identical over three steps, so the dropout masks are too. The
+    BatchNorm has a learned scale and shift away from 1 and 0, a cumulative average (momentum
+    None) as well as the default, and more filters (5) than the feature map has rows (4)."""
     import copy
 
-    fused = small_model(feature_map_dropout=p).train()
+    fused = small_model(feature_map_dropout=p, output_channels=5).train()
+    with torch.no_grad():
+        fused.bn1.weight.uniform_(0.5, 1.5)
+        fused.bn1.bias.normal_()
+    fused.bn1.momentum = momentum
     modules = copy.deepcopy(fused)
     modules._one_buffer_block = lambda z1: False
     h, r = torch.tensor([0, 5, 7, 7, 29, 3]), torch.tensor([0, 3, 7, 1, 2, 2])
@@ -98,20 +104,23 @@ def test_one_buffer_conv_block_equals_the_modules_bit_for_bit(p):
     assert fused._one_buffer_block(torch.zeros(1)) and not fused.eval()._one_buffer_block(torch.zeros(1))
 
 
+@pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("axis", ["height", "width"])
 @pytest.mark.parametrize("kernel", [3, 2])
-def test_cpu_training_convolution_equals_conv2d(axis, kernel):
+def test_cpu_training_convolution_equals_conv2d(axis, kernel, bias):
     """Training on a CPU the convolution runs as a batched matmul over patches: in float64 its
     output and its gradients (input, filters, bias) equal F.conv2d's to rounding, for either
-    stacking of the image and any kernel size."""
+    stacking of the image, any kernel size, and a convolution with or without a bias."""
     m = small_model(concat_axis=axis, kernel_size=kernel).double().train()
+    if not bias:
+        m.conv.bias = None
     x = torch.randn(5, 1, *m.config.image_shape, dtype=torch.float64, requires_grad=True)
     g = torch.randn_like(F.conv2d(x, m.conv.weight))
     assert m._conv_by_bmm(x)
     ours = _conv_as_bmm(m.conv, x)
     ref = F.conv2d(x, m.conv.weight, m.conv.bias)
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
-    wrt = (x, m.conv.weight, m.conv.bias)
+    wrt = (x, m.conv.weight, m.conv.bias) if bias else (x, m.conv.weight)
     for a, b in zip(torch.autograd.grad(ours, wrt, g), torch.autograd.grad(ref, wrt, g)):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
 

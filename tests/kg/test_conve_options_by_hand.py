@@ -1,7 +1,9 @@
 """ConvE's options by hand on a tiny model: the configuration's refusals word for word, labels refused
 with their message, no entity bias when asked (scores the plain dot product, written here), the
 embedding dropouts (p = 1 zeroes what they drop: the encoder then sees zeros), and gradient
-checkpointing (off by default; on, the same output, gradients and BatchNorm statistics as one pass)."""
+checkpointing (off by default; on, the same output, gradients and BatchNorm statistics as one pass, the
+encoder run again in backward only), feature-map dropout 1, a recorded forward layer by layer, and logits
+in the hidden vectors' dtype (float64, bfloat16 autocast)."""
 
 import copy
 
@@ -80,3 +82,89 @@ def test_gradient_checkpointing_gives_one_pass_output_gradients_and_statistics()
     torch.testing.assert_close(gr2, gr1)
     for k in s1:  # BatchNorm's running statistics and batch count as after one forward pass
         torch.testing.assert_close(s2[k], s1[k], msg=k)
+
+
+def test_feature_map_dropout_of_one_drops_every_map_in_training():
+    """At p = 1 every feature map is dropped: the fully connected layer sees zeros, every row of the
+    batch is its bias, BatchNorm centres them to 0, and the hidden vectors are ReLU of bn2's shift."""
+    torch.manual_seed(0)
+    model = ConvE(ConvEConfig(**SMALL, input_dropout=0.0, output_dropout=0.0, feature_map_dropout=1.0)).train()
+    with torch.no_grad():
+        model.bn2.bias.copy_(torch.linspace(-1, 1, 12))
+    x = model.encode(torch.randn(4, 12), torch.randn(4, 12))
+    torch.testing.assert_close(x, torch.linspace(-1, 1, 12).clamp(min=0).expand(4, 12))
+
+
+def test_a_recorded_forward_holds_every_layer_and_the_hidden_vector():
+    """``record`` gets each layer's input and output under its name (TracIn takes per-example
+    gradients there), each the layer applied to the one before (eval mode, worked here from the
+    modules), and ``x`` is the vector returned."""
+    torch.manual_seed(0)
+    model = ConvE(ConvEConfig(**SMALL)).eval()
+    e, r = torch.randn(3, 12), torch.randn(3, 12)
+    rec: dict = {}
+    with torch.no_grad():
+        x = model.encode(e, r, record=rec)
+        assert set(rec) == {"image", "conv_in", "conv_out", "bn1_out", "fc_in", "fc_out", "bn2_out", "x"}
+        assert rec["x"] is x
+        image = torch.cat([e.reshape(3, 1, 3, 4), r.reshape(3, 1, 3, 4)], dim=2)
+        torch.testing.assert_close(rec["image"], image)
+        torch.testing.assert_close(rec["conv_in"], model.bn0(image))
+        torch.testing.assert_close(rec["conv_out"], model.conv(rec["conv_in"]))
+        torch.testing.assert_close(rec["bn1_out"], model.bn1(rec["conv_out"]))
+        torch.testing.assert_close(rec["fc_in"], torch.relu(rec["bn1_out"]).flatten(1))
+        torch.testing.assert_close(rec["fc_out"], model.fc(rec["fc_in"]))
+        torch.testing.assert_close(rec["bn2_out"], model.bn2(rec["fc_out"]))
+        torch.testing.assert_close(x, torch.relu(rec["bn2_out"]))
+
+
+@pytest.mark.parametrize("checkpointing, passes", [(False, 1), (True, 2)])
+def test_checkpointing_recomputes_the_encoder_in_backward_only_when_on(checkpointing, passes):
+    """A training step runs the encoder once; with gradient checkpointing, once more in backward."""
+    torch.manual_seed(0)
+    model = ConvE(ConvEConfig(**SMALL, **NO_DROPOUT)).train()
+    model.gradient_checkpointing = checkpointing
+    calls = []
+    encode = model.encode
+    model.encode = lambda *a, **k: calls.append(1) or encode(*a, **k)
+    model.encode_embeddings(torch.randn(4, 12, requires_grad=True), torch.randn(4, 12)).sum().backward()
+    assert len(calls) == passes
+
+
+def test_a_checkpointed_forward_without_backward_moves_batchnorm_once():
+    """Forward alone (no backward, so no recomputation) leaves every BatchNorm statistic as one
+    plain pass does: one batch counted, running means moved."""
+    torch.manual_seed(0)
+    plain = ConvE(ConvEConfig(**SMALL, **NO_DROPOUT)).train()
+    ckpt = copy.deepcopy(plain)
+    ckpt.gradient_checkpointing = True
+    e, r = torch.randn(5, 12, requires_grad=True), torch.randn(5, 12)
+    plain.encode_embeddings(e, r)
+    ckpt.encode_embeddings(e, r)
+    for k, v in plain.state_dict().items():
+        torch.testing.assert_close(ckpt.state_dict()[k], v, msg=k)
+    assert int(ckpt.bn1.num_batches_tracked) == 1
+    assert not torch.equal(ckpt.bn1.running_mean, torch.zeros(ckpt.bn1.num_features))
+
+
+def test_scores_come_in_the_dtype_of_the_hidden_vectors():
+    """Hidden vectors in another precision than the tables are scored in theirs: float64 ones give
+    float64 logits equal to a float64 reference; under CPU autocast (bfloat16) every scoring call
+    returns bfloat16 logits, within bfloat16 rounding of float64."""
+    torch.manual_seed(0)
+    model = ConvE(ConvEConfig(**SMALL, **NO_DROPOUT)).eval()
+    with torch.no_grad():
+        model.entity_bias.copy_(torch.linspace(-0.5, 0.5, 6))
+        h, r, t = torch.tensor([0, 3]), torch.tensor([1, 0]), torch.tensor([5, 2])
+        x = model.hidden(h, r).double()
+        want = x @ model.entity.weight.double().t() + model.entity_bias.double()
+        got = model.score_hidden(x)
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            all_scores, triples = model.score_all(h, r), model.score_triples(h, r, t)
+            part = model.score_hidden(model.hidden(h, r), 1, 4)
+        assert all_scores.dtype == triples.dtype == part.dtype == torch.bfloat16
+        torch.testing.assert_close(all_scores.double(), want, rtol=0.05, atol=0.05)
+        torch.testing.assert_close(triples.double(), want[[0, 1], [5, 2]], rtol=0.05, atol=0.05)
+        torch.testing.assert_close(part.double(), want[:, 1:4], rtol=0.05, atol=0.05)
