@@ -92,6 +92,13 @@ def test_encode_accepts_files_frames_and_tuples(run, data):
     assert s.encode([]).shape == (0, 3)
     with pytest.raises(TracegraphError, match=r"expected \(head, relation, tail\) triples, got \('e0', 'r0'\)"):
         s.encode([("e0", "r0", "e1"), ("e0", "r0")])
+    for labels in (["e0", "r0", "e1"], ["abc", "def", "ghi"]):  # not split into letters, even three of them
+        with pytest.raises(TracegraphError) as e:
+            s.encode(labels)
+        assert str(e.value) == (
+            f"expected (head, relation, tail) triples, got the label {labels[0]!r}: "
+            "give one triple as a tuple, several as a list of tuples"
+        )
 
 
 def test_label_columns_turn_every_label_into_text():

@@ -196,3 +196,17 @@ def test_self_influence_first_and_triples_given_as_a_tuple(run):
     assert two.shape == (2, 10)
     top1, top = t.top_k(TEST[0], k=1), t.top_k(TEST[0])  # k = 10 by default: all 10 rows fit in 10 + 10
     assert 1 <= len(top1) <= 2 and len(top) == 10
+    with pytest.raises(TracegraphError, match="got the label"):  # a list of three labels is not one triple
+        t.influence(list(TEST[0]))
+
+
+def test_top_k_lists_ten_of_each_sign_by_default(run):
+    """Each training triple three times (30 rows): one sign has at least 15, so the default lists
+    exactly 10 of it and every row of the other sign up to 10."""
+    t = TracIn(run, train=TRIPLES * 3, progress=False)
+    scores = t.influence(TEST[0])[0]
+    top = t.top_k(TEST[0])
+    pos, neg = int((scores > 0).sum()), int((scores < 0).sum())
+    assert max(pos, neg) >= 15
+    counts = top["role"].value_counts()
+    assert counts.get("proponent", 0) == min(pos, 10) and counts.get("opponent", 0) == min(neg, 10)

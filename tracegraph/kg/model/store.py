@@ -315,7 +315,14 @@ def label_columns(triples, n: int) -> list[list[str]]:
         named = ["head", "relation", "tail"][:n]
         cols = named if all(c in triples.columns for c in named) else list(triples.columns[:n])
         return [triples[c].astype(str).tolist() for c in cols]
-    rows = [tuple(t) for t in triples]
+    rows = list(triples)
+    label = next((t for t in rows if isinstance(t, str)), None)
+    if label is not None:  # tuple("drug") would be four one-letter labels
+        raise TracegraphError(
+            f"expected (head, relation, tail) triples, got the label {label!r}: "
+            "give one triple as a tuple, several as a list of tuples"
+        )
+    rows = [tuple(t) for t in rows]
     bad = next((t for t in rows if len(t) != n), None)
     if bad is not None:
         raise TracegraphError(f"expected (head, relation, tail) triples, got {bad!r}")
