@@ -251,9 +251,16 @@ def work(cfg: TuneConfig, device: str, worker: int = 0) -> None:
         if sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials) >= failures_allowed:
             study.stop()
 
+    def objective(trial):
+        try:
+            return run_trial(trial, cfg, space, base, device)
+        except TracegraphError as e:  # Optuna (>= 3) keeps no reason for a failed trial: keep ours
+            trial.set_user_attr("fail_reason", str(e))
+            raise
+
     # a trial that diverges (NaN loss) or is misconfigured fails alone; the study goes on
     study.optimize(
-        lambda t: run_trial(t, cfg, space, base, device),
+        objective,
         timeout=cfg.timeout,
         callbacks=[done, give_up],
         catch=(TracegraphError,),
@@ -261,7 +268,7 @@ def work(cfg: TuneConfig, device: str, worker: int = 0) -> None:
     )
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     if len(failed) >= failures_allowed and len(finished_trials(study)) < cfg.trials:
-        reason = failed[-1].system_attrs.get("fail_reason", "see the log above")
+        reason = failed[-1].user_attrs.get("fail_reason", "see the log above")
         raise TracegraphError(f"tune: {len(failed)} trials failed, the study stopped; the last: {reason}")
 
 
