@@ -10,6 +10,7 @@ collective. The real multi-process runs are in ``tests/kg/test_distributed.py`` 
 """
 
 import logging
+import threading
 
 import pytest
 import torch
@@ -299,7 +300,6 @@ def test_under_torchrun_a_cpu_rank_starts_gloo_once_with_the_timeout(monkeypatch
 
 
 def test_each_device_gets_its_own_device_and_range_and_a_named_thread():
-    import threading
 
     cpu, meta = torch.device("cpu"), torch.device("meta")
     seen = D.run_on_devices([cpu, meta], 5, lambda d, lo, hi: (d, lo, hi, threading.current_thread().name))
@@ -352,3 +352,63 @@ def test_sync_batchnorm_returns_the_input_dtype_and_keeps_the_layer_options(monk
     for affine, track in ((True, True), (False, True), (True, False)):
         new = D.convert_sync_batchnorm(nn.BatchNorm1d(2, affine=affine, track_running_stats=track), torch.device("cpu"))
         assert (new.affine, new.track_running_stats) == (affine, track)
+
+
+class StartingNccl(Starting):
+    """As :class:`Starting`, reporting the backend it was started with."""
+
+    def get_backend(self):
+        return self.calls[-1][1]["backend"]
+
+
+@pytest.mark.parametrize(
+    "spec, warned",
+    [("auto", False), ("cuda", False), ("cuda:1", False), ("cuda:3", True)],
+)
+def test_under_torchrun_a_gpu_rank_takes_its_local_gpu_and_starts_nccl(monkeypatch, spec, warned):
+    """With CUDA (torch.cuda replaced by a recorder), rank 1 of 2 on LOCAL_RANK 1 uses cuda:1 whatever
+    CUDA device was asked, says so when another index was named, makes it current, and starts NCCL
+    bound to it."""
+    import datetime
+
+    from tests.conftest import log_lines
+
+    fake = StartingNccl(1)
+    current = []
+    monkeypatch.setattr(D, "dist", fake)
+    monkeypatch.setattr(D.atexit, "register", lambda f: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", current.append)
+    log = logging.getLogger("tracegraph")
+    monkeypatch.setattr(log, "filters", [])
+    monkeypatch.delenv("TRACEGRAPH_DEVICE", raising=False)
+    for var, value in (("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1"), ("TRACEGRAPH_DIST_TIMEOUT", "30")):
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("TRACEGRAPH_PROGRESS", "1")
+    with log_lines() as lines:
+        ctx = D.init_distributed(spec)
+    gpu = torch.device("cuda", 1)
+    assert ctx == D.DistContext(1, 2, 1, gpu, "nccl")
+    assert current == [gpu]
+    assert fake.calls == [
+        ("init_process_group", dict(backend="nccl", timeout=datetime.timedelta(seconds=30), device_id=gpu))
+    ]
+    want = [f"--device {spec} ignored under torchrun: rank 1 uses cuda:1 (LOCAL_RANK)"] if warned else []
+    assert lines == want
+
+
+def test_each_gpu_shard_runs_with_its_gpu_current(monkeypatch):
+    """On CUDA devices each shard's thread makes its device current before it runs (torch.cuda
+    replaced by a recorder keyed by thread); CPU shards leave it alone."""
+    current = {}
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: current.__setitem__(threading.current_thread().name, d))
+    devices = [torch.device("cuda", 0), torch.device("cuda", 1)]
+    seen = D.run_on_devices(devices, 4, lambda d, lo, hi: (threading.current_thread().name, lo, hi))
+    assert current == {"tracegraph-cuda:0": devices[0], "tracegraph-cuda:1": devices[1]}
+    assert seen == [("tracegraph-cuda:0", 0, 2), ("tracegraph-cuda:1", 2, 4)]
+    current.clear()
+    assert D.run_on_devices([torch.device("cuda", 1)], 3, lambda d, lo, hi: (lo, hi)) == [(0, 3)]
+    assert current == {threading.current_thread().name: torch.device("cuda", 1)}
+    current.clear()
+    D.run_on_devices([torch.device("cpu"), torch.device("cpu")], 2, lambda d, lo, hi: None)
+    assert current == {}
