@@ -533,7 +533,7 @@ def test_a_method_score_file_whose_opponents_all_fit_and_a_rival_named_by_id(dra
         )
         in html
     )
-    assert "Only" not in html  # as many opponents as the table shows
+    assert "Only" not in html and "</table><img" in html  # as many opponents as the table shows: no note
     none = S.explained_section([ExplainedTriple("h", "r", "t", ("h", "r", "t"), rows[:1], Path("e.json"))]).html
     assert "None of the 1 training triples listed works against this prediction: its score is positive" in none
 
@@ -544,3 +544,46 @@ def test_the_pictures_drawn_are_png_files():
     html += S.training_section([{"epoch": 1, "loss": 1.0, "valid": {"mrr": 0.1}}, {"epoch": 2, "loss": 0.5}]).html
     pngs = [base64.b64decode(s.split('"')[0]) for s in html.split('src="data:image/png;base64,')[1:]]
     assert len(pngs) == 2 and all(p.startswith(b"\x89PNG\r\n\x1a\n") and p[12:16] == b"IHDR" for p in pngs)
+
+
+def test_ranks_read_as_text_give_the_same_metrics():
+    text = RANKS.astype(str)  # e.g. a ranks.csv read with dtype=str
+    assert text["rank"].tolist()[:2] == ["1", "4"]
+    assert S.side_metrics(text) == S.side_metrics(RANKS)
+    assert S.metrics_section(text, "x", {"r1": "treats"}).html == S.metrics_section(RANKS, "x", {"r1": "treats"}).html
+
+
+def test_a_relation_ranked_on_one_side_only_shows_a_dash_without_a_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "mean of empty slice" on the console
+        html = S.metrics_section(ranks_frame([("a", "r", "b", "head", 2)]), "x").html
+    assert '<tr><td>r</td><td class="num">1</td><td class="num">—</td><td class="num">0.500</td>' in html
+
+
+def signed_rows(n_pro, n_opp):
+    rows = [(f"p{i}", "r", f"q{i}", 10.0 - i, "proponent") for i in range(n_pro)]
+    rows += [(f"o{i}", "r", f"s{i}", -1.0 - i, "opponent") for i in range(n_opp)]
+    return pd.DataFrame(rows, columns=["TrainHead", "TrainRel", "TrainTail", "TracInScore", "Role"])
+
+
+def test_by_default_tables_show_10_proponents_and_the_5_most_negative_opponents(drawings):
+    t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), signed_rows(12, 7), Path("e.json"))
+    html = S.explained_section([t]).html
+    pro = html.split("<h4>Top 10 proponents</h4>")[1].split("</table>")[0]
+    opp = html.split("<h4>Top 5 opponents</h4>")[1].split("</table>")[0]
+    assert [c.split("</td>")[0] for c in pro.split("<tr><td>")[1:]] == [str(k) for k in range(1, 11)]
+    assert pro.count("<tr>") == 11 and "<td>p9</td>" in pro and "<td>p10</td>" not in pro
+    assert opp.count("<tr>") == 6 and "<td>o6</td><td>r</td><td>s6</td>" in opp.split("</tr>")[1]  # -7.0 first
+    assert "<td>o2</td>" in opp and "<td>o1</td>" not in opp
+    assert "Only" not in html
+    args, kwargs = drawings["subgraph"].calls[0]
+    assert kwargs == {"mark_label": "marked edge", "n_pro": 10, "n_opp": 5}
+    assert len(args[2]) == 15 and len(args[4]) == 4  # 10 + 5 drawn; 2 proponents and 2 opponents as context
+
+
+def test_few_negative_tracin_scores_are_named_as_such(drawings):
+    t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), signed_rows(2, 1), Path("e.json"))
+    html = S.explained_section([t]).html
+    assert "</table><p class='note'>Only 1 of the 3 training triples listed have a negative TracIn.</p><img" in html
