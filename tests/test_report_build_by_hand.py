@@ -523,3 +523,42 @@ def test_a_run_whose_data_files_are_gone_reports_from_what_it_recorded(tmp_path,
         None,
         "The run records no test file that still exists and none was given: pass <code>--test FILE</code>.",
     )
+
+
+def test_saved_ranks_keep_labels_that_look_like_numbers(tmp_path):
+    run = FakeRun(tmp_path / "run")
+    write_ranks_csv(run, "head,relation,tail,side,rank,score\n007,08,1.50,tail,2,0.5\n10,20,30,head,1,0.25\n")
+    ranks, _ = B.test_ranks(run)
+    assert ranks[["head", "relation", "tail"]].values.tolist() == [["007", "08", "1.50"], ["10", "20", "30"]]
+    t = triple("007", "08", "1.50")
+    B.fill_ranks(run, [t], ranks)
+    assert state(t) == (2.0, "ranks.csv", 0.5)
+
+
+def test_a_test_file_given_reaches_the_metrics_of_the_page(tmp_path, stands):
+    given = ranks_frame([("a", "r", "b", "tail", 1.0, 0.5)])
+    run = FakeRun(tmp_path / "run", ranks=given)
+    write_ranks_csv(run, "head,relation,tail,side,rank\na,r,b,tail,3\n")
+    B.report_run(run, tmp_path / "r.html", test="picked.txt")
+    assert run.calls == [("picked.txt", (), {})]
+    (m_args,) = [a for key, a, _ in stands if key == "metrics"]
+    assert m_args[0] is given and m_args[1] == "computed now on <code>picked.txt</code>"
+
+
+def test_report_sections_show_10_proponents_and_5_opponents_by_default(tmp_path, stands):
+    B.report_sections(FakeRun(tmp_path / "run"), explanations=[explanation_dir(tmp_path / "e")])
+    (kw,) = [k for key, _, k in stands if key == "explanations"]
+    assert (kw["n_pro"], kw["n_opp"]) == (10, 5)
+
+
+def test_the_necessity_card_splits_k_from_the_last_at_sign(tmp_path):
+    nec = {
+        "summary": {
+            "my@method@3": {"delta_hits@1": {"mean": 0.5}},
+            "neighbour@3": {"delta_hits@1": {"mean": 0.25}},
+            "far@3": {"delta_hits@1": {"mean": 0.0}},
+        }
+    }
+    assert B._cards(FakeRun(tmp_path / "run"), None, [], nec).html.endswith(
+        card("necessity ΔH@1: my@method / neighbour / far", "0.500 / 0.250 / 0.000") + "</div>"
+    )
