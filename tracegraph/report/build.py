@@ -55,7 +55,10 @@ def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
         if missing:
             raise DataError(f"not a ranks.csv of `tracegraph evaluate`: no column {', '.join(sorted(missing))}", saved)
         return ranks, f"read from <code>{e(saved)}</code> (written by <code>tracegraph evaluate</code>)"
-    recorded = run.data_files.get("test")
+    try:
+        recorded = run.data_files.get("test")
+    except DataError:  # a recorded data file is gone or changed: the run has no test file to rank
+        recorded = None
     if recorded:
         return run.evaluate(recorded).ranks, f"computed now on the run's test file <code>{e(recorded)}</code>"
     return None, "The run records no test file that still exists and none was given: pass <code>--test FILE</code>."
@@ -86,8 +89,13 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
                 t.score = float(hit.score)
         if t.rank is None or t.score is None:
             todo.append(t)
-    files = run.data_files
-    if not todo or not files.get("train") or sum(Path(f).stat().st_size for f in files.values()) > MAX_FILTER_BYTES:
+    if not todo:
+        return
+    try:
+        files = run.data_files
+    except DataError:  # a recorded data file is gone or changed: nothing to filter with, leave "—"
+        return
+    if not files.get("train") or sum(Path(f).stat().st_size for f in files.values()) > MAX_FILTER_BYTES:
         return
     try:
         ev = run.evaluate([t.triple for t in todo], top_k=0)

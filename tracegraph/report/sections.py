@@ -285,12 +285,17 @@ def _rows_html(frame: pd.DataFrame, t: ExplainedTriple, marked: set, mark_label:
     return rows, classes
 
 
+def _sigmoid(x: float) -> float:
+    # exp of a large positive number overflows: for x < 0 write it with exp(x) instead
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
 def _summary_line(t: ExplainedTriple) -> str:
     rank = "—" if t.rank is None else str(int(t.rank)) if float(t.rank).is_integer() else num(t.rank, 1)
     where = {"explain": "", "ranks.csv": " (from the test metrics)", "computed": " (computed now)"}.get(
         t.rank_source, ""
     )
-    score = "—" if t.score is None else f"{num(t.score, 2)} (σ = {1 / (1 + math.exp(-t.score)):.3f})"
+    score = "—" if t.score is None else f"{num(t.score, 2)} (σ = {_sigmoid(t.score):.3f})"
     parts = [f"filtered {e(t.side)} rank <b>{rank}</b>{where}", f"score {score}"]
     if t.rival:
         other = t.rival.get(t.side) or "?"
@@ -325,7 +330,8 @@ def _triple_block(t: ExplainedTriple, marked: set, mark_label: str, n_pro: int, 
         )
     else:
         few = (
-            f"<p class='note'>Only {len(opp)} of the {len(t.rows)} training triples listed have a negative {key}.</p>"
+            f"<p class='note'>Only {len(opp)} of the {len(t.rows)} training triples listed have a negative "
+            f"{f'{e(t.method)} score' if t.order_column == 'MethodScore' else 'TracIn'}.</p>"
             if len(opp) < n_opp
             else ""
         )
