@@ -15,12 +15,10 @@ def demo_cmd(
         Path("demo-output"), "--output-dir", "-o", help="Where everything goes; report.html at the top."
     ),
     quick: bool = typer.Option(
-        False, "--quick", help="A 4x smaller graph and model, 2 graded predictions (CI: about a minute)."
+        False, "--quick", help="A 4x smaller graph and model (15 held-out test edges; CI: about a minute)."
     ),
     seed: int = typer.Option(0, help="Seed of the graph, the training and the random baselines."),
-    n_explain: int = typer.Option(
-        5, "--n-explain", min=1, help="Best-predicted test edges explained in the report (and graded by removal)."
-    ),
+    n_explain: int = typer.Option(5, "--n-explain", min=1, help="Best-predicted test edges explained in the report."),
     device: str = typer.Option(
         "cpu", "--device", help="cpu (default: the demo is sized for 2 CPU cores), cuda, or auto."
     ),
