@@ -184,3 +184,17 @@ def test_a_file_that_is_not_utf8_cannot_be_read(tmp_path):
     with pytest.raises(DataError) as e:
         read_explanations(d)
     assert str(e.value).startswith(f"{d / 'triple_000_tracin.json'}: cannot read: 'utf-8' codec can't decode")
+
+
+def test_tied_opponents_keep_the_files_order_the_most_negative_first(tmp_path):
+    """Opponents are sorted by their score, ties in the order of the file (a stable sort; 60 rows,
+    past the size where a quicksort stays an insertion sort)."""
+    d = tmp_path / "ties"
+    scores = [-float(1 + (i * 7) % 3) for i in range(60)]  # -1, -2, -3 interleaved
+    rows = [row("a", f"t{i:02d}", s, role="opponent") for i, s in enumerate(scores)]
+    write(
+        d, "triple_000_a_b_tracin.json", {"test_triple": {"head": "a", "relation": "treats", "tail": "b"}, "rows": rows}
+    )
+    (only,) = read_explanations(d)
+    want = [f"t{i:02d}" for v in (-3.0, -2.0, -1.0) for i, s in enumerate(scores) if s == v]
+    assert list(only.opponents["TrainTail"]) == want

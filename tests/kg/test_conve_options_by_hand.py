@@ -168,3 +168,10 @@ def test_scores_come_in_the_dtype_of_the_hidden_vectors():
         torch.testing.assert_close(all_scores.double(), want, rtol=0.05, atol=0.05)
         torch.testing.assert_close(triples.double(), want[[0, 1], [5, 2]], rtol=0.05, atol=0.05)
         torch.testing.assert_close(part.double(), want[:, 1:4], rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("reciprocal, rows", [(True, 4), (False, 2)])
+def test_the_relation_table_doubles_only_for_reciprocal_relations(reciprocal, rows):
+    config = ConvEConfig(**SMALL, reciprocal=reciprocal)
+    assert config.num_relation_rows == rows
+    assert ConvE(config).relation.weight.shape == (rows, 12)

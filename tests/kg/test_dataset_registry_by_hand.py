@@ -45,3 +45,11 @@ def test_a_fetch_is_asked_for_the_splits_under_the_sets_name(tmp_path, monkeypat
         ["train.txt", "valid.txt", "test.txt"],
     )
     assert kwargs == {"label": "fb15k-237"}
+
+
+def test_the_source_is_bundled_or_the_download_address():
+    assert datasets.lookup("umls").source == "bundled" and datasets.lookup("umls").bundled
+    for name, archive in (("fb15k-237", "FB15k-237"), ("wn18rr", "WN18RR")):
+        ds = datasets.lookup(name)
+        assert not ds.bundled
+        assert ds.source == f"https://github.com/TimDettmers/ConvE/raw/master/{archive}.tar.gz"
