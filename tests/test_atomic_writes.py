@@ -1,8 +1,11 @@
 """Atomic writes (runtime/checkpoints.py): a write that fails leaves the old file untouched and no
 temporary file behind; a successful one replaces the file whole, with a plain file's permissions;
-checkpoints load with weights_only (a pickled object is refused as a DataError)."""
+the temporary is a hidden file beside the destination named `.<name>.<8 random characters><suffix>.tmp`
+(mkstemp's documented name alphabet, written out here); a block that removes its own temporary and
+then fails re-raises its own error; checkpoints load with weights_only (a pickled object is refused as a DataError)."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -62,3 +65,30 @@ def test_checkpoints_hold_tensors_and_refuse_pickled_objects(tmp_path):
         load_checkpoint(tmp_path / "evil.pt")
     with pytest.raises(DataError, match="not found"):
         load_checkpoint(tmp_path / "absent.pt")
+
+
+# tempfile's documented random part: 8 characters of lower-case letters, digits and "_"
+_RANDOM = "[a-z0-9_]{8}"
+
+
+def test_the_temporary_is_hidden_beside_the_destination_and_keeps_the_suffix(tmp_path):
+    p = tmp_path / "deep" / "out.json"
+    with atomic_path(p) as tmp:
+        assert tmp.parent == p.parent
+        assert re.fullmatch(r"\.out\.json\." + _RANDOM + r"\.tmp", tmp.name), tmp.name
+        assert tmp.exists()
+        tmp.write_text("x")
+    with atomic_path(p, suffix=".pt") as tmp:
+        assert tmp.parent == p.parent
+        assert re.fullmatch(r"\.out\.json\." + _RANDOM + r"\.pt\.tmp", tmp.name), tmp.name
+        tmp.write_text("y")
+    assert p.read_text() == "y"
+    assert sorted(x.name for x in p.parent.iterdir()) == ["out.json"]
+
+
+def test_a_block_that_removed_its_temporary_re_raises_its_own_error(tmp_path):
+    p = tmp_path / "out.txt"
+    with pytest.raises(ValueError, match="the block's own"), atomic_path(p) as tmp:
+        tmp.unlink()
+        raise ValueError("the block's own error")
+    assert list(tmp_path.iterdir()) == []

@@ -95,9 +95,10 @@ def _flags():
 @pytest.fixture
 def flags_restored():
     before = _flags()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     yield before
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before[:2]
-    torch.use_deterministic_algorithms(before[2])
+    torch.use_deterministic_algorithms(before[2], warn_only=warn_only)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[3:]
 
 
@@ -121,6 +122,31 @@ def test_math_mode_sets_the_runs_policy_and_restores_the_old_one(flags_restored,
         # deterministic: deterministic kernels, no cuDNN benchmarking; else cuDNN times its algorithms
         assert _flags() == (tf32, tf32, deterministic, deterministic, not deterministic)
     assert _flags() == before
+
+
+@pytest.mark.parametrize("algorithms,cudnn_deterministic", [(True, False), (False, True)])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_math_mode_restores_each_deterministic_flag_on_its_own(
+    flags_restored, monkeypatch, algorithms, cudnn_deterministic, deterministic
+):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    torch.use_deterministic_algorithms(algorithms)
+    torch.backends.cudnn.deterministic = cudnn_deterministic
+    before = _flags()
+    assert before[2:4] == (algorithms, cudnn_deterministic)
+    with P.math_mode(True, deterministic):
+        pass
+    assert _flags() == before
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_math_mode_keeps_deterministic_algorithms_that_only_warn(flags_restored, monkeypatch, deterministic):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    with P.math_mode(False, deterministic):
+        pass
+    assert torch.are_deterministic_algorithms_enabled()
+    assert torch.is_deterministic_algorithms_warn_only_enabled()
 
 
 def test_deterministic_sets_a_cublas_workspace_unless_one_is_set(flags_restored, monkeypatch):

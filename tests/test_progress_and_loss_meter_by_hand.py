@@ -1,6 +1,7 @@
 """runtime/progress.py by hand: the training loss meter (the mean of the finite losses, the
 non-finite ones counted and the first remembered), the log line a long task writes when no bar is
-drawn, when bars are drawn, ``quiet()``, and the logging set-up.
+drawn, when bars are drawn, ``quiet()`` (bars off on a terminal too; an unset variable left unset
+whatever the block did), and the logging set-up.
 
 References: numbers and lines written out here.
 """
@@ -113,6 +114,26 @@ def test_quiet_silences_bars_and_info_and_restores_both(monkeypatch, lines):
     P.log.setLevel(logging.ERROR)
     with P.quiet():  # never lowers a stricter level
         assert P.log.level == logging.ERROR
+
+
+def test_quiet_turns_bars_off_on_a_terminal_too(monkeypatch):
+    monkeypatch.setattr(type(P.console), "is_terminal", property(lambda self: True))
+    monkeypatch.delenv("TRACEGRAPH_PROGRESS", raising=False)
+    assert P.progress_enabled()
+    with P.quiet():
+        assert not P.progress_enabled()
+        with P.make_progress() as progress:
+            assert progress.disable
+    assert P.progress_enabled()
+
+
+def test_quiet_restores_an_unset_variable_even_when_the_block_removed_it(monkeypatch):
+    import os
+
+    monkeypatch.delenv("TRACEGRAPH_PROGRESS", raising=False)
+    with P.quiet():
+        del os.environ["TRACEGRAPH_PROGRESS"]
+    assert "TRACEGRAPH_PROGRESS" not in os.environ
 
 
 def test_logging_off_a_terminal_is_one_timestamped_line_and_set_up_once(monkeypatch, capsys):

@@ -1,15 +1,23 @@
 """kg/data/datasets/fetch.py by hand: where a fetch keeps its temporaries (hidden, beside the entry,
 gone afterwards), the entry's permissions, parents created on the way, a fetch another process
-finished first, and the byte count of an interrupted download.
+finished first, and the byte count of an interrupted download; `open_source`: a missing local file
+named, a URL that cannot be opened named with the reason in the documented wording, never waiting
+without a time limit, and the size a server states (none when it states none or something not a
+number).
 
-References: a tiny tar.gz built here, its sha256 computed here, and the rules the docstrings state.
+References: a tiny tar.gz built here, its sha256 computed here, a local HTTP server that sends the
+headers written in the test, recording stand-ins for `urlopen`, and the rules the docstrings state.
 """
 
 import contextlib
 import hashlib
+import http.server
 import io
 import os
 import tarfile
+import threading
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -137,3 +145,80 @@ def test_only_the_named_files_are_unpacked_and_a_missing_one_is_named(tmp_path):
     with pytest.raises(DataError) as e:
         fetch.fetch_archive(str(src), sha, tmp_path / "c" / "other", MEMBERS, "x")
     assert str(e.value) == f"{src}: archive lacks test.txt"
+
+
+def test_a_missing_local_archive_is_named(tmp_path):
+    missing = tmp_path / "absent.tar.gz"
+    with pytest.raises(DataError) as e, fetch.open_source(str(missing)):
+        pass
+    assert str(e.value) == f"{missing}: archive not found"
+    assert e.value.path == str(missing)
+
+
+def refusing_urlopen(error, calls):
+    def urlopen(url, *args, **kwargs):
+        calls.append((url, args, kwargs))
+        raise error
+
+    return urlopen
+
+
+@pytest.mark.parametrize(
+    "error, reason",
+    [
+        (urllib.error.URLError("Name or service not known"), "Name or service not known"),
+        (urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")), "[Errno 111] Connection refused"),
+        (TimeoutError("timed out"), "timed out"),  # a plain OSError: it has no reason, so itself is shown
+    ],
+)
+def test_a_download_that_cannot_start_is_named_with_its_reason(monkeypatch, error, reason):
+    url = "https://example.org/set.tar.gz"
+    calls = []
+    monkeypatch.setattr(urllib.request, "urlopen", refusing_urlopen(error, calls))
+    with pytest.raises(TracegraphError) as e, fetch.open_source(url):
+        pass
+    assert type(e.value) is TracegraphError
+    assert str(e.value) == f"cannot download {url}: {reason} (no network? pass a local copy with --from FILE)"
+    assert [c[0] for c in calls] == [url]
+
+
+def test_a_download_never_waits_without_a_time_limit(monkeypatch):
+    calls = []
+    monkeypatch.setattr(urllib.request, "urlopen", refusing_urlopen(urllib.error.URLError("down"), calls))
+    with pytest.raises(TracegraphError), fetch.open_source("http://example.org/x"):
+        pass
+    (_, args, kwargs), *_ = calls
+    timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
+    assert isinstance(timeout, (int, float)) and 0 < timeout < float("inf")
+
+
+@contextlib.contextmanager
+def serving(length_header):
+    """A local HTTP/1.0 server answering every GET with b"12345" and the Content-Length line given."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            if length_header is not None:
+                self.send_header("Content-Length", length_header)
+            self.end_headers()
+            self.wfile.write(b"12345")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/set.tar.gz"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("header, size", [("5", 5), (None, None), ("five", None), ("-5", None), ("", None)])
+def test_the_size_is_the_one_the_server_states_or_none(header, size):
+    with serving(header) as url, fetch.open_source(url) as (stream, got):
+        assert got == size
+        assert stream.read() == b"12345"

@@ -107,6 +107,23 @@ def test_scores_need_no_gradient(run, monkeypatch):
     assert calls == [False]
 
 
+def test_scores_are_computed_on_the_runs_device(tmp_path, monkeypatch):
+    # the meta device stands for a GPU: tensors can be made there without one
+    run = Run(write_run(tmp_path), device=torch.device("meta"))
+    seen = []
+
+    class RecordingModel:
+        def score_triples(self, h, r, t):
+            seen.append([(x.device.type, tuple(x.shape)) for x in (h, r, t)])  # meta tensors hold no values
+            return torch.tensor([0.0, 2.0])
+
+    monkeypatch.setattr(Run, "model", property(lambda self: RecordingModel()))
+    got = run.score([("a", "likes", "b"), ("g", "knows", "c")])
+    assert seen == [[("meta", (2,))] * 3]
+    assert got[["head", "relation", "tail"]].values.tolist() == [["a", "likes", "b"], ["g", "knows", "c"]]
+    assert got["score"].tolist() == [0.0, 2.0]
+
+
 # --- predict, evaluate, labels, report: handed on with the documented defaults -------------------
 
 

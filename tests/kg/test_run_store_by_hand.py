@@ -1,8 +1,11 @@
 """RunStore (kg/model/store.py) on a 3-epoch run of the 10-triple graph: checkpoints in epoch order
 with the learning rate each epoch used, the history over the file, each file read once and the
-least recently used dropped past the budget, label triples in every accepted form, the filter."""
+least recently used dropped past the budget, label triples in every accepted form, the filter;
+a run without config.json or history (empty config, label smoothing 0, rates from the checkpoints),
+the recorded label smoothing, and readable names from label files recorded by hand in config.json."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -288,3 +291,48 @@ def test_a_file_without_weights_is_refused_as_not_a_checkpoint_even_beside_cache
     s.read_checkpoint(run_copy / "checkpoints" / "epoch_0001.pt")  # the cache holds a model already
     with pytest.raises(DataError, match=r"epoch_0002\.pt: not a tracegraph checkpoint"):
         s.load(p)
+
+
+def test_a_run_without_config_or_history_has_an_empty_config_no_smoothing_and_the_checkpoints_rates(run_copy):
+    (run_copy / "config.json").unlink()
+    (run_copy / "training_history.json").unlink()
+    s = RunStore(run_copy)
+    assert s.config == {}
+    assert s.label_smoothing == 0.0
+    # lr 0.01 halved after every epoch, as the run trained; read from each checkpoint itself
+    assert [(c.epoch, c.lr) for c in s.checkpoints] == [
+        (1, pytest.approx(0.01)),
+        (2, pytest.approx(0.005)),
+        (3, pytest.approx(0.0025)),
+    ]
+    assert s.labels.entity_names == {} and s.labels.relation_names == {}
+
+
+def test_the_label_smoothing_is_the_one_config_json_records(run_copy):
+    config = json.loads((run_copy / "config.json").read_text())
+    config["train"]["label_smoothing"] = 0.25
+    (run_copy / "config.json").write_text(json.dumps(config))
+    assert RunStore(run_copy).label_smoothing == 0.25
+
+
+def test_readable_names_come_from_the_label_files_config_json_records(run_copy, tmp_path):
+    import hashlib
+
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    # names by entity index; without a node_dict file the index is the run's entity map (e0..e5)
+    (labels / "node_name_dict.txt").write_text("Zero\t0\nFive\t5\n")
+    (labels / "edge_map.json").write_text(json.dumps({'{"predicate": "biolink:treats"}': "r1"}))
+    config = json.loads((run_copy / "config.json").read_text())
+    config["label_files"] = {
+        key: {
+            "path": str(labels / name),
+            "relative": str(Path("..") / "labels" / name),
+            "sha256": hashlib.sha256((labels / name).read_bytes()).hexdigest(),
+        }
+        for key, name in [("node_names", "node_name_dict.txt"), ("edge_map", "edge_map.json")]
+    }
+    (run_copy / "config.json").write_text(json.dumps(config))
+    got = RunStore(run_copy).labels
+    assert got.entity_names == {"e0": "Zero", "e5": "Five"}
+    assert got.relation_names == {"r1": "biolink:treats"}

@@ -1,7 +1,9 @@
 """The linear probe against an independent fit of the same objective (scipy's L-BFGS on the
 float64 cross-entropy + L2 of standardised features, written out here), its invariance to each
 feature's units, the embeddings it reads against one tree encoded at a time, and the probe study's
-per-seed protocol and aggregates worked out from its rows."""
+per-seed protocol and aggregates worked out from its rows; `embed`'s wiring through recording
+stand-ins: the encoder frozen in eval mode and moved to the device asked, every batch moved there,
+gradients off, trees in order with their labels."""
 
 import json
 
@@ -108,6 +110,51 @@ def test_embeddings_are_each_tree_encoded_on_its_own(labelled):
     assert torch.allclose(x, torch.cat(one), atol=1e-5) and y.tolist() == [int(t.y) for t in train]
     xte, yte = embed(enc, test)
     assert probe(enc, train, test) == linear_probe(x, y, xte, yte)
+
+
+class RecordingEncoder:
+    """Stands in for the encoder: records its mode, device and batches; each tree's embedding is its
+    node count, so the expected rows can be counted from the data directly."""
+
+    def __init__(self):
+        self.calls = []
+
+    def eval(self):
+        self.calls.append("eval")
+        return self
+
+    def to(self, device):
+        self.calls.append(("to", device))
+        return self
+
+    def encode(self, b):
+        self.calls.append(("encode", b.num_graphs, torch.is_grad_enabled()))
+        return None, torch.bincount(b.batch, minlength=b.num_graphs).double()[:, None]
+
+
+def test_embed_moves_the_encoder_and_every_batch_to_the_device_asked(labelled, monkeypatch):
+    import tracegraph.trees.probe as probe_module
+
+    train, _ = labelled
+    moved = []
+
+    class Recorded:  # a batch whose move to a device is recorded (it stays on the CPU)
+        def __init__(self, b):
+            self.b = b
+
+        def to(self, device):
+            moved.append(device)
+            return self.b
+
+    real = probe_module.make_loader
+    monkeypatch.setattr(probe_module, "make_loader", lambda *a, **k: [Recorded(b) for b in real(*a, **k)])
+    enc = RecordingEncoder()
+    x, y = embed(enc, train, batch_size=4, device="cuda:1")
+    assert enc.calls[:2] == ["eval", ("to", "cuda:1")]
+    assert enc.calls[2:] == [("encode", 4, False), ("encode", len(train) - 4, False)]
+    assert moved == ["cuda:1", "cuda:1"]
+    assert x.dtype == torch.float32 and x[:, 0].tolist() == [float(t.num_nodes) for t in train]
+    assert y.tolist() == [int(t.y) for t in train]
 
 
 def test_probe_study_pretrains_probes_and_summarises_each_seed(tmp_path, labelled):

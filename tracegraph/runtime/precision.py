@@ -163,6 +163,7 @@ def math_mode(tf32: bool, deterministic: bool):
         torch.backends.cudnn.deterministic,
         torch.backends.cudnn.benchmark,
     )
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     set_tf32(tf32)
     if deterministic:
         set_deterministic(True)
@@ -172,7 +173,7 @@ def math_mode(tf32: bool, deterministic: bool):
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
-        torch.use_deterministic_algorithms(saved[2])
+        torch.use_deterministic_algorithms(saved[2], warn_only=warn_only)
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[3:]
 
 
