@@ -208,7 +208,7 @@ def serving(length_header):
             pass
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)  # shutdown waits one poll
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/set.tar.gz"

@@ -57,6 +57,15 @@ def _cfg(tmp_path, **kw):
     return TuneConfig(**{**base, **kw})
 
 
+@pytest.fixture(autouse=True)
+def no_full_collections(monkeypatch):
+    """tune asks Optuna for a garbage collection after every trial; with torch loaded each costs a
+    tenth of a second, so here it is skipped (``test_work_collects_garbage_after_every_trial`` records it)."""
+    import gc
+
+    monkeypatch.setattr(gc, "collect", lambda *a: 0)
+
+
 def _trial(number, state, value=None, lr=0.01, run_dir=None, steps=None):
     return optuna.trial.create_trial(
         state=state,
