@@ -1,7 +1,8 @@
 """The best answers of link-prediction queries (`predict`), against a brute force: every candidate
 triple scored one at a time with ``score_triples``, sorted by hand. Tails of (h, r, ?); heads of
 (?, r, t) through r⁻¹ for a reciprocal model, by scoring every (e, r, t) without; known answers left
-out; any batch size; k clipped to the number of entities."""
+out; any batch size (256 by default, each query scored once); k clipped to the number of entities;
+ids of any integer type; scored on ``device`` whatever the default device."""
 
 import numpy as np
 import pytest
@@ -104,3 +105,61 @@ def test_every_head_scores_every_entity_in_any_chunk(chunk):
     for j in range(2):
         want = dict(_brute(model, int(tails[j]), int(rels[j]), "head"))
         np.testing.assert_allclose(got[j].numpy(), [want[e] for e in range(N)], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, "list"])
+def test_ids_of_any_integer_type_give_the_same_answers(dtype):
+    """Ids stored compactly (uint8, int16, ...) or as a plain list ask the same queries as int64."""
+    model = _model(True)
+    anchors, rels = QUERIES
+    known = KnownTails([np.array([[0, 1 + R, 3], [6, 1 + R, 2]])], 2 * R)
+    cast = (lambda a: a.tolist()) if dtype == "list" else (lambda a: a.astype(dtype))
+    ids, _ = top_answers(model, cast(anchors), cast(rels), "head", 3, known=known)
+    for q, (a, r) in enumerate(zip(anchors, rels)):
+        drop = {3} if (a, r) == (0, 1) else {2} if (a, r) == (6, 1) else set()
+        assert ids[q].tolist() == [e for e, _ in _brute(model, int(a), int(r), "head", leave_out=drop)[:3]]
+
+
+class _Recording:
+    """Passes `score_all` and `score_triples` through and notes the batch sizes and the devices of
+    the ids it is handed."""
+
+    def __init__(self, model):
+        self.model, self.config, self.batches, self.devices = model, model.config, [], set()
+
+    def score_all(self, anchors, relations):
+        self.batches.append(len(anchors))
+        self.devices |= {anchors.device, relations.device}
+        return self.model.score_all(anchors, relations)
+
+    def score_triples(self, heads, relations, tails):
+        self.devices |= {heads.device, relations.device, tails.device}
+        return self.model.score_triples(heads, relations, tails)
+
+
+def test_default_batch_is_256_queries_each_scored_once():
+    spy = _Recording(_model(True))
+    anchors, rels = np.tile(QUERIES[0], 60), np.tile(QUERIES[1], 60)  # 300 queries
+    ids, _ = top_answers(spy, anchors, rels, "tail", 2)
+    assert spy.batches == [256, 44]
+    for q in (0, 1, 2, 3, 4, 299):
+        assert ids[q].tolist() == [e for e, _ in _brute(spy.model, int(anchors[q]), int(rels[q]), "tail")[:2]]
+
+
+@pytest.mark.parametrize("reciprocal", [True, False])
+def test_scores_on_device_whatever_the_default_device(reciprocal):
+    """A caller who set another default device (torch.set_default_device) still gets answers scored on
+    ``device``; the meta device stands in for that other device on a machine without a GPU."""
+    model = _Recording(_model(reciprocal))
+    anchors, rels = QUERIES
+    known_of = {1: {4}, 3: {0, 6}}
+    row_shift = R if reciprocal else 0
+    triples = [(int(anchors[q]), int(rels[q]) + row_shift, e) for q, es in known_of.items() for e in es]
+    known = KnownTails([np.array(triples)], 2 * R)
+    with torch.device("meta"):
+        ids, scores = top_answers(model, anchors, rels, "head", 3, known=known, device="cpu")
+    assert model.devices == {torch.device("cpu")}  # the query ids reached the model on `device`
+    assert isinstance(scores, np.ndarray) and np.isfinite(scores).all()
+    for q, (a, r) in enumerate(zip(anchors, rels)):
+        want = _brute(model.model, int(a), int(r), "head", leave_out=known_of.get(q, ()))[:3]
+        assert ids[q].tolist() == [e for e, _ in want]
