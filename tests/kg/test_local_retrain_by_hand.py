@@ -4,7 +4,9 @@ frozen model and the seeded start vector; an entity's training triples written w
 margins of batched mimic fits against one mimic at a time fitted in a plain loop, with the
 filtered rival, an emptied relation, a mimic with no data left, and every rival filtered; the
 search (greedy and single) with the refit replaced by a margin table written here, against a
-brute-force greedy, and its sort keys and record worked by hand."""
+brute-force greedy, and its sort keys and record worked by hand; and the refit's device honoured:
+the model moved there, and mimics seeded and fitted there with the meta device as the caller's
+default device, against the one-mimic loop."""
 
 import numpy as np
 import pytest

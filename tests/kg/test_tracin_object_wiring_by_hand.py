@@ -1,6 +1,8 @@
 """The ``TracIn`` object's wiring (kg/explain/tracin/influence.py) on a 3-epoch run of the 10-triple
 graph: what it takes by default, that its per-checkpoint parts sum to the whole, that a subset of rows
-is the same columns, that an ids-only object reads the same checkpoints from disk, and its refusals.
+is the same columns, that an ids-only object reads the same checkpoints from disk, and its refusals;
+where it computes: the device given over the store's (a store on the meta device standing in for a
+GPU), names resolved and devices taken as given, and the automatic batch size for a device, by hand.
 
 References: the run's own files read here (its training file, label smoothing, epoch checkpoints),
 the whole result (checked against a float64 first-principles computation in
