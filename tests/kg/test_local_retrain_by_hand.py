@@ -4,7 +4,9 @@ frozen model and the seeded start vector; an entity's training triples written w
 margins of batched mimic fits against one mimic at a time fitted in a plain loop, with the
 filtered rival, an emptied relation, a mimic with no data left, and every rival filtered; the
 search (greedy and single) with the refit replaced by a margin table written here, against a
-brute-force greedy, and its sort keys and record worked by hand."""
+brute-force greedy, and its sort keys and record worked by hand; and the refit's device honoured:
+the model moved there, and mimics seeded and fitted there with the meta device as the caller's
+default device, against the one-mimic loop."""
 
 import numpy as np
 import pytest
@@ -147,6 +149,65 @@ def test_margins_of_a_single_precision_model_follow_the_same_fit():
     pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
     ref = [one_mimic_margin(model, pairs, (0, 0, 5), x, known, 0.1, 3, 0.05, refit.start) for x in (set(), {5, 8})]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_the_model_is_moved_to_the_refit_s_device():
+    model = tiny_model()
+    moved_to = []
+    model_to = model.to
+
+    def to(*args, **kwargs):  # records where the refit sends the model (a no-op move on a CPU)
+        moved_to.append((args, kwargs))
+        return model_to(*args, **kwargs)
+
+    model.to = to
+    refit = LocalRefit(model, TRAIN, None, 0.1, LocalRetrainOptions(), torch.device("cpu"))
+    assert moved_to == [((torch.device("cpu"),), {})] and refit.model is model
+
+
+# the fact (0, 0, 5) with known tails 1 and 7 filtered out of the rivals; and a query every rival of
+# which is a known tail (the rival is then 0)
+META_CASES = {
+    "filtered rivals": (
+        8,
+        TRAIN,
+        [[0, 0, 1], [0, 0, 7], [0, 0, 5]],
+        (0, 0, 5),
+        [0],
+        [NONE, np.array([1]), np.array([2, 5])],
+    ),
+    "no rival": (
+        4,
+        [[0, 0, 1], [0, 1, 2], [3, 0, 0]],
+        [[0, 1, 0], [0, 1, 1], [0, 1, 3]],
+        (0, 1, 2),
+        [],
+        [NONE, np.array([0])],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(META_CASES))
+def test_mimics_are_fitted_on_the_refit_s_device_whatever_the_default_device(case):
+    """A caller who set another default device (torch.set_default_device) still gets mimics seeded
+    and fitted on ``device``; the meta device stands in for that other device on a machine without
+    a GPU (a tensor left on it has no data: reading it back fails)."""
+    n, train, known_rows, query, fact_rows, removals = META_CASES[case]
+    model = tiny_model(num_entities=n)
+    known = KnownTails([np.array(known_rows)], 4)
+    opts = LocalRetrainOptions(steps=3, learning_rate=0.1, seed=5)
+    with torch.device("meta"):
+        refit = LocalRefit(model, np.array(train), known, 0.1, opts, torch.device("cpu"))
+        oriented, rows = refit.side(query[0], np.array(fact_rows, np.int64))
+        got = refit.margins(query, oriented, rows, removals)
+    # the start: the seeded CPU draw at the entities' spread, whatever the default device
+    w = model.entity.weight.detach()
+    want_start = torch.randn(12, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * float(w.std())
+    assert refit.start.device == torch.device("cpu")
+    torch.testing.assert_close(refit.start, want_start, rtol=0, atol=0)
+    pairs = list(zip(map(tuple, oriented.tolist()), rows.tolist()))
+    ref = [one_mimic_margin(model, pairs, query, set(x.tolist()), known, 0.1, 3, 0.1, want_start) for x in removals]
+    np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- the search

@@ -1,6 +1,8 @@
 """The ``TracIn`` object's wiring (kg/explain/tracin/influence.py) on a 3-epoch run of the 10-triple
 graph: what it takes by default, that its per-checkpoint parts sum to the whole, that a subset of rows
-is the same columns, that an ids-only object reads the same checkpoints from disk, and its refusals.
+is the same columns, that an ids-only object reads the same checkpoints from disk, and its refusals;
+where it computes: the device given over the store's (a store on the meta device standing in for a
+GPU), names resolved and devices taken as given, and the automatic batch size for a device, by hand.
 
 References: the run's own files read here (its training file, label smoothing, epoch checkpoints),
 the whole result (checked against a float64 first-principles computation in
@@ -210,3 +212,60 @@ def test_top_k_lists_ten_of_each_sign_by_default(run):
     assert max(pos, neg) >= 15
     counts = top["role"].value_counts()
     assert counts.get("proponent", 0) == min(pos, 10) and counts.get("opponent", 0) == min(neg, 10)
+
+
+def test_the_device_given_overrides_the_store_s_and_a_call_s_overrides_the_object_s(run):
+    """A store opened on another device (the meta device stands in for a GPU on a machine without
+    one: a tensor left on it has no data, so computing there fails): the object defaults to the
+    store's device, and a device given to the object, to ``from_parts`` or to one ``result`` call is
+    where the gradients are computed, per checkpoint too; the reference is the whole result of an
+    object on a CPU store."""
+    cpu = TracIn(run, progress=False)
+    test = np.array(ids(TEST))
+    whole = cpu.result(test)
+    meta = RunStore(run, device="meta")
+    assert TracIn(meta, progress=False).device == torch.device("meta")  # the store's by default
+    given = TracIn(meta, device="cpu", progress=False)
+    parts = TracIn.from_parts(meta, np.array(ids(TRIPLES)), cpu.checkpoints, cpu.options, device="cpu", progress=False)
+    for t in (given, parts):
+        assert t.device == torch.device("cpu")
+        np.testing.assert_allclose(t.result(test).scores, whole.scores, rtol=1e-6, atol=1e-9)
+        per = [np.asarray(p.scores, np.float64) for p in t.per_checkpoint(test)]
+        np.testing.assert_allclose(sum(per), whole.scores, rtol=1e-5, atol=1e-9)
+    on_meta = TracIn(meta, progress=False)
+    np.testing.assert_allclose(on_meta.result(test, device="cpu").scores, whole.scores, rtol=1e-6, atol=1e-9)
+    assert on_meta.device == torch.device("meta")  # one call's device, not the object's
+
+
+def test_device_names_are_resolved_and_device_objects_taken_as_given(run, monkeypatch):
+    """A name goes through the device resolution ("auto": ``TRACEGRAPH_DEVICE``, here the meta
+    device); a ``torch.device`` is taken as given (a GPU's plan can be made on a machine without
+    one); the store's device is not consulted when one is given."""
+    monkeypatch.setenv("TRACEGRAPH_DEVICE", "meta")
+    ckpts = TracIn(run, progress=False).checkpoints
+    train_ids = np.array(ids(TRIPLES))
+
+    def device_of(device):
+        return TracIn.from_parts(None, train_ids, ckpts, InfluenceOptions(), device=device, progress=False).device
+
+    assert device_of("auto") == torch.device("meta")
+    assert device_of("cpu") == torch.device("cpu")
+    assert device_of(torch.device("cuda")) == torch.device("cuda")  # no CUDA needed to name it
+    assert device_of(None) == torch.device("cpu")  # no store: the CPU
+
+
+def test_the_automatic_batch_size_is_planned_for_the_run_s_entities_on_the_device():
+    """The batch size fixed up front (batch_size 0) is the engine's rule for the store's entity count
+    on the object's device, worked by hand: 512 on a CPU; on a GPU 2**29 // (8 N) between 256 and
+    4096. A stand-in store (its entities, device and reader) is all ``from_parts`` reads."""
+    from types import SimpleNamespace
+
+    def batch(n_entities, device):
+        store = SimpleNamespace(entities=range(n_entities), device=torch.device("cpu"), read_checkpoint=None)
+        opts = InfluenceOptions(batch_size=0)
+        return TracIn.from_parts(store, np.zeros((1, 3), np.int64), [], opts, device=device).options.batch_size
+
+    gpu = torch.device("cuda")  # named only: nothing is computed
+    assert batch(100_000, "cpu") == 512
+    assert batch(100_000, gpu) == 671  # 536 870 912 // 800 000
+    assert batch(10, gpu) == 4096 and batch(10_000_000, gpu) == 256  # the cap and the floor

@@ -72,8 +72,10 @@ class LocalRefit:
         with torch.no_grad():
             w = self.model.entity.weight
             g = torch.Generator().manual_seed(opts.seed)
-            # a start like the trained entities' spread, the same for every mimic
-            self.start = (torch.randn(w.shape[1], generator=g, dtype=torch.float64) * float(w.std())).to(w)
+            # a start like the trained entities' spread, the same for every mimic; drawn on the CPU
+            # (the generator's device), whatever the caller's default device
+            draw = torch.randn(w.shape[1], generator=g, dtype=torch.float64, device="cpu")
+            self.start = (draw * float(w.std())).to(w)
 
     # ---- the data of one side: the entity's training triples, written with it as the head
 
