@@ -4,7 +4,9 @@ seeded rerun cannot imitate.
 The heads are replaced by modules that return chosen outputs, so the order embedding z and the
 growth logits are known numbers; the encoder is a stub. What is checked is how ``GTSSL.losses``
 combines them: which node is "upper" in a pair, the margin term of non-ancestor pairs, and which
-half of the growth logits predicts which histogram.
+half of the growth logits predicts which histogram. The pair sampling, the growth targets and the
+losses also run with the meta device as the caller's default device: they must compute on their
+inputs' device (the CPU) and give what the same call gives without that default.
 """
 
 import json
@@ -29,7 +31,7 @@ class StubEncoder(nn.Module):
         self.w = nn.Parameter(torch.zeros(()))
 
     def forward(self, x, pos, paths, batch, num_graphs):
-        return torch.zeros(len(x), 4) + self.w, None
+        return torch.zeros(len(x), 4, device=x.device) + self.w, None
 
 
 class Fixed(nn.Module):
@@ -217,3 +219,51 @@ def test_a_single_node_has_no_pairs_and_zero_order_loss():
     assert set(out) == {"order", "order_pos", "order_neg", "growth", "order_z_max"}
     assert float(out["order"]) == 0.0 and float(out["order_pos"]) == 0.0 and float(out["order_neg"]) == 0.0
     assert float(out["order_z_max"]) == pytest.approx(0.6)
+
+
+def _branching_tree():
+    """0 → {1, 4}, 1 → {2, 3}: node 1 has a parent segment and two children, node 0 one more child."""
+    return tree([0, 0, 1, 1, 0], [[0, 0, 0], [1, 0, 0], [2, 0, 0], [1, 1, 0], [0, 0, 1]])
+
+
+def test_order_pairs_are_drawn_on_the_inputs_device_whatever_the_default_device():
+    """A caller who set another default device (the meta device stands in for a GPU) still gets
+    the pairs on the inputs' device, and the same draws as without that default."""
+    t = tree([0, 0, 1, 3, 3, 4])
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    want = sample_order_pairs(t.parent, t.depth, batch, 6, torch.Generator().manual_seed(3))
+    gen = torch.Generator().manual_seed(3)
+    with torch.device("meta"):
+        got = sample_order_pairs(t.parent, t.depth, batch, 6, gen)
+    assert all(g.device.type == "cpu" for g in got)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    assert len(want[0]) > 0 and len(want[2]) > 0
+
+
+def test_growth_targets_are_computed_on_the_inputs_device_whatever_the_default_device():
+    t = _branching_tree()
+    want = growth_targets(t.pos, t.parent, 2.0, 4)
+    with torch.device("meta"):
+        got = growth_targets(t.pos, t.parent, 2.0, 4)
+    assert all(g.device.type == "cpu" for g in got)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+    assert want[1].tolist() == [True, True, False, False, False]  # nodes 0 and 1 have children
+    assert want[3].tolist() == [False, True, False, False, False]  # only node 1 has a parent segment
+
+
+def test_losses_are_computed_on_the_inputs_device_whatever_the_default_device():
+    """No batch vector (one tree): the losses build their own on the inputs' device."""
+    t = _branching_tree()
+    torch.manual_seed(0)
+    m = order_model([[0.9, 0.7], [0.6, 0.8], [0.3, 0.1], [0.2, 0.9], [0.8, 0.2]], num_samples=4)
+    want = m.losses(t, torch.Generator().manual_seed(1))
+    gen = torch.Generator().manual_seed(1)
+    with torch.device("meta"):
+        got = m.losses(t, gen)
+    assert set(got) == set(want)
+    for k in want:
+        assert got[k].device.type == "cpu", k
+        assert torch.equal(got[k], want[k]), k
+    assert float(want["growth"]) > 0 and float(want["order_pos"]) > 0
