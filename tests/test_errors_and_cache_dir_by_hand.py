@@ -52,3 +52,15 @@ def test_the_cache_is_the_variables_folder_else_the_users_cache(monkeypatch, tmp
         assert cache_dir() == tmp_path / "xdg" / "tracegraph"
         monkeypatch.delenv("XDG_CACHE_HOME")
         assert cache_dir() == tmp_path / "home" / ".cache" / "tracegraph"
+
+
+def test_on_windows_the_cache_has_no_author_folder(monkeypatch, tmp_path):
+    """platformdirs' Windows layout, with the Windows folder lookup stood in for: the cache is
+    %LOCALAPPDATA%\\tracegraph\\Cache, not ...\\tracegraph\\tracegraph\\Cache (the author is not asked)."""
+    import platformdirs
+    import platformdirs.windows
+
+    monkeypatch.delenv("TRACEGRAPH_CACHE_DIR", raising=False)
+    monkeypatch.setattr(platformdirs, "PlatformDirs", platformdirs.windows.Windows)
+    monkeypatch.setattr(platformdirs.windows, "get_win_folder", lambda csidl: str(tmp_path / csidl))
+    assert cache_dir() == tmp_path / "CSIDL_LOCAL_APPDATA" / "tracegraph" / "Cache"
