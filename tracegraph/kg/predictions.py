@@ -13,7 +13,6 @@ import io
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from tracegraph.errors import DataError, TracegraphError
@@ -71,6 +70,8 @@ def predict_frame(run, head=None, relation=None, tail=None, k: int = 10, exclude
     a, r = run.entities.ids(given, "entity"), run.relations.ids(rels, "relation")
     known = _known_answers(run, side) if exclude_train else None
     ids, scores = top_answers(run.model, a, r, side, k, known, run.device)
+    from scipy.special import expit  # the logistic function without overflow
+
     ent = run.entities.labels
     rows = []
     for j in range(len(given)):
@@ -78,7 +79,7 @@ def predict_frame(run, head=None, relation=None, tail=None, k: int = 10, exclude
             if v == float("-inf"):  # a left-out training answer: fewer than k answers remain
                 break
             h, t = (given[j], ent[e]) if side == "tail" else (ent[e], given[j])
-            rows.append((h, rels[j], rank, t, v, float(1 / (1 + np.exp(-v)))))
+            rows.append((h, rels[j], rank, t, v, float(expit(v))))
     frame = pd.DataFrame(rows, columns=PREDICT_COLUMNS)
     if labels.entity_names or labels.relation_names:
         names = labels.entity_names

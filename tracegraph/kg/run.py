@@ -40,7 +40,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -328,7 +327,9 @@ def _s(p):
 
 
 def _sigmoid(x: float) -> float:
-    return float(1 / (1 + np.exp(-x)))
+    from scipy.special import expit  # the logistic function without overflow; in x's precision
+
+    return float(expit(x))
 
 
 __all__ = ["Run", "RunCheckpoint", "Evaluation", "run_files", "PREDICT_COLUMNS", "SCORE_COLUMNS", "RANKS_COLUMNS"]

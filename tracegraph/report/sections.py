@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit  # the logistic function without overflow
 
 from tracegraph.report.explanations import ExplainedTriple
 from tracegraph.report.html import Section, e, img, num, sig, table
@@ -285,17 +286,12 @@ def _rows_html(frame: pd.DataFrame, t: ExplainedTriple, marked: set, mark_label:
     return rows, classes
 
 
-def _sigmoid(x: float) -> float:
-    # exp of a large positive number overflows: for x < 0 write it with exp(x) instead
-    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
-
-
 def _summary_line(t: ExplainedTriple) -> str:
     rank = "—" if t.rank is None else str(int(t.rank)) if float(t.rank).is_integer() else num(t.rank, 1)
     where = {"explain": "", "ranks.csv": " (from the test metrics)", "computed": " (computed now)"}.get(
         t.rank_source, ""
     )
-    score = "—" if t.score is None else f"{num(t.score, 2)} (σ = {_sigmoid(t.score):.3f})"
+    score = "—" if t.score is None else f"{num(t.score, 2)} (σ = {expit(t.score):.3f})"
     parts = [f"filtered {e(t.side)} rank <b>{rank}</b>{where}", f"score {score}"]
     if t.rival:
         other = t.rival.get(t.side) or "?"
