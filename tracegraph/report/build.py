@@ -55,13 +55,18 @@ def test_ranks(run, test=None) -> tuple[pd.DataFrame | None, str]:
         if missing:
             raise DataError(f"not a ranks.csv of `tracegraph evaluate`: no column {', '.join(sorted(missing))}", saved)
         return ranks, f"read from <code>{e(saved)}</code> (written by <code>tracegraph evaluate</code>)"
-    try:
-        recorded = run.data_files.get("test")
-    except DataError:  # a recorded data file is gone or changed: the run has no test file to rank
-        recorded = None
+    recorded = _recorded_files(run).get("test")
     if recorded:
         return run.evaluate(recorded).ranks, f"computed now on the run's test file <code>{e(recorded)}</code>"
     return None, "The run records no test file that still exists and none was given: pass <code>--test FILE</code>."
+
+
+def _recorded_files(run) -> dict:
+    # a recorded data file gone or changed: the report shows what the run recorded, ranking nothing anew
+    try:
+        return run.data_files
+    except DataError:
+        return {}
 
 
 def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) -> None:
@@ -91,10 +96,7 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
             todo.append(t)
     if not todo:
         return
-    try:
-        files = run.data_files
-    except DataError:  # a recorded data file is gone or changed: nothing to filter with, leave "—"
-        return
+    files = _recorded_files(run)
     if not files.get("train") or sum(Path(f).stat().st_size for f in files.values()) > MAX_FILTER_BYTES:
         return
     try:

@@ -37,7 +37,8 @@ def top_answers(
         batch_size: queries scored at once.
 
     Returns:
-        ``(ids [M, k], scores [M, k])``, best first.
+        ``(ids [M, k], scores [M, k])``, best first; where ``known`` leaves fewer than ``k`` answers, the
+        slots past them score ``-inf``.
     """
     c = model.config
     k = min(k, c.num_entities)
