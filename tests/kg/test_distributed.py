@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -150,35 +151,19 @@ def history(run: Path) -> list[dict]:
     return json.loads((run / "training_history.json").read_text())
 
 
+def train_commands(umls_dir, out: Path) -> list[list]:
+    """2 epochs, then resumed to 3: the resumed 2-rank curve must still be the uninterrupted 1-process one."""
+    base = ["train", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt"]
+    base += ["--test", umls_dir / "test.txt", "-o", out, "--batch-size", BATCH, "--lr-decay", "0.5"]
+    base += ["--device", "cpu", *MODEL_FLAGS]
+    return [[*base, "--epochs", "2"], [*base, "--epochs", "3", "--resume"]]
+
+
 @pytest.mark.slow
-def test_distributed_training_matches_single_process(umls_dir, single_run, tmp_path):
-    out = tmp_path / "dist"
-    base = [
-        "-m",
-        "tracegraph",
-        "train",
-        "--train",
-        umls_dir / "train.txt",
-        "--valid",
-        umls_dir / "valid.txt",
-        "--test",
-        umls_dir / "test.txt",
-        "-o",
-        out,
-        "--batch-size",
-        BATCH,
-        "--lr-decay",
-        "0.5",
-        "--device",
-        "cpu",
-        *MODEL_FLAGS,
-    ]
-    # 2 epochs, then resume to 3: the resumed 2-rank curve must still be the uninterrupted 1-process one
-    res = torchrun([*base, "--epochs", "2"])
-    assert res.returncode == 0, res.stderr[-3000:]
-    res = torchrun([*base, "--epochs", "3", "--resume"])
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.count("test MRR") == 1  # rank 0 alone prints (and writes)
+def test_distributed_training_matches_single_process(umls_dir, single_run, launched):
+    out = launched.dirs["train"]
+    first, resumed = launched.outputs[:2]
+    assert first.count("test MRR") == resumed.count("test MRR") == 1  # rank 0 alone prints (and writes)
 
     one, two = history(single_run), history(out)
     assert [h["epoch"] for h in two] == [1, 2, 3] and [h["lr"] for h in two] == [h["lr"] for h in one]
@@ -265,40 +250,51 @@ def assert_same_outputs(ref: Path, got: Path) -> float:
 
 EXPLAINS = [("tracin-margin", 5), ("tracin-margin", None), ("tracin", 5), ("tracin-margin-path", 3)]
 
-# several CLI commands in one torchrun launch: each launch starts three interpreters, and the
-# process group is set up once and kept (init_distributed is idempotent)
+# every 2-rank CLI command of this module in one torchrun launch: each launch starts three
+# interpreters (about 15 s of CPU, torch and its optimisers' imports), and the process group is set
+# up once and kept (init_distributed is idempotent). Rank 0 marks where each command's output begins.
 SEVERAL_COMMANDS = """
-import json, sys
+import json, os, sys
 from tracegraph.cli import app
 for args in json.loads(sys.argv[1]):
+    if os.environ["RANK"] == "0":
+        print("== command", flush=True)
     app(args, standalone_mode=False)
 """
 
 
+@dataclass
+class Launch:
+    dirs: dict  # "train", and (method, top_k) for each of EXPLAINS: the command's output folder
+    outputs: list[str]  # each command's standard output, in order
+
+
 @pytest.fixture(scope="module")
-def distributed_explains(single_run, explain_inputs, tmp_path_factory):
-    """Every (method, top_k) of EXPLAINS explained by 2 ranks in one launch: {(method, top_k): folder}."""
-    root = tmp_path_factory.mktemp("distributed_explains")
+def launched(umls_dir, single_run, explain_inputs, tmp_path_factory) -> Launch:
+    """The 2-rank training (2 epochs, then resumed to 3) and every (method, top_k) of EXPLAINS
+    explained by 2 ranks, one launch. Training seeds itself from the config at every start, so a
+    resume in the same interpreter starts from the checkpoint alone, as in a new one."""
+    root = tmp_path_factory.mktemp("launched")
     script = root / "several.py"
     script.write_text(SEVERAL_COMMANDS)
-    outs, commands = {}, []
+    dirs = {"train": root / "train"}
+    commands = train_commands(umls_dir, dirs["train"])
     for method, top_k in EXPLAINS:
-        outs[method, top_k] = root / f"{method}-{top_k}"
+        dirs[method, top_k] = root / f"{method}-{top_k}"
         args = ["explain", "--model-dir", single_run, "--train", explain_inputs / "train.txt"]
-        args += ["--test-triples", explain_inputs / "test.txt", "-o", outs[method, top_k], "--batch-size", "32"]
+        args += ["--test-triples", explain_inputs / "test.txt", "-o", dirs[method, top_k], "--batch-size", "32"]
         args += ["--device", "cpu", "--method", method] + (["--top-k", str(top_k)] if top_k else [])
-        commands.append([str(a) for a in args])
-    res = torchrun([script, json.dumps(commands)])
+        commands.append(args)
+    res = torchrun([script, json.dumps([[str(a) for a in c] for c in commands])])
     assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.count("explained 3 of 4") == len(EXPLAINS)  # rank 0 alone prints, once per command
-    return outs
+    outputs = res.stdout.split("== command\n")[1:]
+    assert len(outputs) == len(commands), res.stdout[-3000:]
+    return Launch(dirs, outputs)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method,top_k", EXPLAINS)
-def test_distributed_explain_matches_single_process(
-    single_run, explain_inputs, distributed_explains, tmp_path, method, top_k
-):
+def test_distributed_explain_matches_single_process(single_run, explain_inputs, launched, tmp_path, method, top_k):
     """The default (tracin-margin: each rank's top-k by margin), tracin-margin-path (each rank's
     first k by shell then margin, and its k weakest margins) and plain TracIn, against one process."""
     ref = tmp_path / "single"
@@ -309,7 +305,8 @@ def test_distributed_explain_matches_single_process(
     if method == "tracin-margin-path":  # walks of several lengths, so the shells reorder the margin
         walks = [read_rows(p)[2][:, -1] for p in ref.glob("*_tracin.csv")]
         assert any(len(set(w[np.isfinite(w)])) > 1 for w in walks)
-    got = distributed_explains[method, top_k]
+    got = launched.dirs[method, top_k]
+    assert launched.outputs[2 + EXPLAINS.index((method, top_k))].count("explained 3 of 4") == 1  # rank 0 alone
     assert json.loads((got / "summary.json").read_text())["world_size"] == 2
     # whole training batches per rank: the same arithmetic as one process (measured: identical)
     print(f"explain {method} top_k={top_k}: max relative score difference {assert_same_outputs(ref, got):.1e}")
