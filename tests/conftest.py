@@ -1,10 +1,12 @@
 import contextlib
+import functools
 import gc
 import logging
 import os
 from pathlib import Path
 
 import pytest
+import typer.testing
 
 os.environ.setdefault("TRACEGRAPH_PROGRESS", "0")
 # Device policy for the suite: "auto" means CPU, so tests are exact and reproducible on any machine
@@ -75,13 +77,17 @@ def neurons_dir() -> Path:
     return NEURONS
 
 
+# typer's test runner builds the click command from every command's signature on each invoke
+# (about 50 ms, longer than most commands the tests run, and several hundred invokes in all); the
+# app does not change between tests, so each process builds it once
+typer.testing._get_command = functools.cache(typer.testing._get_command)
+
+
 def run_cli(args, **kw):
     """Invoke the CLI in-process; returns the click Result (exit_code, stdout, stderr)."""
-    from typer.testing import CliRunner
-
     from tracegraph.cli import app
 
-    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False, **kw)
+    return typer.testing.CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False, **kw)
 
 
 REPO = Path(__file__).resolve().parents[1]

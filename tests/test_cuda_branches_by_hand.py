@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tracegraph.runtime import memory
-from tracegraph.runtime.seeding import rng_state, set_rng_state
+from tracegraph.runtime.seeding import rng_state, seed_torch, set_rng_state
 
 
 @pytest.fixture
@@ -70,3 +70,14 @@ def test_without_cuda_no_generator_is_saved_or_restored(cuda_calls, monkeypatch)
     assert "cuda" not in state
     set_rng_state({**state, "cuda": [torch.tensor([9], dtype=torch.uint8)]})  # saved on a GPU machine
     assert cuda_calls == []
+
+
+@pytest.mark.parametrize("initialized, want", [(True, [("seed_all", 5)]), (False, [])])
+def test_seed_torch_seeds_the_gpus_once_cuda_is_in_use(monkeypatch, initialized, want):
+    calls: list = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda s: calls.append(("seed_all", s)))
+    seed_torch(5)
+    assert calls == want
+    # the CPU generator is seeded either way: its next draw is a fresh generator's with seed 5
+    assert torch.rand(3).tolist() == torch.rand(3, generator=torch.Generator().manual_seed(5)).tolist()

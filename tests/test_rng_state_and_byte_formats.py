@@ -19,7 +19,7 @@ from tracegraph.runtime.memory import (
     peak_rss_bytes,
     reset_peak,
 )
-from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
+from tracegraph.runtime.seeding import rng_state, seed_everything, seed_torch, set_rng_state
 
 
 def _draws():
@@ -63,6 +63,15 @@ def test_seed_reaches_each_generator_as_documented(seed):
         float(torch.rand(1, generator=torch.Generator().manual_seed(seed))),
     )
     assert _draws() == want
+
+
+def test_seed_torch_gives_torch_manual_seeds_stream():
+    # what training reseeds with for every batch: the CPU stream torch.manual_seed gives
+    torch.manual_seed(31)
+    want = torch.rand(4).tolist(), torch.randn(2).tolist()
+    torch.manual_seed(0)
+    seed_torch(31)
+    assert (torch.rand(4).tolist(), torch.randn(2).tolist()) == want
 
 
 def test_captured_state_keeps_the_pending_gaussian_of_python_and_numpy():

@@ -16,7 +16,7 @@ from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
 from tracegraph.runtime.checkpoints import load_checkpoint
 from tracegraph.runtime.memory import cleanup, peak_memory_bytes, reset_peak
-from tracegraph.runtime.seeding import rng_state, seed_everything, set_rng_state
+from tracegraph.runtime.seeding import rng_state, seed_everything, seed_torch, set_rng_state
 
 pytestmark = pytest.mark.gpu
 CUDA = "cuda"
@@ -115,6 +115,14 @@ def test_captured_state_restores_the_cuda_generator():
     seed_everything(5)
     torch.rand(3, device=CUDA)
     set_rng_state(state)
+    assert torch.equal(torch.rand(5, device=CUDA).cpu(), want)
+
+
+def test_seed_torch_gives_the_cuda_stream_of_torch_manual_seed():
+    torch.rand(1, device=CUDA)  # CUDA in use, as in training by the time it reseeds
+    torch.manual_seed(8)
+    want = torch.rand(5, device=CUDA).cpu()
+    seed_torch(8)
     assert torch.equal(torch.rand(5, device=CUDA).cpu(), want)
 
 

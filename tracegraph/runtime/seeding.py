@@ -19,6 +19,22 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def seed_torch(seed: int) -> None:
+    """Seed torch's CPU generator, and every GPU's once CUDA is in use: cheap enough for every batch.
+
+    ``torch.manual_seed`` seeds the same generators, and queues the seed for each backend not yet
+    started (CUDA, XPU, MTIA) with the caller's formatted stack: 0.2-1.5 ms a call, more than a
+    small model's whole training step. A run seeds with :func:`seed_everything` before it starts
+    CUDA, so the queue is needed there only.
+
+    Args:
+        seed: The seed.
+    """
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+
+
 def rng_state() -> dict:
     """All RNG states as tensors/plain types, so a checkpoint stays weights_only-loadable."""
     np_state = np.random.get_state()

@@ -63,7 +63,7 @@ from tracegraph.runtime.distributed import (
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
 from tracegraph.runtime.precision import math_mode, resolve_precision
 from tracegraph.runtime.progress import DeviceMeter, log, make_progress, progress_enabled
-from tracegraph.runtime.seeding import seed_everything
+from tracegraph.runtime.seeding import seed_everything, seed_torch
 
 
 @dataclass
@@ -439,14 +439,14 @@ def _train_epoch(
         capacity[0] = max(capacity[0], 1 << (need - 1).bit_length())
     b_task = progress.add_task(f"epoch {epoch}", total=len(batches), info="")
     if ctx.active:  # dropout masks: a stream per rank and epoch, so resume stays exact
-        torch.manual_seed(rank_seed(cfg.seed, epoch, ctx.rank))
+        seed_torch(rank_seed(cfg.seed, epoch, ctx.rank))
     for batch in batches:
         i = batch.number
         n_global = len(batch) if s.ddp is None else min(cfg.batch_size, s.n_samples - i * cfg.batch_size)
         if n_global < max(2, ctx.world_size):  # BatchNorm cannot normalise a batch of one; every rank needs a sample
             continue
         if not ctx.active:  # dropout masks per batch: a shorter batch elsewhere leaves this one's alone
-            torch.manual_seed(rank_seed(cfg.seed, epoch, i))  # (a captured graph reads the new seed at replay)
+            seed_torch(rank_seed(cfg.seed, epoch, i))  # (a captured graph reads the new seed at replay)
         if graphed is not None and len(batch) == cfg.batch_size:
             graphed(batch.index, key=(lr, capacity[0]))  # both are frozen into a capture
         else:
