@@ -79,8 +79,17 @@ def neurons_dir() -> Path:
 
 # typer's test runner builds the click command from every command's signature on each invoke
 # (about 50 ms, longer than most commands the tests run, and several hundred invokes in all); the
-# app does not change between tests, so each process builds it once
+# app does not change between tests, so each process builds it once. A test that changes what the
+# command is built from (the method registry the help lists) asks for `cli_rebuilt`.
 typer.testing._get_command = functools.cache(typer.testing._get_command)
+
+
+@pytest.fixture
+def cli_rebuilt():
+    """The CLI's command built anew for this test, and again for the tests after it."""
+    typer.testing._get_command.cache_clear()
+    yield
+    typer.testing._get_command.cache_clear()
 
 
 def run_cli(args, **kw):

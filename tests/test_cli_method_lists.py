@@ -20,7 +20,7 @@ def _method_help(path) -> str:
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
-def test_method_help_lists_what_the_registry_holds(path, monkeypatch):
+def test_method_help_lists_what_the_registry_holds(path, monkeypatch, cli_rebuilt):
     from tracegraph.kg.explain import methods
 
     # a method registered after the CLI was written: the help must name it, with no CLI edit
