@@ -9,6 +9,7 @@ import hashlib
 import logging
 import os
 
+import numpy as np
 import pytest
 
 from tracegraph.errors import DataError
@@ -27,7 +28,8 @@ def _write(path, data: bytes):
 
 @pytest.mark.parametrize("size", [0, 5, (1 << 20) - 1, 1 << 20, (5 << 19) + 3])
 def test_sha256_of_a_file_equals_hashlib_over_its_bytes(tmp_path, size):
-    data = bytes((i * 7 + i // 251) % 256 for i in range(size))
+    i = np.arange(size, dtype=np.int64)
+    data = ((i * 7 + i // 251) % 256).astype(np.uint8).tobytes()
     assert sha256_of(_write(tmp_path / "f.bin", data)) == _digest(data)
     assert sha256_of(str(tmp_path / "f.bin")) == _digest(data)
 
