@@ -29,7 +29,8 @@ def pytest_collection(session):
     triggers one after another: about a third of collection's time. Those imports make no
     garbage cycles worth finding, so the collector waits until the end, and everything alive
     then (modules, fixtures' functions) is frozen: the tests' own collections walk only what the
-    tests make, which is what they free.
+    tests make, which is what they free. They run every 20,000 allocations rather than 700: half
+    the time the suite spent collecting, and cycles are freed a little later.
     """
     gc.disable()
     try:
@@ -37,6 +38,7 @@ def pytest_collection(session):
     finally:
         gc.collect()
         gc.freeze()
+        gc.set_threshold(20_000, 10, 10)
         gc.enable()
 
 
