@@ -151,18 +151,18 @@ def history(run: Path) -> list[dict]:
     return json.loads((run / "training_history.json").read_text())
 
 
-def train_commands(umls_dir, out: Path) -> list[list]:
+def train_commands(umls_dir, out: Path) -> dict[str, list]:
     """2 epochs, then resumed to 3: the resumed 2-rank curve must still be the uninterrupted 1-process one."""
     base = ["train", "--train", umls_dir / "train.txt", "--valid", umls_dir / "valid.txt"]
     base += ["--test", umls_dir / "test.txt", "-o", out, "--batch-size", BATCH, "--lr-decay", "0.5"]
     base += ["--device", "cpu", *MODEL_FLAGS]
-    return [[*base, "--epochs", "2"], [*base, "--epochs", "3", "--resume"]]
+    return {"train": [*base, "--epochs", "2"], "resume": [*base, "--epochs", "3", "--resume"]}
 
 
 @pytest.mark.slow
 def test_distributed_training_matches_single_process(umls_dir, single_run, launched):
     out = launched.dirs["train"]
-    first, resumed = launched.outputs[:2]
+    first, resumed = launched.outputs["train"], launched.outputs["resume"]
     assert first.count("test MRR") == resumed.count("test MRR") == 1  # rank 0 alone prints (and writes)
 
     one, two = history(single_run), history(out)
@@ -266,7 +266,7 @@ for args in json.loads(sys.argv[1]):
 @dataclass
 class Launch:
     dirs: dict  # "train", and (method, top_k) for each of EXPLAINS: the command's output folder
-    outputs: list[str]  # each command's standard output, in order
+    outputs: dict  # "train", "resume", and (method, top_k) for each of EXPLAINS: the command's standard output
 
 
 @pytest.fixture(scope="module")
@@ -284,12 +284,12 @@ def launched(umls_dir, single_run, explain_inputs, tmp_path_factory) -> Launch:
         args = ["explain", "--model-dir", single_run, "--train", explain_inputs / "train.txt"]
         args += ["--test-triples", explain_inputs / "test.txt", "-o", dirs[method, top_k], "--batch-size", "32"]
         args += ["--device", "cpu", "--method", method] + (["--top-k", str(top_k)] if top_k else [])
-        commands.append(args)
-    res = torchrun([script, json.dumps([[str(a) for a in c] for c in commands])])
+        commands[method, top_k] = args
+    res = torchrun([script, json.dumps([[str(a) for a in c] for c in commands.values()])])
     assert res.returncode == 0, res.stderr[-3000:]
     outputs = res.stdout.split("== command\n")[1:]
     assert len(outputs) == len(commands), res.stdout[-3000:]
-    return Launch(dirs, outputs)
+    return Launch(dirs, dict(zip(commands, outputs)))
 
 
 @pytest.mark.slow
@@ -306,7 +306,7 @@ def test_distributed_explain_matches_single_process(single_run, explain_inputs, 
         walks = [read_rows(p)[2][:, -1] for p in ref.glob("*_tracin.csv")]
         assert any(len(set(w[np.isfinite(w)])) > 1 for w in walks)
     got = launched.dirs[method, top_k]
-    assert launched.outputs[2 + EXPLAINS.index((method, top_k))].count("explained 3 of 4") == 1  # rank 0 alone
+    assert launched.outputs[method, top_k].count("explained 3 of 4") == 1  # rank 0 alone prints
     assert json.loads((got / "summary.json").read_text())["world_size"] == 2
     # whole training batches per rank: the same arithmetic as one process (measured: identical)
     print(f"explain {method} top_k={top_k}: max relative score difference {assert_same_outputs(ref, got):.1e}")

@@ -34,7 +34,10 @@ def reference(ids: np.ndarray, n: int, h: int, t: int, o: FilterOptions) -> list
 
         rows = [r for r in rows if keep(r)]
     if o.uses_paths:
-        on = ref_path_pairs(ids, rows, h, t, o.max_path_length)
+        key = ("paths", tuple(rows), h, t, o.max_path_length)
+        if key not in _answers:
+            _answers[key] = ref_path_pairs(ids, rows, h, t, o.max_path_length)
+        on = _answers[key]
         rows = [r for r in rows if frozenset((ids[r, 0], ids[r, 2])) in on]
     if o.edges_only:
         seen, first = set(), []
@@ -69,8 +72,8 @@ def ref_graph(ids: np.ndarray, n: int) -> tuple[nx.MultiGraph, dict[int, int]]:
 
 
 def ref_hop_nodes(g: nx.MultiGraph, h: int, t: int, n_hops: int, strict_hop: bool) -> set[int]:
-    """The nodes within n_hops of both h and t, and h and t."""
-    key = ("hops", id(g), h, t, n_hops, strict_hop)
+    """The nodes within n_hops of both h and t, and h and t, in the graph ref_graph last built."""
+    key = ("hops", h, t, n_hops, strict_hop)
     if key not in _answers:
         hop_graph = g
         if strict_hop:  # the graph without its head–tail edges (a view: the cached graph stays whole)
@@ -83,13 +86,6 @@ def ref_hop_nodes(g: nx.MultiGraph, h: int, t: int, n_hops: int, strict_hop: boo
 
 def ref_path_pairs(ids, rows, h, t, L) -> set[frozenset]:
     """The node pairs on some simple h–t path of at most L edges through the given rows."""
-    key = ("paths", ids.tobytes(), ids.shape, tuple(rows), h, t, L)
-    if key not in _answers:
-        _answers[key] = _path_pairs(ids, rows, h, t, L)
-    return _answers[key]
-
-
-def _path_pairs(ids, rows, h, t, L) -> set[frozenset]:
     sub = nx.Graph()
     sub.add_nodes_from([h, t])
     sub.add_edges_from((ids[q, 0], ids[q, 2]) for q in rows)
