@@ -132,6 +132,7 @@ def fidelity_cmd(
 
 
 def register(app: typer.Typer) -> None:
+    from tracegraph.cli.compare import compare_cmd
     from tracegraph.cli.necessity import necessity_cmd
 
     app.command("demo")(demo_cmd)
@@ -141,4 +142,5 @@ def register(app: typer.Typer) -> None:
     )
     fidelity.command("recovery", cls=method_list_command())(fidelity_cmd)
     fidelity.command("necessity", cls=method_list_command())(necessity_cmd)
+    fidelity.command("compare", cls=method_list_command())(compare_cmd)
     app.add_typer(fidelity, name="fidelity")

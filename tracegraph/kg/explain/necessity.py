@@ -283,13 +283,25 @@ class Retrainer:
 
         d = self.out / name
         d.mkdir(parents=True, exist_ok=True)
+        wanted = "".join(f"{h}\t{r}\t{t}\n" for h, r, t in excluded) + f"# seed {seed}\n"
+        # an interrupted retrain of the same removals and seed continues from its last epoch
+        again = (
+            (d / "run" / "resume.pt").is_file()
+            and (d / "plan.txt").is_file()
+            and (d / "plan.txt").read_text() == wanted
+        )
+        atomic_write_text(d / "plan.txt", wanted)
         exclude = None
         if excluded:
             write_triples(d / "excluded.txt", excluded)
             exclude = str(d / "excluded.txt")
         t0 = time.perf_counter()
+        cfg = replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude)
+        if again:
+            log.info(f"retrain {name}: resuming from its last epoch")
+            cfg = replace(cfg, resume=True, overwrite=False)
         with quiet():  # a retrain's per-epoch lines would bury the test's own; warnings still show
-            train(replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude))
+            train(cfg)
         lm = load_model(d / "run" / "final_model.pt")
         if not self.keep:
             shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)

@@ -1,0 +1,370 @@
+"""Everything a lent GPU is spent on, in one rerunnable command with a deadline.
+
+Steps, each a process with its own time cap, scheduled by priority on one GPU:
+
+1. the CUDA suite (``pytest -m gpu`` and the CUDA-parametrised tests), beside everything else;
+2. per dataset, ConvE trained with Kelpie's settings (the necessity protocol's original model);
+3. ``tracegraph fidelity compare`` on Kelpie's 100 facts: the methods' explanations first, then one
+   retrain per arm (Kelpie, its baselines, ours, random head facts, the noise floor), several at once;
+   then the same on our own 100 rank-1 test facts;
+4. TracIn's speed at FB15k-237 scale, if time is left.
+
+A rerun on the same machine skips what finished and resumes interrupted retrains. Everything
+lands in ``--work``; ``--pack`` writes it to one archive (with the logs) for the trip back.
+
+Usage (on the device, from the repository root)::
+
+    python3 benchmarks/gpu/device_run.py --inputs .gpuin --work .gpuwork --deadline 520 --pack $OUT
+
+``--quick`` runs the same schedule on UMLS in a few minutes on a CPU (a dry run of this script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KELPIE = ("kelpie", "data_poisoning", "criage", "k1")
+OURS = ("local-retrain", "tracin", "tracin-margin")  # the first is the candidate default
+
+
+@dataclass
+class Job:
+    name: str
+    cmd: list[str]
+    cap: float  # seconds
+    deps: list[str] = field(default_factory=list)
+    done: Path | None = None  # skip when this file exists
+    gpu: bool = True  # counts against --concurrency
+    after_any: bool = False  # starts once its deps have ended, however they ended
+
+
+def tg(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tracegraph", *args]
+
+
+def datasets(args) -> dict[str, dict]:
+    """Per dataset: its split files, epochs and Kelpie's files (from --inputs)."""
+    if args.quick:
+        umls = ROOT / "tracegraph/kg/data/datasets/umls"
+        return {
+            name: dict(dir=umls, epochs=3, kelpie={s: Path(args.inputs) / f"umls_{s}.tsv" for s in KELPIE[:2]})
+            for name in ("umls", "umls2")
+        }
+    out = {}
+    for name, archive, epochs, tag in (
+        ("fb15k-237", "FB15k-237.tar.gz", 60, "fb15k237"),
+        ("wn18rr", "WN18RR.tar.gz", 90, "wn18rr"),
+    ):
+        d = Path(args.work) / "data" / name
+        if not (d / "test.txt").is_file():
+            d.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(Path(args.inputs) / archive) as tf:
+                for m in tf.getmembers():
+                    if m.isfile() and Path(m.name).name in ("train.txt", "valid.txt", "test.txt"):
+                        m.name = Path(m.name).name
+                        tf.extract(m, d)
+        out[name] = dict(
+            dir=d, epochs=epochs, kelpie={s: Path(args.inputs) / f"conve_{tag}_necessary_{s}.tsv" for s in KELPIE}
+        )
+    return out
+
+
+def kelpie_settings(ds: dict, quick: bool) -> list[str]:
+    """Kelpie's ConvE settings (its README): batch 128, lr 0.003, d 200, dropouts 0.2/0.3/0.2, decay 0.995, ε 0.1."""
+    size = ["--embedding-dim", "32", "--embedding-height", "4", "--embedding-width", "8"] if quick else []
+    return [
+        "--preset",
+        "conve-paper",
+        "--epochs",
+        str(ds["epochs"]),
+        "--lr-decay",
+        "0.995",
+        "--seed",
+        "42",
+        "--patience",
+        "0",
+        "--eval-every",
+        str(ds["epochs"]),
+        "--checkpoint-every",
+        "10" if not quick else "1",
+        *size,
+    ]
+
+
+def jobs(args) -> list[Job]:
+    work, dev, thr = Path(args.work), args.device, ["--num-threads", str(args.threads)]
+    out: list[Job] = []
+    if not args.quick and dev == "cuda":
+        out.append(
+            Job(
+                "suite",
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-p",
+                    "no:xdist",
+                    "-p",
+                    "no:cacheprovider",
+                    "-q",
+                    "-rs",
+                    "-m",
+                    "gpu",
+                    "tests/gpu",
+                ],
+                300,
+                gpu=False,
+                done=work / "suite.ok",
+            )
+        )
+    plans = {}
+    for name, ds in datasets(args).items():
+        d = work / name
+        files = [
+            "--train",
+            str(ds["dir"] / "train.txt"),
+            "--valid",
+            str(ds["dir"] / "valid.txt"),
+            "--test",
+            str(ds["dir"] / "test.txt"),
+        ]
+        out.append(
+            Job(
+                f"{name}/train",
+                tg(
+                    "train",
+                    *files,
+                    *kelpie_settings(ds, args.quick),
+                    "--device",
+                    dev,
+                    *thr,
+                    "-o",
+                    str(d / "run"),
+                    "--overwrite",
+                ),
+                args.train_cap,
+                done=d / "run" / "final_model.pt",
+            )
+        )
+        common = tg(
+            "fidelity",
+            "compare",
+            "--model-dir",
+            str(d / "run"),
+            "--device",
+            dev,
+            *thr,
+            "--k",
+            "4",
+            "--local-candidates",
+            "16",
+            "--random-like",
+            OURS[0],
+        )
+        kel = [
+            *common,
+            "-o",
+            str(d / "kelpie-facts"),
+            *[a for s, p in ds["kelpie"].items() for a in ("--explanations", f"{s}={p}")],
+            *[a for m in OURS for a in ("--method", m)],
+        ]
+        own = [
+            *common,
+            "-o",
+            str(d / "own-facts"),
+            "--facts",
+            str(ds["dir"] / "test.txt"),
+            "--n",
+            "100",
+            "--method",
+            OURS[0],
+        ]
+        plans[name] = (kel, own, d)
+    # explanations first (timed with the least else on the GPU), then arms by priority
+    for name, (kel, own, d) in plans.items():
+        out.append(Job(f"{name}/kelpie-facts/explain", [*kel, "--explain-only"], args.arm_cap, [f"{name}/train"]))
+    for name, (kel, own, d) in plans.items():
+        out.append(Job(f"{name}/own-facts/explain", [*own, "--explain-only"], args.arm_cap, [f"{name}/train"]))
+    names = list(datasets(args))
+    first = ["kelpie", OURS[0], "noise", "random-head"] if not args.quick else ["kelpie", OURS[0], "noise"]
+    later = [*OURS[1:], *KELPIE[1:]] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
+    for group in (first, later):
+        for name in names:
+            kel, own, d = plans[name]
+            for arm in group:
+                if arm in KELPIE and arm not in datasets(args)[name]["kelpie"]:
+                    continue
+                out.append(
+                    Job(
+                        f"{name}/kelpie-facts/{arm}",
+                        [*kel, "--arm", arm],
+                        args.arm_cap,
+                        [f"{name}/kelpie-facts/explain"],
+                        done=d / "kelpie-facts" / "arms" / f"{arm}.json",
+                    )
+                )
+    for name in names:
+        kel, own, d = plans[name]
+        for arm in (OURS[0], "random-head", "noise"):
+            out.append(
+                Job(
+                    f"{name}/own-facts/{arm}",
+                    [*own, "--arm", arm],
+                    args.arm_cap,
+                    [f"{name}/own-facts/explain"],
+                    done=d / "own-facts" / "arms" / f"{arm}.json",
+                )
+            )
+    arms = [j.name for j in out if "/" in j.name and not j.name.endswith("/train")]
+    for name, (kel, own, d) in plans.items():  # one last summary of every arm that finished
+        for tag, cmd in (("kelpie-facts", kel), ("own-facts", own)):
+            out.append(
+                Job(
+                    f"{name}/{tag}/summary",
+                    [*cmd, "--explain-only"],
+                    120,
+                    [a for a in arms if a.startswith(f"{name}/{tag}/")],
+                    after_any=True,
+                )
+            )
+    if not args.quick:
+        out.append(
+            Job(
+                "tracin_speed",
+                [
+                    sys.executable,
+                    "benchmarks/tracin_speed.py",
+                    "--device",
+                    dev,
+                    "--train",
+                    "272115",
+                    "--entities",
+                    "14541",
+                    "--sample",
+                    "8",
+                ],
+                120,
+                [j.name for j in out if j.gpu],
+                done=work / "tracin_speed.jsonl",
+                after_any=True,
+            )
+        )
+    return out
+
+
+def run(args) -> dict:
+    work = Path(args.work)
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    todo = jobs(args)
+    status: dict[str, str] = {j.name: "done" for j in todo if j.done is not None and j.done.exists()}
+    running: dict[str, tuple[subprocess.Popen, float, Job]] = {}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "PYTHONUNBUFFERED": "1"}
+    while True:
+        now = time.monotonic() - t0
+        for name, (p, start, job) in list(running.items()):
+            rc = p.poll()
+            if rc is None and (now - start > job.cap or now > args.deadline):
+                p.kill()
+                p.wait()
+                rc = "killed"
+            if rc is not None:
+                status[name] = "done" if rc == 0 else f"failed ({rc})"
+                if rc == 0 and job.name == "suite":
+                    (work / "suite.ok").write_text("ok\n")
+                print(f"[{now:6.0f}s] {name}: {status[name]} after {now - start:.0f}s", flush=True)
+                del running[name]
+        pending = [j for j in todo if j.name not in status and j.name not in running]
+        if (not pending and not running) or now > args.deadline:
+            for j in pending:
+                status[j.name] = "not run (deadline)" if now > args.deadline else "not run"
+            break
+        busy = sum(1 for _, _, j in running.values() if j.gpu)
+        for j in pending:
+            if j.after_any and all(d in status for d in j.deps):
+                pass
+            elif any(status.get(d, "") not in ("done",) for d in j.deps):
+                if not j.after_any and any(status.get(d, "").startswith(("failed", "not run")) for d in j.deps):
+                    status[j.name] = "not run (a step it needs failed)"
+                continue
+            if j.gpu and busy >= args.concurrency:
+                continue
+            log = open(work / "logs" / (j.name.replace("/", "__") + ".log"), "a")
+            cmd = j.cmd
+            if j.name == "tracin_speed":
+                log2 = open(work / "tracin_speed.jsonl.part", "w")
+                p = subprocess.Popen(cmd, cwd=ROOT, stdout=log2, stderr=log, env=env)
+            else:
+                p = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+            running[j.name] = (p, now, j)
+            busy += j.gpu
+            print(f"[{now:6.0f}s] {j.name}: started", flush=True)
+        time.sleep(1.0)
+    part = work / "tracin_speed.jsonl.part"
+    if status.get("tracin_speed") == "done" and part.is_file():
+        part.rename(work / "tracin_speed.jsonl")
+    summary = {"status": status, "seconds": time.monotonic() - t0, "machine": machine(), "commit": commit()}
+    (work / "device_run.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def machine() -> str:
+    try:
+        import torch
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+        return f"{gpu}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.machine()}"
+    except Exception as e:  # the summary must be written whatever torch says
+        return f"unknown ({e})"
+
+
+def commit() -> str:
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def pack(work: Path, dest: Path) -> None:
+    """One archive of the results and logs (no weights), for the trip back."""
+    dest.mkdir(parents=True, exist_ok=True)
+    keep = (".json", ".md", ".tsv", ".log", ".jsonl", ".txt")
+    with tarfile.open(dest / "gpu_results.tar.gz", "w:gz") as tf:
+        for p in sorted(work.rglob("*")):
+            rel = p.relative_to(work)
+            if p.is_file() and p.suffix in keep and rel.parts[0] != "data" and "checkpoints" not in rel.parts:
+                if p.name in ("excluded.txt", "plan.txt") or p.stat().st_size > 4_000_000:
+                    continue
+                tf.add(p, arcname=str(rel))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--inputs", default=".gpuin", help="FB15k-237.tar.gz, WN18RR.tar.gz and Kelpie's TSVs")
+    ap.add_argument("--work", default=".gpuwork")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--deadline", type=float, default=520, help="seconds: nothing starts after it, all is killed at it")
+    ap.add_argument("--concurrency", type=int, default=4, help="GPU processes at once (the suite aside)")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads per process")
+    ap.add_argument("--train-cap", type=float, default=300)
+    ap.add_argument("--arm-cap", type=float, default=400)
+    ap.add_argument("--pack", default=None, help="write gpu_results.tar.gz here at the end")
+    ap.add_argument("--quick", action="store_true", help="UMLS, 3 epochs: a dry run of the schedule")
+    args = ap.parse_args()
+    summary = run(args)
+    if args.pack:
+        pack(Path(args.work), Path(args.pack))
+    for k, v in summary["status"].items():
+        print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()

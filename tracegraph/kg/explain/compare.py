@@ -1,0 +1,454 @@
+"""Side by side: anyone's explanations through one necessity protocol (Kelpie's, with its controls).
+
+Kelpie (Rossi et al., SIGMOD 2022) grades *necessary* explanations so: the facts of all the
+explanations of N correctly predicted test facts are removed from the training set **at once**,
+the model is retrained **once** from scratch with the same settings, and the facts' filtered tail
+ranks before and after are compared (ΔHits@1, ΔMRR). This module runs that protocol on any number
+of *arms* in one output folder, each a removal set and one retrain:
+
+* an **explanations file** per arm (:mod:`tracegraph.kg.explain.explanation_tsv`; Kelpie's released
+  TSVs are read as they are);
+* an **explanation method** of ours per arm: each fact's top-``k`` among its candidates (the
+  training facts featuring its head, as Kelpie's explanations do, or its head or tail);
+* ``random-head`` (or ``random-head-tail``): per fact, as many random candidates as another arm's explanation of it holds;
+* ``noise``: nothing removed, another training seed — how many facts fall with no removal at all
+  (Kelpie reports no such floor).
+
+Only facts the run ranks first (filtered, tail side) are graded, and every arm removes the
+explanations of those facts alone. Ranks after retraining are filtered two ways: with the
+original known triples (``original``: a removed fact ``(h, r, t')`` stays known true), and with the
+known triples minus the arm's removals (``reduced``: Kelpie's filter, under which a removed
+sibling answer can outrank the fact by itself). Each arm is written to ``arms/NAME.json`` when its
+retrain ends and skipped when rerun with the same removals; an interrupted retrain resumes from
+its last epoch. ``compare.json`` and ``compare.md`` summarise every finished arm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tracegraph.errors import DataError, TracegraphError, require_file
+from tracegraph.kg.explain.compare_summary import compare_markdown, fact_groups, summarize
+from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
+from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
+from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
+from tracegraph.runtime.progress import log
+
+CANDIDATES = ("head", "head-tail")
+
+
+@dataclass
+class CompareConfig:
+    """Settings of ``tracegraph fidelity compare``; each field is the option of the same name.
+
+    Attributes:
+        model_dir: The trained run (its config.json is what every arm retrains with).
+        output_dir: Where ``compare.json``, ``compare.md``, ``arms/``, ``explanations/`` and
+            ``retrains/`` go.
+        explanations: Arm name -> explanations file.
+        methods: Our explanation methods, one arm each.
+        facts: A triples file to draw the facts from; None: the facts of the explanations files.
+        n: Facts drawn (seeded) among those of ``facts`` the run ranks first.
+        k: Facts per explanation for the method arms.
+        candidates: ``head`` (training facts featuring the head) or ``head-tail``.
+        random_like: The arm whose per-fact explanation sizes the random arm copies; None: the
+            first explanations file, else ``k``.
+        noise_seed: The noise arm's training seed; None: the run's seed + 1.
+        arms: The arms to retrain now; None: all (the summary covers every finished arm).
+        bootstrap: Bootstrap resamples of the facts for the 95 % intervals.
+        seed: Fact sample, random draws and tie-breaks.
+        loss: TracIn loss convention of the methods.
+        layers: Parameters whose gradients count.
+        local: Settings of the local-retrain method.
+        device: Where the methods compute and the retrains run (``auto``: the run's device).
+    """
+
+    model_dir: str
+    output_dir: str
+    explanations: dict[str, str] = field(default_factory=dict)
+    methods: list[str] = field(default_factory=list)
+    facts: str | None = None
+    n: int = 100
+    k: int = 4
+    candidates: str = "head"
+    random_like: str | None = None
+    noise_seed: int | None = None
+    arms: list[str] | None = None
+    bootstrap: int = 1000
+    seed: int = 0
+    loss: str = "logit"
+    layers: str = "all"
+    local: LocalRetrainOptions = field(default_factory=LocalRetrainOptions)
+    device: str = "auto"
+
+
+@dataclass
+class Arm:
+    """One removal set and its retrain.
+
+    Attributes:
+        name: The arm's name (file stem, table row).
+        kind: ``file``, ``method``, ``random`` or ``noise``.
+        rows: Per graded fact, the training rows its explanation removes.
+        seed: The retrain's seed.
+        seconds_per_explanation: Time to explain one fact (method arms), else None.
+    """
+
+    name: str
+    kind: str
+    rows: list[np.ndarray]
+    seed: int
+    seconds_per_explanation: float | None = None
+
+    def removed(self) -> np.ndarray:
+        """The distinct training rows the arm removes."""
+        return np.unique(np.concatenate([np.asarray(r, np.int64) for r in self.rows] or [np.zeros(0, np.int64)]))
+
+
+def candidate_rows(train_ids: np.ndarray, fact, scope: str) -> np.ndarray:
+    """A fact's candidate training rows: those featuring its head (or its head or tail), never the fact.
+
+    Args:
+        train_ids: Training triples ``[M, 3]``.
+        fact: The fact ``(h, r, t)`` as ids.
+        scope: ``head`` or ``head-tail``.
+
+    Returns:
+        Sorted row positions.
+    """
+    h, r, t = (int(x) for x in fact)
+    ends = (h,) if scope == "head" else (h, t)
+    touch = np.isin(train_ids[:, 0], ends) | np.isin(train_ids[:, 2], ends)
+    itself = (train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)
+    return np.flatnonzero(touch & ~itself)
+
+
+def table_rows(table: ExplanationTable, facts: list, store, row_of: dict) -> list[np.ndarray]:
+    """Per graded fact, the training rows of its explanation in ``table`` (none if it is not there).
+
+    Args:
+        table: An explanations file.
+        facts: The graded facts as label triples.
+        store: The run (its id maps).
+        row_of: Training triple ids -> row.
+
+    Returns:
+        One row array per fact.
+
+    Raises:
+        DataError: An explanation fact with a label the run does not know, or not a training triple
+            (naming the file and line).
+    """
+    explained = {}
+    for fact, expl, line in zip(table.facts, table.explanations, table.lines):
+        rows = []
+        for h, r, t in expl:
+            if h not in store.entities or t not in store.entities or r not in store.relations:
+                raise DataError(f"explanation fact {h}|{r}|{t} names a label the run does not know", table.path, line)
+            key = (store.entities.id(h), store.relations.id(r), store.entities.id(t))
+            if key not in row_of:
+                raise DataError(f"explanation fact {h}|{r}|{t} is not a training triple", table.path, line)
+            rows.append(row_of[key])
+        explained.setdefault(fact, np.asarray(sorted(set(rows)), np.int64))
+    return [explained.get(tuple(f), np.zeros(0, np.int64)) for f in facts]
+
+
+def random_rows(train_ids: np.ndarray, facts: np.ndarray, sizes: list[int], scope: str, seed: int) -> list[np.ndarray]:
+    """Per fact, ``sizes[j]`` random candidates (seeded per fact).
+
+    Args:
+        train_ids: Training triples.
+        facts: Graded facts as ids.
+        sizes: How many rows to draw per fact.
+        scope: Candidate scope (:func:`candidate_rows`).
+        seed: Sampling seed.
+
+    Returns:
+        One row array per fact.
+    """
+    out = []
+    for j, (fact, size) in enumerate(zip(facts, sizes)):
+        pool = candidate_rows(train_ids, fact, scope)
+        out.append(np.sort(np.random.default_rng([seed, j, 3]).permutation(pool)[:size]))
+    return out
+
+
+def removal_digest(arm: Arm, facts: list) -> str:
+    """A fingerprint of what an arm's retrain depends on: its facts, removals and seed."""
+    text = repr((facts, [list(map(int, r)) for r in arm.rows], arm.seed))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable], known, train_ids) -> tuple:
+    """The facts graded: those of ``--facts`` (or of the explanation files) the run ranks first.
+
+    Args:
+        store: The run.
+        cfg: The settings.
+        tables: The explanations files read.
+        known: The original filter index.
+        train_ids: Training triples (a fact that is a training triple is dropped).
+
+    Returns:
+        ``(facts as ids [n, 3], facts as labels, how many were offered, their ranks)``.
+
+    Raises:
+        DataError: If there is nothing to grade.
+    """
+    from tracegraph.kg.data.triples import read_labeled_triples
+    from tracegraph.kg.explain.necessity import choose_facts, fact_ranks
+
+    if cfg.facts:
+        lt = read_labeled_triples(cfg.facts)
+        offered = list(zip(lt.heads, lt.relations, lt.tails))
+    elif tables:
+        offered = list(dict.fromkeys(f for t in tables.values() for f in t.facts))
+    else:
+        raise TracegraphError("name the facts to grade: --facts FILE, or at least one --explanations NAME=FILE")
+    ents, rels = store.entities, store.relations
+    usable = [f for f in offered if f[0] in ents and f[2] in ents and f[1] in rels]
+    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in usable], np.int64).reshape(-1, 3)
+    ranks = fact_ranks(store.model, ids, np.zeros(len(ids), bool), known) if len(ids) else np.zeros(0)
+    pick = choose_facts(ranks, cfg.n, cfg.seed) if cfg.facts else np.flatnonzero(ranks <= 1)
+    if not len(pick):
+        raise DataError(
+            "no fact is ranked first by the run (filtered, tail side)",
+            cfg.facts or next(iter(cfg.explanations.values())),
+        )
+    return ids[pick], [usable[i] for i in pick], len(offered), ranks
+
+
+def method_arms(store, cfg, facts, labels, train_ids, known, device, out) -> list[Arm]:
+    """One arm per method: each fact's top-k candidates, timed; written to ``explanations/METHOD.tsv``."""
+    from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
+    from tracegraph.kg.explain.necessity import top_rows
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
+    from tracegraph.kg.model.model_io import run_label_smoothing
+
+    cands = [candidate_rows(train_ids, f, cfg.candidates) for f in facts]
+    opts = MethodOptions(
+        loss=cfg.loss, layers=cfg.layers, label_smoothing=run_label_smoothing(Path(cfg.model_dir)), local=cfg.local
+    )
+    checkpoints = resolve_checkpoint_list(Path(cfg.model_dir), None)
+    e, r = store.entities.labels, store.relations.labels
+    arms = []
+    for m in cfg.methods:
+        t0 = time.perf_counter()
+        keys = method_keys_all(
+            [m],
+            model=store.model,
+            checkpoints=checkpoints,
+            train_ids=train_ids,
+            facts=facts,
+            subsets=cands,
+            known=known,
+            opts=opts,
+            device=device,
+        )[m]
+        rows = [np.sort(top_rows(keys[j], cands[j], cfg.k, cfg.seed, j)) for j in range(len(facts))]
+        per = (time.perf_counter() - t0) / len(facts)
+        table = ExplanationTable(list(labels), [[(e[a], r[b], e[c]) for a, b, c in train_ids[x]] for x in rows])
+        write_explanation_table(out / "explanations" / f"{m}.tsv", table)
+        log.info(f"compare: {m} explained {len(facts)} facts, {per:.3f}s each")
+        arms.append(Arm(m, "method", rows, 0, per))
+    return arms
+
+
+def cached_method_arm(out: Path, method: str, facts_labels: list, store, row_of) -> Arm | None:
+    """The method arm explained earlier into ``explanations/`` for the same facts, or None."""
+    tsv, meta = out / "explanations" / f"{method}.tsv", out / "explanations" / f"{method}.json"
+    if not (tsv.is_file() and meta.is_file()):
+        return None
+    info = read_json(meta)
+    if info.get("facts") != [list(f) for f in facts_labels]:
+        return None
+    rows = table_rows(read_explanation_table(tsv), facts_labels, store, row_of)
+    return Arm(method, "method", rows, 0, info.get("seconds_per_explanation"))
+
+
+def build_arms(store, cfg: CompareConfig, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
+    """Every arm's removals, in table order: files, methods, random, noise (see the module doc)."""
+    run_seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
+    row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
+    arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), run_seed) for name, t in tables.items()}
+    todo = []
+    for m in cfg.methods:
+        cached = cached_method_arm(out, m, labels, store, row_of)
+        if cached is None:
+            todo.append(m)
+        else:
+            arms[m] = cached
+    if todo:
+        for arm in method_arms(store, replace_methods(cfg, todo), facts, labels, train_ids, known, device, out):
+            atomic_write_json(
+                out / "explanations" / f"{arm.name}.json",
+                {
+                    "facts": [list(f) for f in labels],
+                    "seconds_per_explanation": arm.seconds_per_explanation,
+                    "device": str(device),
+                },
+            )
+            arms[arm.name] = arm
+    arms = {name: arms[name] for name in [*tables, *cfg.methods]}
+    for a in arms.values():
+        a.seed = run_seed
+    like = cfg.random_like or (next(iter(tables)) if tables else None)
+    if like is not None and like not in arms:
+        raise TracegraphError(f"--random-like {like}: no such arm (arms: {', '.join(arms) or 'none'})")
+    sizes = [len(r) for r in arms[like].rows] if like else [cfg.k] * len(facts)
+    rand = f"random-{cfg.candidates}"
+    arms[rand] = Arm(rand, "random", random_rows(train_ids, facts, sizes, cfg.candidates, cfg.seed), run_seed)
+    noise_seed = run_seed + 1 if cfg.noise_seed is None else cfg.noise_seed
+    arms["noise"] = Arm("noise", "noise", [np.zeros(0, np.int64)] * len(facts), noise_seed)
+    return arms
+
+
+def replace_methods(cfg: CompareConfig, methods: list[str]) -> CompareConfig:
+    """``cfg`` with only ``methods`` (the ones not explained yet)."""
+    from dataclasses import replace
+
+    return replace(cfg, methods=methods)
+
+
+def reduced_index(store, filter_labels: list, removed_labels: set):
+    """The known triples minus an arm's removals (Kelpie's filter after removal)."""
+    return store.known_tails([[t for t in filter_labels if t not in removed_labels]])
+
+
+def run_arm(arm: Arm, ctx: dict) -> dict:
+    """Retrain without the arm's removals and rank the facts under both filterings.
+
+    Args:
+        arm: The arm.
+        ctx: What every arm shares: ``store``, ``facts``, ``labels``, ``train_ids``, ``known``,
+            ``filter_labels``, ``retrainer``.
+
+    Returns:
+        The arm's record (written to ``arms/NAME.json``).
+    """
+    from tracegraph.kg.explain.necessity import fact_ranks
+
+    store, facts, train_ids = ctx["store"], ctx["facts"], ctx["train_ids"]
+    e, r = store.entities.labels, store.relations.labels
+    removed = arm.removed()
+    removed_labels = [(e[a], r[b], e[c]) for a, b, c in train_ids[removed]]
+    model, seconds = ctx["retrainer"].run(arm.name, removed_labels, arm.seed)
+    head_side = np.zeros(len(facts), bool)
+    ranks = {
+        "original": fact_ranks(model, facts, head_side, ctx["known"]),
+        "reduced": fact_ranks(model, facts, head_side, reduced_index(store, ctx["filter_labels"], set(removed_labels))),
+    }
+    return {
+        "name": arm.name,
+        "kind": arm.kind,
+        "seed": arm.seed,
+        "digest": removal_digest(arm, ctx["labels"]),
+        "facts_removed": int(len(removed)),
+        "explanation_sizes": [int(len(x)) for x in arm.rows],
+        "seconds_per_explanation": arm.seconds_per_explanation,
+        "retrain_seconds": seconds,
+        "ranks": {k: v.tolist() for k, v in ranks.items()},
+    }
+
+
+def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -> dict:
+    """Run the arms asked for, then summarise every finished arm into ``compare.json`` and ``compare.md``.
+
+    Args:
+        cfg: The settings.
+        explain_only: Write the facts and the methods' explanations, retrain nothing.
+        progress: A rich progress display for one bar over the retrains, or None.
+
+    Returns:
+        The summary (``compare.json``).
+
+    Raises:
+        TracegraphError: On a bad setting (an unknown arm, method or candidate scope).
+        DataError: On a malformed or inconsistent explanations file, or no fact to grade.
+    """
+    from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
+    from tracegraph.kg.explain.methods import check_methods
+    from tracegraph.kg.explain.necessity import Retrainer
+    from tracegraph.kg.model.store import RunStore, run_files
+    from tracegraph.runtime.precision import resolve_device
+    from tracegraph.runtime.progress import step_callback
+
+    if cfg.candidates not in CANDIDATES:
+        raise TracegraphError(f"--candidates must be one of {', '.join(CANDIDATES)}, not {cfg.candidates!r}")
+    if cfg.methods:
+        check_methods(cfg.methods)
+    clash = set(cfg.explanations) & {*cfg.methods, f"random-{cfg.candidates}", "noise"}
+    if clash:
+        raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
+    t_start = time.perf_counter()
+    mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)
+    run_cfg = read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"]
+    store = RunStore(mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir)
+    tables = {name: read_explanation_table(path) for name, path in cfg.explanations.items()}
+    train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), store.entities, store.relations)
+    files = run_files(store)
+    known = store.known_tails(files)
+    facts, labels, offered, _ = graded_facts(store, cfg, tables, known, train_ids)
+    device = resolve_device(cfg.device)
+    arms = build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
+    wanted = list(arms) if cfg.arms is None else cfg.arms
+    unknown = [a for a in wanted if a not in arms]
+    if unknown:
+        raise TracegraphError(f"--arm {unknown[0]}: no such arm (arms: {', '.join(arms)})")
+    before = np.ones(len(facts))  # graded facts are those the run ranks first
+    ctx = {
+        "store": store,
+        "facts": facts,
+        "labels": labels,
+        "train_ids": train_ids,
+        "known": known,
+        "filter_labels": [t for f in files for t in zip(*_columns(f))],
+        "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=False),
+    }
+    todo = [] if explain_only else [a for a in wanted if _stale(out, arms[a], labels)]
+    tick = step_callback(progress, "retrain", len(todo))
+    for name in todo:
+        rec = run_arm(arms[name], ctx)
+        atomic_write_json(out / "arms" / f"{name}.json", rec)
+        tick(name)
+        o = np.asarray(rec["ranks"]["original"])
+        log.info(
+            f"compare: {name} removed {rec['facts_removed']} facts, H@1 after {np.mean(o <= 1):.3f} "
+            f"(original filtering), retrain {rec['retrain_seconds']:.0f}s"
+        )
+    records = {a: read_json(out / "arms" / f"{a}.json") for a in arms if not _stale(out, arms[a], labels)}
+    groups = fact_groups(facts, train_ids)
+    res = {
+        "model_dir": str(mdir),
+        "config": {**asdict(cfg), "local": asdict(cfg.local)},
+        "offered": offered,
+        "n_facts": len(facts),
+        "facts": [list(f) for f in labels],
+        "groups": groups,
+        "arms": list(arms),
+        "finished": list(records),
+        "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed),
+        "device": str(device),
+        "seconds": time.perf_counter() - t_start,
+    }
+    atomic_write_json(out / "compare.json", res)
+    atomic_write_text(out / "compare.md", compare_markdown(res))
+    return res
+
+
+def _stale(out: Path, arm: Arm, labels: list) -> bool:
+    """Whether the arm has no finished record for these facts and removals."""
+    p = out / "arms" / f"{arm.name}.json"
+    return not p.is_file() or read_json(p).get("digest") != removal_digest(arm, labels)
+
+
+def _columns(path) -> tuple[list, list, list]:
+    from tracegraph.kg.data.triples import read_labeled_triples
+
+    lt = read_labeled_triples(path)
+    return lt.heads, lt.relations, lt.tails
