@@ -143,3 +143,110 @@ def compare_markdown(res: dict) -> str:
                 f"| {name} | " + " | ".join(f"{s['groups'][g].get(v, float('nan')):+.2f}" for v in values) + " |"
             )
     return "\n".join(lines) + "\n"
+
+
+# the faithfulness page's rows: arm name -> what the reader sees, in table order
+ARM_TITLES = {
+    "local-retrain": "tracegraph `local-retrain`",
+    "tracin-margin-path": "tracegraph `tracin-margin-path`",
+    "tracin": "TracIn top-k (`tracin`)",
+    "tracin-margin": "`tracin-margin`",
+    "kelpie": "Kelpie",
+    "data_poisoning": "Data Poisoning",
+    "criage": "CRIAGE",
+    "k1": "K1",
+    "random-head": "random head facts",
+    "random-head-tail": "random head or tail facts",
+    "noise": "noise floor: another seed, nothing removed",
+}
+DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR"}
+
+
+def _cell(s: dict | None, filtering: str, key: str) -> str:
+    if s is None:
+        return "not measured"
+    x = s[filtering]
+    if key not in x:
+        return "—"
+    lo, hi = x[f"{key}_ci95"]
+    return f"{x[key]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """The faithfulness page's table, from ``benchmarks/results/necessity_kelpie.json``.
+
+    Args:
+        results: The results file's content.
+        fact_set: ``kelpie-facts`` (Kelpie's 100 facts) or ``own-facts`` (100 of ours).
+
+    Returns:
+        Markdown: per dataset, a line on the facts and one row per planned arm (``not measured``
+        where the arm has not finished).
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        fs = d["fact_sets"].get(fact_set)
+        if fs is None:
+            continue
+        what = "Kelpie's" if fact_set == "kelpie-facts" else "the test set's"
+        out += [
+            f"**{DATASET_TITLES.get(ds, ds)}**: {fs['n_facts']} of {what} {fs['offered']} facts ranked first by the "
+            f"original model (test MRR {d['test_both']['mrr']:.3f}, both sides); {len(fs['finished'])} of "
+            f"{len(fs['arms'])} arms measured.",
+            "",
+            "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
+            "| ΔH@1 beyond noise (original) | s / explanation |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
+            s = fs["summary"].get(arm)
+            removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
+            spe = None if s is None else s["seconds_per_explanation"]
+            out.append(
+                f"| {ARM_TITLES.get(arm, arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
+                f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
+                f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{'—' if spe is None else f'{spe:.2f}'} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """Where the facts resist: ΔH@1 (original filtering) of every measured arm by head degree and relation kind.
+
+    Args:
+        results: The results file's content (``benchmarks/results/necessity_kelpie.json``).
+        fact_set: ``kelpie-facts`` or ``own-facts``.
+
+    Returns:
+        Markdown: one table per dataset with a measured arm.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        fs = d["fact_sets"].get(fact_set)
+        if not fs or not fs["finished"]:
+            continue
+        cols = [(g, v) for g in ("head_degree", "relation_kind") for v in sorted(set(fs["groups"][g]))]
+        name = {"head_degree": "head degree", "relation_kind": "relation"}
+        out += [
+            f"**{DATASET_TITLES.get(ds, ds)}**, ΔH@1 (original filtering) by group:",
+            "",
+            "| explanations | "
+            + " | ".join(f"{name[g]} {v} ({fs['groups'][g].count(v)} facts)" for g, v in cols)
+            + " |",
+            "|---|" + "---|" * len(cols),
+        ]
+        for arm in [a for a in ARM_TITLES if a in fs["summary"]]:
+            g = fs["summary"][arm]["groups"]
+            out.append(f"| {ARM_TITLES[arm]} | " + " | ".join(f"{g[k][v]:+.2f}" for k, v in cols) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def page_blocks(results: dict) -> dict[tuple[str, str], str]:
+    """The faithfulness page's generated blocks: (start marker, end marker) -> markdown."""
+    return {
+        ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(results),
+        ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(results),
+    }

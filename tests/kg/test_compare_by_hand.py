@@ -1,0 +1,293 @@
+"""`fidelity compare` against by-hand references on the 10-triple graph.
+
+The references: the facts graded are those a brute-force filtered rank puts first; each arm's
+retrain is a plain `train` of the run's config without the facts the explanations file names (same
+seed), ranked by brute force under the original known triples and under those minus the removals;
+the noise arm is the full graph with the run's seed + 1.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_cli, run_cli_error
+from tests.kg.test_necessity_by_hand import brute_side, id_set, ids_of
+from tests.kg.tiny_graph import TEST, TRIPLES, VALID, cfg, write_triples
+from tracegraph.errors import DataError
+from tracegraph.kg.explain import compare as cmp
+from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
+from tracegraph.kg.model.model_io import load_model
+from tracegraph.kg.model.train import train
+
+SEED = 3
+EPOCHS = 40  # enough for the tiny model to rank several facts first
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("compare_by_hand")
+    write_triples(d / "train.txt", TRIPLES)
+    write_triples(d / "valid.txt", VALID)
+    write_triples(d / "test.txt", TEST)
+    train(
+        cfg(
+            d,
+            d / "run",
+            epochs=EPOCHS,
+            learning_rate=0.05,
+            valid=str(d / "valid.txt"),
+            test=str(d / "test.txt"),
+            patience=0,
+        )
+    )
+    return d
+
+
+def brute_first(lm, d, triples) -> list:
+    known = id_set(lm, d / "train.txt", d / "valid.txt", d / "test.txt")
+    return [f for f, x in zip(triples, ids_of(lm, triples)) if brute_side(lm.model, known, x, False)[0] == 1.0]
+
+
+def explanations_file(path, triples, pick):
+    """A Kelpie-layout file: each fact explained by the training facts featuring its head that ``pick`` keeps."""
+    rows = [[t for t in TRIPLES if f[0] in (t[0], t[2]) and t != f and pick(t)] for f in triples]
+    write_explanation_table(path, ExplanationTable(list(triples), rows), {"rank_before": [1] * len(triples)})
+    return rows
+
+
+class Recorder:
+    """Stands in for the retrainer: records each call, returns the run's own model."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+
+    def run(self, name, excluded, seed):
+        self.calls.append((name, sorted(excluded), seed))
+        return self.model, 0.0
+
+
+def test_graded_facts_are_those_brute_force_ranks_first(run):
+    lm = load_model(run / "run" / "final_model.pt")
+    offered = TRIPLES + TEST + VALID
+    write_triples(run / "offered.txt", offered)
+    out = run / "graded"
+    res = cmp.run_compare(
+        cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(out), facts=str(run / "offered.txt"), n=100),
+        explain_only=True,
+    )
+    assert [tuple(f) for f in res["facts"]] == brute_first(lm, run, offered)
+    assert res["offered"] == len(offered) and res["finished"] == []
+
+
+def test_each_arm_removes_by_hand_sets_and_ranks_under_both_filterings(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    assert len(facts) >= 3  # the check needs facts to grade
+    expl = explanations_file(run / "ext.tsv", facts, lambda t: t[1] == "r0")
+    rec = Recorder(lm.model)
+    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    out = run / "arms_out"
+    res = cmp.run_compare(
+        cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(out), explanations={"ext": str(run / "ext.tsv")})
+    )
+    calls = {name: (excl, seed) for name, excl, seed in rec.calls}
+    want = sorted({t for rows in expl for t in rows})
+    assert calls["ext"] == (want, SEED)
+    assert calls["noise"] == ([], SEED + 1)
+    # random head facts: as many per fact as ext's explanation, each featuring the fact's head, never the fact
+    rand = json.loads((out / "arms" / "random-head.json").read_text())
+    assert rand["explanation_sizes"] == [len(r) for r in expl]
+    assert all(any(f[0] in (t[0], t[2]) for f in facts) for t in calls["random-head"][0])
+    train_ids = ids_of(lm, TRIPLES)
+    for f in ids_of(lm, facts):  # a fact's candidates feature its head and are never the fact itself
+        rows = train_ids[cmp.candidate_rows(train_ids, f, "head")]
+        assert all(f[0] in (h, t) for h, _, t in rows) and not any((rows == f).all(1))
+    # ranks: the returned model under the original known triples, and under those minus the removals
+    files = (run / "train.txt", run / "valid.txt", run / "test.txt")
+    known = id_set(lm, *files)
+    removed = id_set(lm, *[write_triples(run / "removed.txt", want) and run / "removed.txt"])
+    arm = json.loads((out / "arms" / "ext.json").read_text())
+    fact_ids = ids_of(lm, facts)
+    assert arm["ranks"]["original"] == [brute_side(lm.model, known, f, False)[0] for f in fact_ids]
+    assert arm["ranks"]["reduced"] == [brute_side(lm.model, known - removed, f, False)[0] for f in fact_ids]
+    s = res["summary"]["ext"]
+    assert s["reduced"]["change_hits@1"] == pytest.approx(np.mean(np.array(arm["ranks"]["reduced"]) <= 1) - 1)
+    assert s["facts_removed"] == len(want)
+
+
+def test_finished_arms_are_skipped_and_changed_removals_retrained(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    explanations_file(run / "a.tsv", facts, lambda t: t[1] == "r1")
+    rec = Recorder(lm.model)
+    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    c = cmp.CompareConfig(
+        model_dir=str(run / "run"), output_dir=str(run / "again"), explanations={"a": str(run / "a.tsv")}, arms=["a"]
+    )
+    cmp.run_compare(c)
+    cmp.run_compare(c)
+    assert [n for n, _, _ in rec.calls] == ["a"]
+    explanations_file(run / "a.tsv", facts, lambda t: t[1] == "r0")  # other removals: retrained
+    cmp.run_compare(c)
+    assert [n for n, _, _ in rec.calls] == ["a", "a"]
+
+
+def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    expl = explanations_file(run / "real.tsv", facts, lambda t: t[1] == "r0")
+    out = run / "real"
+    res = run_cli(
+        [
+            "fidelity",
+            "compare",
+            "--model-dir",
+            run / "run",
+            "-o",
+            out,
+            "--explanations",
+            f"k={run / 'real.tsv'}",
+            "--arm",
+            "k",
+            "--device",
+            "cpu",
+        ]
+    )
+    assert res.exit_code == 0, res.output
+    removed = sorted({t for rows in expl for t in rows})
+    write_triples(run / "real_removed.txt", removed)
+    train(
+        cfg(
+            run,
+            run / "by_hand",
+            epochs=EPOCHS,
+            learning_rate=0.05,
+            valid=str(run / "valid.txt"),
+            patience=0,
+            exclude=str(run / "real_removed.txt"),
+        )
+    )
+    ref = load_model(run / "by_hand" / "final_model.pt")
+    known = id_set(lm, run / "train.txt", run / "valid.txt", run / "test.txt")
+    arm = json.loads((out / "arms" / "k.json").read_text())
+    assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
+    md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the two group tables
+    assert md.count("\n| k |") == 3 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+
+
+def test_malformed_explanations_file_is_one_error_line_naming_file_and_line(run):
+    bad = run / "bad.tsv"
+    bad.write_text("head\trelation\ttail\texplanation\ne0\tr0\te1\te0|r0\n")
+    run_cli_error(
+        ["fidelity", "compare", "--model-dir", run / "run", "-o", run / "bad_out", "--explanations", f"x={bad}"],
+        run / "bad_out",
+        contains=f"{bad}:2",
+    )
+
+
+def test_explanation_fact_outside_the_training_set_is_refused_with_its_line(run):
+    path = run / "stranger.tsv"
+    path.write_text("head\trelation\ttail\texplanation\ne1\tr1\te4\te0|r1|e5\n")
+    lm = load_model(run / "run" / "final_model.pt")
+    with pytest.raises(DataError, match=r"stranger.tsv:2: .*not a training triple"):
+        cmp.table_rows(read_explanation_table(path), [("e1", "r1", "e4")], lm, {})
+
+
+def test_explanations_table_round_trips_and_names_missing_columns(tmp_path):
+    t = ExplanationTable([("a", "r", "b"), ("c", "r", "d")], [[("a", "s", "x"), ("y", "s", "a")], []])
+    write_explanation_table(tmp_path / "t.tsv", t, {"score": [0.5, 1.0]})
+    back = read_explanation_table(tmp_path / "t.tsv")
+    assert back.facts == t.facts and back.explanations == t.explanations and back.lines == [2, 3]
+    (tmp_path / "h.tsv").write_text("head\trelation\ttail\na\tr\tb\n")
+    with pytest.raises(DataError, match=r"h.tsv:1: .*missing: explanation"):
+        read_explanation_table(tmp_path / "h.tsv")
+
+
+def test_every_flag_reaches_the_settings(run, monkeypatch):
+    seen = {}
+
+    def fake(cfg, explain_only=False, progress=None):
+        seen.update(cfg=cfg, explain_only=explain_only)
+        return {"summary": {}, "n_facts": 0, "finished": [], "arms": []}
+
+    monkeypatch.setattr("tracegraph.kg.explain.compare.run_compare", fake)
+    args = [
+        "fidelity",
+        "compare",
+        "--model-dir",
+        run / "run",
+        "-o",
+        run / "flags",
+        "--explanations",
+        "a=x.tsv",
+        "--explanations",
+        "y.tsv",
+        "--method",
+        "tracin",
+        "--method",
+        "degree",
+        "--facts",
+        run / "test.txt",
+        "--n",
+        "7",
+        "--k",
+        "3",
+        "--candidates",
+        "head-tail",
+        "--random-like",
+        "a",
+        "--noise-seed",
+        "9",
+        "--arm",
+        "a",
+        "--arm",
+        "noise",
+        "--explain-only",
+        "--bootstrap",
+        "20",
+        "--seed",
+        "5",
+        "--local-candidates",
+        "11",
+        "--local-steps",
+        "13",
+        "--device",
+        "cpu",
+        "--num-threads",
+        "1",
+    ]
+    assert run_cli(args).exit_code == 0
+    c = seen["cfg"]
+    assert c.explanations == {"a": "x.tsv", "y": "y.tsv"} and c.methods == ["tracin", "degree"]
+    assert (c.facts, c.n, c.k, c.candidates, c.random_like) == (str(run / "test.txt"), 7, 3, "head-tail", "a")
+    assert (c.noise_seed, c.arms, seen["explain_only"], c.bootstrap, c.seed) == (9, ["a", "noise"], True, 20, 5)
+    assert (c.local.candidates, c.local.steps, c.local.k, c.local.seed, c.device) == (11, 13, 3, 5, "cpu")
+
+
+def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_sizes(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    rec = Recorder(lm.model)
+    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    write_triples(run / "facts.txt", TRIPLES + TEST)
+    out = run / "methods"
+    c = cmp.CompareConfig(
+        model_dir=str(run / "run"),
+        output_dir=str(out),
+        facts=str(run / "facts.txt"),
+        methods=["degree"],
+        k=2,
+        candidates="head-tail",
+        random_like="degree",
+        noise_seed=11,
+    )
+    res = cmp.run_compare(c)
+    facts = [tuple(f) for f in res["facts"]]
+    table = read_explanation_table(out / "explanations" / "degree.tsv")
+    for f, expl in zip(facts, table.explanations):
+        pool = [t for t in TRIPLES if {f[0], f[2]} & {t[0], t[2]} and t != f]
+        assert len(expl) == min(2, len(pool)) and set(expl) <= set(pool)
+    calls = {name: (excl, seed) for name, excl, seed in rec.calls}
+    assert calls["noise"][1] == 11 and "random-head-tail" in calls
+    rand = json.loads((out / "arms" / "random-head-tail.json").read_text())
+    assert rand["explanation_sizes"] == [len(e) for e in table.explanations]

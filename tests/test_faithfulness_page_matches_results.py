@@ -1,0 +1,43 @@
+"""The side-by-side necessity figures on the faithfulness page and in the README are the results file's."""
+
+import json
+import re
+from pathlib import Path
+
+from tracegraph.kg.explain.compare_summary import page_blocks
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = json.loads((ROOT / "benchmarks" / "results" / "necessity_kelpie.json").read_text())
+PAGE = (ROOT / "docs" / "faithfulness.md").read_text()
+NUMBER = re.compile(r"[−+-]?\d+\.\d+")
+
+
+def numbers(text: str) -> set[str]:
+    return {n.replace("−", "-").lstrip("+") for n in NUMBER.findall(text)}
+
+
+def test_the_page_tables_are_rendered_from_the_results_file():
+    for (start, end), block in page_blocks(RESULTS).items():
+        shown = PAGE.split(start, 1)[1].split(end, 1)[0]
+        assert shown.strip() == block.strip(), f"the block after {start} differs from the results file"
+
+
+def test_every_figure_in_the_side_by_side_prose_is_in_its_tables():
+    section = PAGE.split("## Side by side with Kelpie", 1)[1].split("\n## ", 1)[0]
+    tables = "".join(page_blocks(RESULTS).values())
+    prose = re.sub(r"<!-- side-by-side.*?<!-- /side-by-side[^>]*-->", "", section, flags=re.S)
+    prose = re.sub(r"```.*?```", "", prose, flags=re.S)  # the example command's settings
+    settings = {"0.003", "0.995", "0.2", "0.3", "0.1"}  # Kelpie's training settings, quoted from its protocol
+    missing = numbers(prose) - numbers(tables) - settings
+    assert not missing, f"figures on the page that no results file holds: {sorted(missing)}"
+
+
+def test_readme_headline_row_reads_the_results_file():
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if "side by side with Kelpie" in line)
+    arms = RESULTS["datasets"]["fb15k-237"]["fact_sets"]["kelpie-facts"]["summary"]
+    want = {
+        f"{arms[a][f]['change_hits@1']:.2f}"
+        for a in ("local-retrain", "kelpie", "noise")
+        for f in ("original", "reduced")
+    }
+    assert numbers(row) <= want and len(numbers(row)) == 5  # noise has one figure: nothing removed, one filter
