@@ -205,33 +205,22 @@ def jobs(args) -> list[Job]:
     names = list(datasets(args))
     first = ["kelpie", OURS[0], "noise", "random-head"] if not args.quick else ["kelpie", OURS[0], "noise"]
     later = [*OURS[1:], *KELPIE[1:]] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
-    for group in (first, later):
-        for name in names:
-            kel, own, d = plans[name]
-            for arm in group:
-                if arm in KELPIE and arm not in datasets(args)[name]["kelpie"]:
-                    continue
-                out.append(
-                    Job(
-                        f"{name}/kelpie-facts/{arm}",
-                        [*kel, "--arm", arm],
-                        args.arm_cap,
-                        [f"{name}/kelpie-facts/explain"],
-                        done=d / "kelpie-facts" / "arms" / f"{arm}.json",
-                    )
-                )
-    for name in names:
+    order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
+    order += [(name, "own-facts", arm) for name in names for arm in (OURS[0], "random-head", "noise")]
+    for name, facts, arm in order:
+        if arm in KELPIE and arm not in datasets(args)[name]["kelpie"]:
+            continue
         kel, own, d = plans[name]
-        for arm in (OURS[0], "random-head", "noise"):
-            out.append(
-                Job(
-                    f"{name}/own-facts/{arm}",
-                    [*own, "--arm", arm],
-                    args.arm_cap,
-                    [f"{name}/own-facts/explain"],
-                    done=d / "own-facts" / "arms" / f"{arm}.json",
-                )
+        cmd = kel if facts == "kelpie-facts" else own
+        out.append(
+            Job(
+                f"{name}/{facts}/{arm}",
+                [*cmd, "--arm", arm],
+                args.arm_cap,
+                [f"{name}/{facts}/explain"],
+                done=d / facts / "arms" / f"{arm}.json",
             )
+        )
     arms = [j.name for j in out if "/" in j.name and not j.name.endswith("/train")]
     for name, (kel, own, d) in plans.items():  # one last summary of every arm that finished
         for tag, cmd in (("kelpie-facts", kel), ("own-facts", own)):

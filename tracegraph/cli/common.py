@@ -13,6 +13,14 @@ ThreadsOpt = typer.Option(
     min=0,
     help="CPU intra-op threads (0: torch's default). On a busy shared machine 1 can be several times faster than 2.",
 )
+# the necessity tests' shared options (fidelity necessity, fidelity compare)
+BootstrapOpt = typer.Option(
+    1000, "--bootstrap", min=10, help="Bootstrap resamples of the facts for the 95 % intervals."
+)
+LocalCandidatesOpt = typer.Option(
+    8, "--local-candidates", min=1, help="local-retrain: top candidates of the TracIn pre-ranking searched."
+)
+LocalStepsOpt = typer.Option(60, "--local-steps", min=1, help="local-retrain: Adam steps per mimic embedding.")
 
 
 def set_threads(n: int) -> None:

@@ -7,7 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import METHODS_PLACEHOLDER, DeviceOpt, ThreadsOpt, set_threads
+from tracegraph.cli.common import (
+    METHODS_PLACEHOLDER,
+    BootstrapOpt,
+    DeviceOpt,
+    LocalCandidatesOpt,
+    LocalStepsOpt,
+    ThreadsOpt,
+    set_threads,
+)
 
 
 def named_files(values: list[str]) -> dict[str, str]:
@@ -67,14 +75,10 @@ def compare_cmd(
     explain_only: bool = typer.Option(
         False, "--explain-only", help="Write the graded facts' explanations, retrain nothing."
     ),
-    bootstrap: int = typer.Option(
-        1000, "--bootstrap", min=10, help="Bootstrap resamples of the facts for the 95 % intervals."
-    ),
+    bootstrap: int = BootstrapOpt,
     seed: int = typer.Option(0, "--seed", help="Which facts (with --facts), the random arm's draws, tie-breaks."),
-    local_candidates: int = typer.Option(
-        8, "--local-candidates", min=1, help="local-retrain: top candidates of the TracIn pre-ranking searched."
-    ),
-    local_steps: int = typer.Option(60, "--local-steps", min=1, help="local-retrain: Adam steps per mimic embedding."),
+    local_candidates: int = LocalCandidatesOpt,
+    local_steps: int = LocalStepsOpt,
     device: str = DeviceOpt,
     num_threads: int = ThreadsOpt,
 ):

@@ -7,7 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import METHODS_PLACEHOLDER, DeviceOpt, ThreadsOpt, set_threads
+from tracegraph.cli.common import (
+    METHODS_PLACEHOLDER,
+    BootstrapOpt,
+    DeviceOpt,
+    LocalCandidatesOpt,
+    LocalStepsOpt,
+    ThreadsOpt,
+    set_threads,
+)
 
 METHOD_HELP = (
     f"Explanation methods (comma-separated): {METHODS_PLACEHOLDER} (docs/explaining.md, 'How to choose'). "
@@ -63,14 +71,10 @@ def necessity_cmd(
     filter_files: Optional[List[Path]] = typer.Option(
         None, "--filter", help="Known true triples for filtered ranks (default: the run's train/valid/test); repeat."
     ),
-    bootstrap: int = typer.Option(
-        1000, "--bootstrap", min=10, help="Bootstrap resamples of the facts for the 95 % intervals."
-    ),
+    bootstrap: int = BootstrapOpt,
     seed: int = typer.Option(0, "--seed", help="Which facts, the random arms' draws, tie-breaks."),
-    local_candidates: int = typer.Option(
-        8, "--local-candidates", min=1, help="local-retrain: top candidates of the TracIn pre-ranking searched."
-    ),
-    local_steps: int = typer.Option(60, "--local-steps", min=1, help="local-retrain: Adam steps per mimic embedding."),
+    local_candidates: int = LocalCandidatesOpt,
+    local_steps: int = LocalStepsOpt,
     keep_models: bool = typer.Option(False, "--keep-models", help="Keep the retrained runs' weights."),
     device: str = DeviceOpt,
     num_threads: int = ThreadsOpt,
