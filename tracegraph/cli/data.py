@@ -50,21 +50,26 @@ def stats(
 @data_app.command("split")
 def split(
     file: Path = typer.Argument(..., help="All triples, one file."),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Writes train.txt, valid.txt, test.txt here."),
+    output_dir: Path = typer.Option(
+        ..., "--output-dir", "-o", help="Writes train.txt, valid.txt, test.txt here (created; written at once)."
+    ),
     valid_fraction: float = typer.Option(0.1, help="Fraction of triples for validation."),
     test_fraction: float = typer.Option(0.1, help="Fraction of triples for testing."),
     seed: int = typer.Option(0, help="Shuffle seed; the same seed gives the same split."),
+    unseen_to_train: bool = typer.Option(
+        False,
+        "--unseen-to-train",
+        help="Move valid/test triples with an entity or relation that train lacks into train, instead of dropping them.",
+    ),
 ):
-    """Reproducible split. Valid/test triples with entities or relations unseen in train are dropped and reported."""
-    from tracegraph.kg.data.split import split_file
+    """Reproducible split. Valid/test triples with an entity or relation unseen in train are dropped
+    (or, with --unseen-to-train, moved into train) and reported per split; an empty split is warned of."""
+    from tracegraph.kg.data.split import split_file, split_notes
 
-    res = split_file(file, output_dir, valid_fraction, test_fraction, seed)
+    res = split_file(file, output_dir, valid_fraction, test_fraction, seed, unseen_to_train)
     typer.echo(f"train {len(res.train)}  valid {len(res.valid)}  test {len(res.test)}  -> {output_dir}")
-    for name, rows in res.dropped.items():
-        if rows:
-            typer.echo(
-                f"dropped {len(rows)} {name} triples whose entity/relation is not in train, e.g. {rows[0]}", err=True
-            )
+    for level, sentence in split_notes(res, {"valid": valid_fraction, "test": test_fraction}):
+        typer.echo(f"{level}: {sentence}", err=True)
 
 
 @data_app.command("import-kgx")
