@@ -26,7 +26,7 @@ def _triples(tmp_path):
     return ["data", "split", p, "-o"]
 
 
-COMMANDS = {"split": _triples}
+COMMANDS = {"import-kgx": _kgx, "split": _triples}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -48,6 +48,7 @@ def test_a_name_taken_by_a_folder_is_refused_before_anything_moves(tmp_path, com
 
 # the last file each command writes: failing there is the worst case for a half-written folder
 LAST_WRITE = {
+    "import-kgx": ("tracegraph.kg.data.kgx", "write_edge_map"),
     "split": ("tracegraph.kg.data.split", "write_triples"),
 }
 

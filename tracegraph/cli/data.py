@@ -74,17 +74,39 @@ def split(
 
 @data_app.command("import-kgx")
 def import_kgx_cmd(
-    nodes: Path = typer.Argument(..., help="nodes.jsonl (id, name, category)."),
-    edges: Path = typer.Argument(..., help="edges.jsonl (subject, predicate, object, qualifiers)."),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o"),
+    nodes: Path = typer.Argument(
+        ...,
+        help="The KGX nodes file: *_nodes.tsv (header line; id, name, category; | between values) or "
+        "*nodes.jsonl, .gz too. Or a folder holding one *_nodes.tsv/*_edges.tsv (or .jsonl) pair; then "
+        "leave EDGES out.",
+    ),
+    edges: Optional[Path] = typer.Argument(
+        None, help="The KGX edges file: *_edges.tsv or *edges.jsonl (subject, predicate, object, qualifiers, negated)."
+    ),
+    output_dir: Path = typer.Option(
+        ..., "--output-dir", "-o", help="Folder for triples.txt and its label files (created; files written at once)."
+    ),
 ):
-    """KGX JSON Lines -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json."""
-    from tracegraph.kg.data.kgx import import_kgx
+    """KGX TSV or JSON Lines -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json.
 
+    Negated edges (negated: true) are left out, node rows that repeat exactly are merged, spaces
+    around ids are removed; each is reported as a note naming the first few.
+    """
+    from tracegraph.errors import TracegraphError
+    from tracegraph.kg.data.kgx import import_kgx
+    from tracegraph.kg.data.kgx_read import find_pair
+
+    if nodes.is_dir():
+        if edges is not None:
+            raise TracegraphError(f"{nodes} is a folder: give it alone, or the nodes and edges files")
+        nodes, edges = find_pair(nodes)
+        typer.echo(f"reading {nodes} and {edges}", err=True)
+    elif edges is None:
+        raise TracegraphError(f"{nodes}: give the edges file after the nodes file, or a folder holding both")
     res = import_kgx(nodes, edges, output_dir)
     typer.echo(f"{res.triples} triples, {res.entities} entities, {res.relations} relations -> {output_dir}")
-    if res.nodes_only_in_edges:
-        typer.echo(f"note: {res.nodes_only_in_edges} nodes appear only in edges; named by their id", err=True)
+    for note in res.notes:
+        typer.echo(f"note: {note}", err=True)
 
 
 @data_app.command("synthetic")
