@@ -102,7 +102,7 @@ def test_node_rows_that_repeat_exactly_are_merged_and_counted(tmp_path):
     assert res.merged_node_rows == 7
     first = [f"'N:{i % 3}' (lines {i % 3 + 1} and {11 + i})" for i in range(5)]
     assert res.notes == [
-        f"merged 7 node rows of n.jsonl that repeat an earlier row exactly: {', '.join(first)} and 2 more"
+        f"merged 7 node rows of n.jsonl repeating an earlier row exactly: {', '.join(first)} and 2 more"
     ]
 
 

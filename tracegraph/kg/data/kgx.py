@@ -119,7 +119,7 @@ def _read_nodes(path: Path, stripped: list[str], notes: list[str]) -> tuple[dict
         )
     if merged:
         notes.append(
-            f"merged {counted(len(merged), 'node row')} of {path.name} that repeat an earlier row exactly: {few(merged)}"
+            f"merged {counted(len(merged), 'node row')} of {path.name} repeating an earlier row exactly: {few(merged)}"
         )
     return {nid: rec for nid, (_, rec) in first.items()}, len(merged)
 
