@@ -114,6 +114,21 @@ def test_a_folder_without_exactly_one_pair_is_refused_naming_what_it_holds(tmp_p
         ["data", "import-kgx", tmp_path / "one", edges, "-o", tmp_path / "kg"], tmp_path, contains="is a folder"
     )
     run_cli_error(["data", "import-kgx", nodes, "-o", tmp_path / "kg"], tmp_path, contains="give the edges file")
+    run_cli_error(
+        ["data", "import-kgx", tmp_path / "nope", "-o", tmp_path / "kg"],
+        tmp_path,
+        contains=f"{tmp_path / 'nope'}: KGX nodes file or folder not found",
+    )
+
+
+def test_windows_line_ends_leave_no_carriage_return_in_any_field(tmp_path):
+    nodes, edges = _write_pair(tmp_path)
+    for p in (nodes, edges):
+        p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n"))
+    import_kgx(nodes, edges, tmp_path / "out")
+    got = _outputs(tmp_path / "out")
+    del got["edge_map.json"]
+    assert got == EXPECTED
 
 
 def test_a_tsv_file_named_jsonl_is_read_as_tsv(tmp_path):

@@ -92,10 +92,12 @@ def import_kgx_cmd(
     Negated edges (negated: true) are left out, node rows that repeat exactly are merged, spaces
     around ids are removed; each is reported as a note naming the first few.
     """
-    from tracegraph.errors import TracegraphError
+    from tracegraph.errors import DataError, TracegraphError
     from tracegraph.kg.data.kgx import import_kgx
     from tracegraph.kg.data.kgx_read import find_pair
 
+    if not nodes.exists():
+        raise DataError("KGX nodes file or folder not found", nodes)
     if nodes.is_dir():
         if edges is not None:
             raise TracegraphError(f"{nodes} is a folder: give it alone, or the nodes and edges files")
