@@ -25,7 +25,7 @@ def _run(tmp_path, nodes, edges):
         ("nodes", "\n  \n", None, "JSON Lines file is empty"),
         ("nodes", NODE + "\n{broken\n", 2, "invalid JSON: "),
         ("nodes", NODE + "\n[1, 2]\n", 2, "each line must be a JSON object"),
-        ("nodes", NODE + "\n" + NODE + "\n", 2, "duplicate node id 'A:1'"),
+        ("nodes", NODE + "\n" + json.dumps({"id": "A:1"}) + "\n", None, "rows with the same id differ for 1 node"),
         ("nodes", json.dumps({"name": "x"}) + "\n", 1, "field 'id' missing or not a non-empty string"),
         ("nodes", json.dumps({"id": 5}) + "\n", 1, "field 'id' missing or not a non-empty string"),
         ("nodes", json.dumps({"id": "  "}) + "\n", 1, "field 'id' missing or not a non-empty string"),

@@ -50,36 +50,65 @@ def stats(
 @data_app.command("split")
 def split(
     file: Path = typer.Argument(..., help="All triples, one file."),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Writes train.txt, valid.txt, test.txt here."),
+    output_dir: Path = typer.Option(
+        ..., "--output-dir", "-o", help="Writes train.txt, valid.txt, test.txt here (created; written at once)."
+    ),
     valid_fraction: float = typer.Option(0.1, help="Fraction of triples for validation."),
     test_fraction: float = typer.Option(0.1, help="Fraction of triples for testing."),
     seed: int = typer.Option(0, help="Shuffle seed; the same seed gives the same split."),
+    unseen_to_train: bool = typer.Option(
+        False,
+        "--unseen-to-train",
+        help="Move valid/test triples with an entity or relation that train lacks into train, instead of dropping them.",
+    ),
 ):
-    """Reproducible split. Valid/test triples with entities or relations unseen in train are dropped and reported."""
-    from tracegraph.kg.data.split import split_file
+    """Reproducible split. Valid/test triples with an entity or relation unseen in train are dropped
+    (or, with --unseen-to-train, moved into train) and reported per split; an empty split is warned of."""
+    from tracegraph.kg.data.split import split_file, split_notes
 
-    res = split_file(file, output_dir, valid_fraction, test_fraction, seed)
+    res = split_file(file, output_dir, valid_fraction, test_fraction, seed, unseen_to_train)
     typer.echo(f"train {len(res.train)}  valid {len(res.valid)}  test {len(res.test)}  -> {output_dir}")
-    for name, rows in res.dropped.items():
-        if rows:
-            typer.echo(
-                f"dropped {len(rows)} {name} triples whose entity/relation is not in train, e.g. {rows[0]}", err=True
-            )
+    for level, sentence in split_notes(res, {"valid": valid_fraction, "test": test_fraction}):
+        typer.echo(f"{level}: {sentence}", err=True)
 
 
 @data_app.command("import-kgx")
 def import_kgx_cmd(
-    nodes: Path = typer.Argument(..., help="nodes.jsonl (id, name, category)."),
-    edges: Path = typer.Argument(..., help="edges.jsonl (subject, predicate, object, qualifiers)."),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o"),
+    nodes: Path = typer.Argument(
+        ...,
+        help="The KGX nodes file: *_nodes.tsv (header line; id, name, category; | between values) or "
+        "*nodes.jsonl, .gz too. Or a folder holding one *_nodes.tsv/*_edges.tsv (or .jsonl) pair; then "
+        "leave EDGES out.",
+    ),
+    edges: Optional[Path] = typer.Argument(
+        None, help="The KGX edges file: *_edges.tsv or *edges.jsonl (subject, predicate, object, qualifiers, negated)."
+    ),
+    output_dir: Path = typer.Option(
+        ..., "--output-dir", "-o", help="Folder for triples.txt and its label files (created; files written at once)."
+    ),
 ):
-    """KGX JSON Lines -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json."""
-    from tracegraph.kg.data.kgx import import_kgx
+    """KGX TSV or JSON Lines -> triples.txt, node_dict.txt, node_name_dict.txt, rel_dict.txt, edge_map.json.
 
+    Negated edges (negated: true) are left out, node rows that repeat exactly are merged, spaces
+    around ids are removed; each is reported as a note naming the first few.
+    """
+    from tracegraph.errors import DataError, TracegraphError
+    from tracegraph.kg.data.kgx import import_kgx
+    from tracegraph.kg.data.kgx_read import find_pair
+
+    if not nodes.exists():
+        raise DataError("KGX nodes file or folder not found", nodes)
+    if nodes.is_dir():
+        if edges is not None:
+            raise TracegraphError(f"{nodes} is a folder: give it alone, or the nodes and edges files")
+        nodes, edges = find_pair(nodes)
+        typer.echo(f"reading {nodes} and {edges}", err=True)
+    elif edges is None:
+        raise TracegraphError(f"{nodes}: give the edges file after the nodes file, or a folder holding both")
     res = import_kgx(nodes, edges, output_dir)
     typer.echo(f"{res.triples} triples, {res.entities} entities, {res.relations} relations -> {output_dir}")
-    if res.nodes_only_in_edges:
-        typer.echo(f"note: {res.nodes_only_in_edges} nodes appear only in edges; named by their id", err=True)
+    for note in res.notes:
+        typer.echo(f"note: {note}", err=True)
 
 
 @data_app.command("synthetic")
