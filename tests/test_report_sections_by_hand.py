@@ -67,6 +67,7 @@ def test_settings_list_every_setting_with_nested_keys_joined_by_dots():
         "a<b": None,
         "edge": "z" * 140,
         "long": "y" * 141,
+        "sha256": "f96c80343eca191c177f95cfa9" + "0" * 38,
     }
     got = S.settings_section(config, extra={"cli": {"device": "cpu"}, "train": {"epochs": 9}})
     items = [
@@ -78,8 +79,11 @@ def test_settings_list_every_setting_with_nested_keys_joined_by_dots():
         ("demo.model", "kept"),
         ("empty", "{}"),
         ("a&lt;b", "—"),
-        ("edge", "z" * 140),  # 140 characters are shown whole
-        ("long", "y" * 139 + "…"),  # longer values are cut to 140 with the ellipsis
+        # 140 characters are shown whole; a token of 24 characters or more may break anywhere
+        ("edge", '<span class="long">' + "z" * 140 + "</span>"),
+        # longer values are cut to 140 in the middle (70 + … + 69), the whole value in the title
+        ("long", f'<span title="{"y" * 141}"><span class="long">{"y" * 70}…{"y" * 69}</span></span>'),
+        ("sha256", '<span class="long">f96c80343eca191c177f95cfa9' + "0" * 38 + "</span>"),
         ("cli.device", "cpu"),
     ]
     assert got.key == "settings"

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy.special import expit  # the logistic function without overflow
 
 from tracegraph.report.explanations import ExplainedTriple
-from tracegraph.report.html import Section, e, img, num, sig, table
+from tracegraph.report.html import Section, breakable, clip, e, img, num, sig, table
 from tracegraph.report.plots import subgraph, training_curves
 
 METHOD_WORDS = {
@@ -29,6 +29,7 @@ METHOD_WORDS = {
     "random": "random",
 }
 MAX_CONTEXT = 300  # grey edges drawn around an explained triple
+SETTING_CHARS = 140  # a longer setting is cut in the middle, whole in its title
 PER_RELATION_ROWS = 60  # a graph with more relations lists the most frequent; ranks.csv has them all
 
 
@@ -53,7 +54,8 @@ def settings_section(config: dict, extra: dict | None = None) -> Section:
         flat.update(_flatten(extra))
     if not flat:
         return Section("settings", "<h2>Settings</h2><p class='note'>This run has no config.json.</p>")
-    items = "".join(f"<div><span>{e(k)}</span> {e(_short(v))}</div>" for k, v in flat.items())
+    # long values (hashes, paths) wrap; past SETTING_CHARS they are cut in the middle, whole on hover
+    items = "".join(f"<div><span>{breakable(k)}</span> {clip(v, SETTING_CHARS)}</div>" for k, v in flat.items())
     return Section(
         "settings",
         f"<h2>Settings</h2><p class='note'>From the run's <code>config.json</code>.</p>"
@@ -70,11 +72,6 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
         else:
             out[key] = "—" if v is None else v
     return out
-
-
-def _short(v, n: int = 140) -> str:
-    s = str(v)
-    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def training_section(history: list[dict], loss_name: str = "training loss", config: dict | None = None) -> Section:
