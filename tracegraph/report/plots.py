@@ -8,8 +8,10 @@ import numpy as np
 
 MARK = "#d97706"  # marked edges, e.g. the demo's planted mechanisms (amber)
 PRO = "#15803d"  # proponents (green)
-OPP = "#b91c1c"  # opponents (red)
-HEAD, TAIL = "#2563eb", "#7c3aed"
+OPP = "#b91c1c"  # opponents, and the competing answer they favour (red)
+HEAD, TAIL = "#2563eb", "#7c3aed"  # the explained prediction's head (blue) and tail (purple)
+CONTEXT = "#cbd5e1"  # the other ranked training triples (light grey)
+PREDICTION = "#64748b"  # the explained prediction's line (slate, dotted)
 
 
 def _png(fig) -> bytes:
