@@ -34,6 +34,14 @@ img{max-width:100%}.two{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 .settings{columns:3 260px;column-gap:1.5em;font-size:.85em}.settings div{break-inside:avoid;padding:.1em 0;
 border-bottom:1px solid #f1f5f9}.settings span{color:#64748b}
 .long{overflow-wrap:anywhere;word-break:break-all}p code{overflow-wrap:anywhere}
+.hub{display:inline-block;background:#e0f2fe;border:1px solid #0369a1;border-radius:4px;padding:0 .35em;font-size:.8em}
+tr.group td{border-top:2px solid #94a3b8}.legend{background:#f8fafc;border:1px solid #e2e8f0;border-radius:8px;
+padding:.3em 1em .6em;font-size:.88em}.legend dl{display:grid;grid-template-columns:minmax(9em,max-content) 1fr;
+gap:.25em 1em;margin:.3em 0}.legend dt{font-weight:600}.legend dd{margin:0}
+.swatch{display:inline-block;width:2.2em;height:0;vertical-align:middle;margin-right:.4em}
+.dot{display:inline-block;width:.8em;height:.8em;border-radius:50%;vertical-align:middle;margin-right:.4em}
+.keys{columns:2 320px;font-size:.82em;color:#475569;margin:.2em 0;padding-left:1.2em}.keys li{break-inside:avoid}.popular{border-left:4px solid #0369a1;background:#f0f9ff;
+padding:.4em .8em}
 """
 
 
