@@ -65,11 +65,13 @@ def test_a_value_past_its_length_is_cut_in_the_middle_and_whole_in_its_title():
     assert H.clip("x" * 30, 25) == f'<span title="{"x" * 30}"><span class="long">{"x" * 12}…{"x" * 12}</span></span>'
 
 
-def _layout(page, tmp_path) -> tuple[int, int]:
-    """(scroll width, client width) of the page laid out by headless Chromium 1400 px wide."""
+def _layout(page, tmp_path) -> tuple[int, int, str, str]:
+    """Scroll and client width of the page laid out by headless Chromium 1400 px wide, and the colours
+    of the first setting's name and of the first long value written beside a name."""
     probe = (
-        "<script>var d=document.documentElement;"
-        "document.body.setAttribute('data-w', d.scrollWidth + ' ' + d.clientWidth)</script></body>"
+        "<script>var d=document.documentElement;function c(s){return getComputedStyle(document.querySelector(s)).color}"
+        "document.body.setAttribute('data-w', d.scrollWidth + ' ' + d.clientWidth + ' ' + "
+        "c('.settings div>span') + '|' + c('.settings div>span+span.long'))</script></body>"
     )
     path = tmp_path / "probe.html"
     path.write_text(page.read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
@@ -88,8 +90,8 @@ def _layout(page, tmp_path) -> tuple[int, int]:
         text=True,
         timeout=120,
     ).stdout
-    scroll, client = re.search(r'data-w="(\d+) (\d+)"', dom).groups()
-    return int(scroll), int(client)
+    scroll, client, name, value = re.search(r'data-w="(\d+) (\d+) ([^|]*)\|([^"]*)"', dom).groups()
+    return int(scroll), int(client), name, value
 
 
 @pytest.mark.skipif(
@@ -103,10 +105,11 @@ def test_a_runs_hashes_and_paths_need_no_horizontal_scroll_at_1400_px(tmp_path, 
         "train": {"epochs": 100},
     }
     page = H.write_page(tmp_path / "r.html", [settings_section(config)], title="run")
-    scroll, client = _layout(page, tmp_path)
+    scroll, client, name, value = _layout(page, tmp_path)
     assert scroll <= client, (scroll, client)
+    assert name != value  # a wrapped value keeps the values' colour, not the names' grey
     monkeypatch.setattr(H, "CSS", H.CSS.replace(".long{", ".unused{"))  # without the rule the hashes overflow
-    scroll, client = _layout(H.write_page(tmp_path / "r.html", [settings_section(config)], title="run"), tmp_path)
+    scroll, client, _, _ = _layout(H.write_page(tmp_path / "r.html", [settings_section(config)], title="run"), tmp_path)
     assert scroll > client
 
 

@@ -32,7 +32,7 @@ border-radius:8px;padding:.7em 1em;min-width:180px;max-width:330px}.card b{font-
 .ok{color:#15803d}.bad{color:#b91c1c}.note{color:#475569;font-size:.9em}code{background:#f1f5f9;padding:0 .2em}
 img{max-width:100%}.two{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 .settings{columns:3 260px;column-gap:1.5em;font-size:.85em}.settings div{break-inside:avoid;padding:.1em 0;
-border-bottom:1px solid #f1f5f9}.settings span{color:#64748b}
+border-bottom:1px solid #f1f5f9}.settings div>span:first-child{color:#64748b}
 .long{overflow-wrap:anywhere;word-break:break-all}p code{overflow-wrap:anywhere}
 .hub{display:inline-block;background:#e0f2fe;border:1px solid #0369a1;border-radius:4px;padding:0 .35em;font-size:.8em}
 tr.group td{border-top:2px solid #94a3b8}.legend{background:#f8fafc;border:1px solid #e2e8f0;border-radius:8px;
