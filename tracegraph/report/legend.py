@@ -68,53 +68,27 @@ def _columns(triples, columns) -> list[tuple[str, str]]:
     return list(out.items())
 
 
-def legend(triples, columns, *, marked: bool = False, mark_label: str = "marked") -> str:
-    """The legend's HTML.
+RANK = (
+    "the answer's filtered rank among every entity the model could put there, the other known true answers left "
+    "out (1: the model's top answer)."
+)
+SCORE = (
+    "the model's logit passed through the sigmoid, between 0 and 1: higher, the model believes the triple more. "
+    "A model score, not a standard deviation."
+)
+COMPETING = (
+    "the best-scored answer, other than this one, that the model does not know to be true (in none of the run's "
+    "data files). The margin is taken against it, and opponents are the training triples that favoured it."
+)
+HUB = (
+    "tagged on the entity a top proponent shares with the prediction when that entity is a hub: in the top 10 % of "
+    "the training graph by degree (hover: its training triples). When half or more of the top proponents are hub "
+    "triples, the box says the explanation is mostly popularity."
+)
 
-    Args:
-        triples: the explained triples shown.
-        columns: ``columns(t)``: a triple's score columns as (file column, header, format).
-        marked: some rows are marked (tagged ``mark_label``, shaded amber, drawn amber).
-        mark_label: the mark's words.
 
-    Returns:
-        A ``div.legend`` with three lists: scores, table columns and tags, the drawing.
-    """
-    rival = any(t.rival for t in triples)
-    walks = any("HeadTailWalk" in t.rows.columns for t in triples)
-    scores = [
-        (
-            "rank",
-            "the answer's filtered rank among every entity the model could put there, the other known true "
-            "answers left out (1: the model's top answer).",
-        ),
-        (
-            "score",
-            "the model's logit passed through the sigmoid, between 0 and 1: higher, the model believes the "
-            "triple more. A model score, not a standard deviation.",
-        ),
-    ]
-    if rival:
-        scores.append(
-            (
-                "competing answer",
-                "the best-scored answer, other than this one, that the model does not know to be "
-                "true (in none of the run's data files). The margin is taken against it, and opponents are the "
-                "training triples that favoured it.",
-            )
-        )
-    rows = _columns(triples, columns) + [
-        (
-            "hub",
-            "tagged on the entity a top proponent shares with the prediction when that entity is a hub: in the "
-            "top 10 % of the training graph by degree (hover: its training triples). When half or more of the top "
-            "proponents are hub triples, the box says the explanation is mostly popularity.",
-        ),
-    ]
-    if walks:
-        rows.append(("a line between rows", "a new head–tail walk length starts in the proponent table."))
-    if marked:
-        rows.append((mark_label, f"amber rows and the “{mark_label}” tag: the triples marked as {mark_label} edges."))
+def _drawing(rival: bool, marked: bool, mark_label: str) -> list[tuple[str, str]]:
+    """The drawing's entries: a swatch in the drawing's colour and the words (HTML terms, text words)."""
     draw = [
         (_dot(HEAD) + "head", "the prediction's head, on the left."),
         (_dot(TAIL) + "tail", "the prediction's tail, on the right."),
@@ -130,20 +104,41 @@ def legend(triples, columns, *, marked: bool = False, mark_label: str = "marked"
     ]
     if marked:
         draw.append((_line(MARK) + e(mark_label), f"a {mark_label} edge."))
-    draw.append(
+    return draw + [
         (_line(CONTEXT, width=1) + "other", "the other ranked training triples (small grey dots: their entities).")
-    )
+    ]
 
-    def dl(items, escape=True):
-        return "<dl>" + "".join(f"<dt>{e(k) if escape else k}</dt><dd>{e(v)}</dd>" for k, v in items) + "</dl>"
 
+def _dl(items, escape: bool = True) -> str:
+    return "<dl>" + "".join(f"<dt>{e(k) if escape else k}</dt><dd>{e(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def legend(triples, columns, *, marked: bool = False, mark_label: str = "marked") -> str:
+    """The legend's HTML.
+
+    Args:
+        triples: the explained triples shown.
+        columns: ``columns(t)``: a triple's score columns as (file column, header, format).
+        marked: some rows are marked (tagged ``mark_label``, shaded amber, drawn amber).
+        mark_label: the mark's words.
+
+    Returns:
+        A ``div.legend`` with three lists: scores, table columns and tags, the drawing.
+    """
+    rival = any(t.rival for t in triples)
+    scores = [("rank", RANK), ("score", SCORE)] + ([("competing answer", COMPETING)] if rival else [])
+    rows = _columns(triples, columns) + [("hub", HUB)]
+    if any("HeadTailWalk" in t.rows.columns for t in triples):
+        rows.append(("a line between rows", "a new head–tail walk length starts in the proponent table."))
+    if marked:
+        rows.append((mark_label, f"amber rows and the “{mark_label}” tag: the triples marked as {mark_label} edges."))
     return (
         "<div class='legend'><h4>How to read the boxes below</h4>"
-        + dl(scores)
+        + _dl(scores)
         + "<h4>Table columns and tags</h4>"
-        + dl(rows)
+        + _dl(rows)
         + "<h4>The drawing</h4>"
-        + dl(draw, escape=False)
+        + _dl(_drawing(rival, marked, mark_label), escape=False)
         + "</div>"
     )
 
