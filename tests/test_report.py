@@ -31,7 +31,7 @@ class Page(HTMLParser):
     def __init__(self, text: str):
         super().__init__()
         self.blocks, self.images, self._depth, self._cell, self._note, self._in_note = [], [], 0, None, None, False
-        self._where = None
+        self._where, self._in_hub = None, False
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
@@ -57,6 +57,8 @@ class Page(HTMLParser):
             self._cell, self._note = "", ""
         elif tag == "span" and a.get("class") == "note" and self._cell is not None:
             self._in_note = True
+        elif tag == "span" and a.get("class") == "hub":
+            self._in_hub = True  # the "hub" tag beside a name is not part of it
 
     def handle_endtag(self, tag):
         if tag == "div" and self._depth:
@@ -64,13 +66,13 @@ class Page(HTMLParser):
         elif tag in ("h3", "p"):
             self._where = None
         elif tag == "span":
-            self._in_note = False
+            self._in_note = self._in_hub = False
         elif tag in ("td", "th") and self._cell is not None:
             self.blocks[-1]["tables"][-1][-1].append((self._cell.strip(), self._note.strip()))
             self._cell = None
 
     def handle_data(self, data):
-        if not self._depth:
+        if not self._depth or self._in_hub:
             return
         if self._where:
             self.blocks[-1][self._where] += data
@@ -227,7 +229,7 @@ def test_report_shows_each_explained_triple_with_its_proponent_and_opponent_tabl
         if opp:
             assert ids_of(tables[1]) == opp[:5], path
         header = [text for text, _ in tables[0][0]]
-        assert header[-1] == "TracIn"
+        assert header[-1] == ("TracIn, this answer alone" if "MethodScore" in rows[0] else "TracIn")
         assert ("head–tail walk" in header) == ("HeadTailWalk" in rows[0])
 
 
@@ -274,7 +276,9 @@ def test_report_reads_the_role_rank_and_score_explain_records(explained, tmp_pat
     path.write_text(json.dumps(doc))
     out = tracegraph.open_run(run_dir, device="cpu").report(tmp_path / "r.html", explanations=[d])
     block = Page(out.read_text(encoding="utf-8")).blocks[0]
-    assert "filtered tail rank 7;" in block["sub"] and "score -0.25" in block["sub"]
+    assert (
+        "filtered tail rank 7;" in block["sub"] and "score 0.438 (sigmoid of the model's logit -0.25)" in block["sub"]
+    )
     first = doc["rows"][0]
     opponents = ids_of(block["tables"][1])
     assert (first["TrainHead"], first["TrainRel"], first["TrainTail"]) in opponents

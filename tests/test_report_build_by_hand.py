@@ -20,6 +20,7 @@ import pytest
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.data.datafiles import record_data_files, resolve_data_files
 from tracegraph.report import build as B
+from tracegraph.report import drawing as D
 from tracegraph.report import sections as S
 from tracegraph.report.explanations import ExplainedTriple
 from tracegraph.report.html import Section
@@ -275,7 +276,7 @@ def card(title, value):
 
 def test_cards_sizes_from_the_config_metrics_explained_count_and_necessity(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "training_curves", lambda *a, **k: b"png")
-    monkeypatch.setattr(S, "subgraph", lambda *a, **k: b"png")
+    monkeypatch.setattr(D, "subgraph", lambda *a, **k: b"png")
     monkeypatch.setattr(B, "necessity_section", lambda *a: Section("necessity", ""))
     run = FakeRun(
         tmp_path / "run",
@@ -399,6 +400,7 @@ def test_sections_in_page_order_each_given_the_runs_inputs(tmp_path, stands):
         "n_opp": 3,
         "title": "Five edges",
         "intro": "<p>why</p>",
+        "graph": None,  # no training file: no hub check
     }
     assert n_args == (nec_doc(), str(nec_dir)) and n_kw == {}
     assert s_args == (config,) and s_kw == {}
@@ -469,12 +471,15 @@ def test_a_report_with_a_bad_input_stops_and_leaves_no_file(tmp_path):
 
 def test_a_whole_page_shows_the_filled_rank_the_history_and_the_settings(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "training_curves", lambda *a, **k: b"png")
-    monkeypatch.setattr(S, "subgraph", lambda *a, **k: b"png")
+    monkeypatch.setattr(D, "subgraph", lambda *a, **k: b"png")
     run = FakeRun(tmp_path / "run", config={"train": {"loss": "bce", "seed": 3}})
     (run.path / "training_history.json").write_text(json.dumps([{"epoch": 1, "loss": 0.5, "seconds": 2}]))
     write_ranks_csv(run, "head,relation,tail,side,rank,score\na,r,b,tail,3,1.5\n")
     page = B.report_run(run, tmp_path / "r.html", explanations=[explanation_dir(tmp_path / "e")]).read_text()
-    assert "filtered tail rank <b>3</b> (from the test metrics); score 1.50 (σ = 0.818)" in page
+    # the score is the sigmoid of the logit 1.5: 1 / (1 + e^-1.5) = 0.8176
+    assert (
+        "filtered tail rank <b>3</b> (from the test metrics); score 0.818 (sigmoid of the model's logit 1.50)" in page
+    )
     assert "<p>1 epochs recorded, 2 s of training; no validation recorded.</p>" in page
     assert "<div><span>train.seed</span> 3</div>" in page
 

@@ -1,16 +1,23 @@
-"""The report's building blocks by hand: cell formatting, escaping, tables, section placement and
-the page (report/html.py), and the necessity section's arithmetic and sentence (report/necessity.py).
+"""The report's building blocks by hand: cell formatting, escaping, long values that wrap, tables,
+section placement and the page (report/html.py), and the necessity section's arithmetic and
+sentence (report/necessity.py).
 
-References: the expected HTML and sentences written out here; flips counted from hand-made ranks.
+References: the expected HTML and sentences written out here; flips counted from hand-made ranks;
+a page with a run's hashes and paths laid out by headless Chromium when it is installed (no
+horizontal scroll at 1400 px, and a scroll without the wrapping rule, so the check can fail).
 """
 
 import json
+import re
+import shutil
+import subprocess
 
 import pytest
 
 from tracegraph.errors import DataError
 from tracegraph.report import html as H
 from tracegraph.report import necessity as N
+from tracegraph.report.sections import settings_section
 
 
 def test_cells_format_numbers_missing_values_and_infinities():
@@ -28,6 +35,82 @@ def test_cells_format_numbers_missing_values_and_infinities():
     assert [H.sig(x) for x in (0.000123456, 123456.0, None, float("nan"))] == ["0.0001235", "1.235e+05", "—", "—"]
     assert H.sig(3.14159, 2) == "3.1"
     assert H.e("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&#x27;" and H.e(3) == "3"
+
+
+SHA = "f96c80343eca191c177f95cfa9" + "0123456789abcdef" * 2 + "0" * 6  # 64 characters, no space
+
+
+def test_a_long_token_may_break_anywhere_and_short_words_stay_whole():
+    text = f"sha {SHA} in /runs/umls/data/train_with_long_name.txt <b>"
+    parts = re.split(r"(<span class=\"long\">.*?</span>)", H.breakable(text))
+    assert parts == [
+        "sha ",
+        f'<span class="long">{SHA}</span>',
+        " in ",
+        '<span class="long">/runs/umls/data/train_with_long_name.txt</span>',
+        " &lt;b&gt;",
+    ]
+    assert H.breakable("x" * 23) == "x" * 23  # under 24 characters: left alone
+    assert H.breakable("<" * 24) == '<span class="long">' + "&lt;" * 24 + "</span>"  # counted before escaping
+    rule = re.search(r"\.long\{([^}]*)\}", H.CSS).group(1).split(";")
+    assert "overflow-wrap:anywhere" in rule or "word-break:break-all" in rule
+
+
+def test_a_value_past_its_length_is_cut_in_the_middle_and_whole_in_its_title():
+    name = "hepatic fibrosis type 2"
+    got = H.clip(name, 12)
+    title, shown = re.fullmatch(r'<span title="([^"]*)">(.*)</span>', got).groups()
+    assert title == name and shown == "hepati…ype 2" and len(shown) == 12  # 6 + the ellipsis + 5
+    assert H.clip(name, 23) == name and H.clip("a<b", 3) == "a&lt;b"
+    assert H.clip("x" * 30, 25) == f'<span title="{"x" * 30}"><span class="long">{"x" * 12}…{"x" * 12}</span></span>'
+
+
+def _layout(page, tmp_path) -> tuple[int, int, str, str]:
+    """Scroll and client width of the page laid out by headless Chromium 1400 px wide, and the colours
+    of the first setting's name and of the first long value written beside a name."""
+    probe = (
+        "<script>var d=document.documentElement;function c(s){return getComputedStyle(document.querySelector(s)).color}"
+        "document.body.setAttribute('data-w', d.scrollWidth + ' ' + d.clientWidth + ' ' + "
+        "c('.settings div>span') + '|' + c('.settings div>span+span.long'))</script></body>"
+    )
+    path = tmp_path / "probe.html"
+    path.write_text(page.read_text(encoding="utf-8").replace("</body>", probe), encoding="utf-8")
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--window-size=1400,2000",
+            "--dump-dom",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    scroll, client, name, value = re.search(r'data-w="(\d+) (\d+) ([^|]*)\|([^"]*)"', dom).groups()
+    return int(scroll), int(client), name, value
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")), reason="no Chromium"
+)
+def test_a_runs_hashes_and_paths_need_no_horizontal_scroll_at_1400_px(tmp_path, monkeypatch):
+    config = {
+        # a hash in every column of the settings list
+        "data_files": {s: {"path": f"/data/runs/umls_2024_full/{s}_triples.txt", "sha256": SHA} for s in "abcdef"},
+        "run_id": "a53423cd9cea4a199c52c0e927365bf5",
+        "train": {"epochs": 100},
+    }
+    page = H.write_page(tmp_path / "r.html", [settings_section(config)], title="run")
+    scroll, client, name, value = _layout(page, tmp_path)
+    assert scroll <= client, (scroll, client)
+    assert name != value  # a wrapped value keeps the values' colour, not the names' grey
+    monkeypatch.setattr(H, "CSS", H.CSS.replace(".long{", ".unused{"))  # without the rule the hashes overflow
+    scroll, client, _, _ = _layout(H.write_page(tmp_path / "r.html", [settings_section(config)], title="run"), tmp_path)
+    assert scroll > client
 
 
 def test_tables_escape_headers_align_numbers_and_mark_rows():

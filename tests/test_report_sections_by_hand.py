@@ -1,22 +1,19 @@
-"""report/sections.py by hand: the settings, training, test-metrics and explained-triple sections
-of the run report, against the HTML written out here and the promises of docs/report.md.
+"""report/sections.py by hand: the settings, training and test-metrics sections of the run
+report, against the HTML written out here and the promises of docs/report.md.
 
 References: expected HTML fragments written out by hand (tables through a small table writer of
-this file's own), metrics of hand-made ranks in exact fractions, the inputs the pictures are drawn
-from recorded by stand-ins for the plotting functions (node ids, edge kinds and ranks worked out by
-hand); one test draws the real pictures and checks only that they are PNG files.
+this file's own), metrics of hand-made ranks in exact fractions, the training curves' inputs
+recorded by a stand-in for the plotting function. The explained triples' section is
+test_report_explained_by_hand.py's.
 """
 
 import base64
-import math
 from fractions import Fraction
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tracegraph.report import sections as S
-from tracegraph.report.explanations import ExplainedTriple
 
 PNG = b"\x89PNG\r\n\x1a\nstand-in"
 
@@ -49,7 +46,7 @@ class Recorder:
 
 @pytest.fixture
 def drawings(monkeypatch):
-    rec = {"subgraph": Recorder(), "training_curves": Recorder()}
+    rec = {"training_curves": Recorder()}
     for name, r in rec.items():
         monkeypatch.setattr(S, name, r)
     return rec
@@ -67,6 +64,7 @@ def test_settings_list_every_setting_with_nested_keys_joined_by_dots():
         "a<b": None,
         "edge": "z" * 140,
         "long": "y" * 141,
+        "sha256": "f96c80343eca191c177f95cfa9" + "0" * 38,
     }
     got = S.settings_section(config, extra={"cli": {"device": "cpu"}, "train": {"epochs": 9}})
     items = [
@@ -78,8 +76,11 @@ def test_settings_list_every_setting_with_nested_keys_joined_by_dots():
         ("demo.model", "kept"),
         ("empty", "{}"),
         ("a&lt;b", "—"),
-        ("edge", "z" * 140),  # 140 characters are shown whole
-        ("long", "y" * 139 + "…"),  # longer values are cut to 140 with the ellipsis
+        # 140 characters are shown whole; a token of 24 characters or more may break anywhere
+        ("edge", '<span class="long">' + "z" * 140 + "</span>"),
+        # longer values are cut to 140 in the middle (70 + … + 69), the whole value in the title
+        ("long", f'<span title="{"y" * 141}"><span class="long">{"y" * 70}…{"y" * 69}</span></span>'),
+        ("sha256", '<span class="long">f96c80343eca191c177f95cfa9' + "0" * 38 + "</span>"),
         ("cli.device", "cpu"),
     ]
     assert got.key == "settings"
@@ -307,245 +308,6 @@ def test_per_relation_rows_stop_at_the_60_most_frequent_and_say_so():
     assert '<tbody><tr><td>r00</td><td class="num">2</td>' in per  # head ranks only: the count of its ranks
 
 
-# ------------------------------------------------------------------ explained test triples
-
-COLS = ["TrainHead", "TrainRel", "TrainTail", "TrainHead_label", "TrainRel_label", "TrainTail_label"]
-
-
-def margin_triple(source=Path("/runs/x/why/triple_0_tracin.json")):
-    rows = pd.DataFrame(
-        [
-            ("a", "r1", "b", "Alpha", "r1", "B&B", 3.0, 1.0, 0.5, "proponent"),
-            ("h1", "r2", "c", "Aspirin", "rel two", "c", 2.0, math.inf, 0.000123456, "proponent"),
-            ("c", "r3", "t1", "c", "r3", "Pain<1>", -1.0, 2.0, -0.2, "opponent"),
-            ("d", "r4", "e", "d", "r4", "e", -4.0, math.nan, 7.0, "opponent"),
-            ("f", "r5", "g", "f", "r5", "g", 1.0, 3.0, 0.1, "proponent"),
-            ("g", "r6", "a", "g", "r6", "Alpha", 0.5, 4.0, 0.01, "proponent"),
-        ],
-        columns=[*COLS, "MethodScore", "HeadTailWalk", "TracInScore", "Role"],
-    )
-    return ExplainedTriple(
-        head="h1",
-        relation="treats",
-        tail="t1",
-        names=("Aspirin", "treats", "Pain<1>"),
-        rows=rows,
-        source=source,
-        method="tracin-margin-path",
-        loss="margin",
-        side="tail",
-        rank=2.0,
-        rank_source="explain",
-        score=1.5,
-        rival={"tail": "t9", "tail_name": "Ibuprofen", "logit": 1.75, "logit_margin": -0.25},
-        meta={"checkpoints": ["e1", "e2", "e3"], "training_triples_ranked": 40, "top_k": 5},
-    )
-
-
-MARKED = {("h1", "r2", "c"), ("d", "r4", "e"), ("f", "r5", "g")}
-HEADER = ["#", "head", "relation", "tail", "tracin-margin-path score", "head–tail walk", "TracIn"]
-MARGIN_BLOCK = (
-    '<div class="pred"><h3>Aspirin <span class="note">h1</span> — treats → Pain&lt;1&gt; <span class="note">t1</span></h3>'
-    "<p class='sub'>filtered tail rank <b>2</b>; score 1.50 (σ = 0.818); "
-    'rival Ibuprofen <span class="note">t9</span> (score 1.75, margin -0.25).<br>'
-    "Explained by tracin-margin-path, --loss margin, 3 checkpoints, 40 training triples ranked, top 5 kept each way.</p>"
-    # positions among all the proponents (a, h1, f, g) and opponents (d, c), not only those shown
-    "<p class='note'>3 mechanism edges: proponents #2, #3; opponents #1.</p>"
-    "<p class='note'>File: <code>triple_0_tracin.csv</code></p>"
-    "<h4>Top 2 proponents</h4>"
-    + tbl(
-        HEADER,
-        [
-            ["1", 'Alpha <span class="note">a</span>', "r1", 'B&amp;B <span class="note">b</span>', "3", "1", "0.5"],
-            [
-                "2",
-                'Aspirin <span class="note">h1</span>',
-                'rel two <span class="note">r2</span> <span class="tag">mechanism</span>',
-                "c",
-                "2",
-                "none",
-                "0.0001235",
-            ],
-        ],
-        ["", "mark"],
-        num_from=4,
-    )
-    + "<h4>Top 2 opponents</h4>"
-    + tbl(  # the most negative method score first
-        HEADER,
-        [
-            ["1", "d", 'r4 <span class="tag">mechanism</span>', "e", "-4", "none", "7"],
-            ["2", "c", "r3", 'Pain&lt;1&gt; <span class="note">t1</span>', "-1", "2", "-0.2"],
-        ],
-        ["mark", ""],
-        num_from=4,
-    )
-    + "<p class='note'>Only 2 of the 6 training triples listed have a negative tracin-margin-path score.</p>"
-    + img(PNG, "training triples around Aspirin and Pain&lt;1&gt;")
-    + "</div>"
-)
-
-
-def test_an_explained_triple_word_for_word_with_marks_rival_and_both_tables(drawings):
-    t = margin_triple()
-    got = S.explained_section(
-        [t], marks={t.triple: MARKED, ("x", "y", "z"): {("a", "r1", "b")}}, mark_label="mechanism", n_pro=2
-    )
-    assert got.key == "explanations"
-    assert got.html == (
-        "<h2>Explained test triples</h2><p>Ranked by tracin-margin-path (<code>tracegraph explain</code>). "
-        "<b>Proponents</b> support the prediction (positive score: training on them made it more likely); "
-        "<b>opponents</b> work against it (negative score).</p>" + MARGIN_BLOCK
-    )
-
-
-def test_the_drawing_gets_node_ids_names_edge_kinds_and_the_rest_as_context(drawings):
-    t = margin_triple()
-    S.explained_section([t], marks={t.triple: MARKED}, mark_label="mechanism", n_pro=2, n_opp=5)
-    ((args, kwargs),) = drawings["subgraph"].calls
-    # ids by first appearance: head, tail, then each row's head and tail in file order
-    names = {0: "Aspirin", 1: "Pain<1>", 2: "Alpha", 3: "B&B", 4: "c", 5: "d", 6: "e", 7: "f", 8: "g"}
-    edges = [
-        (2, 3, 0, "proponent"),  # proponents shown, ranked from 0 (the strongest)
-        (0, 4, 1, "marked+proponent"),
-        (5, 6, 99, "opponent"),  # opponents shown, most negative first (marked or not)
-        (4, 1, 99, "opponent"),
-        (7, 8, 99, "marked"),  # a marked proponent past the table
-    ]
-    assert args == (0, 1, edges, names, [(8, 2)])  # the rest: grey context
-    assert kwargs == {"mark_label": "mechanism edge", "n_pro": 2, "n_opp": 5}
-
-
-def tracin_rows(n, score=1.0):
-    return pd.DataFrame(
-        [(f"u{i}", "r", f"v{i}", score / (i + 1), "proponent") for i in range(n)],
-        columns=["TrainHead", "TrainRel", "TrainTail", "TracInScore", "Role"],
-    )
-
-
-def test_context_is_the_first_300_of_the_rest_in_the_files_order(drawings):
-    t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), tracin_rows(312), Path("w.json"))
-    S.explained_section([t], n_pro=10, n_opp=5)
-    ((args, kwargs),) = drawings["subgraph"].calls
-    head, tail, edges, names, context = args
-    assert (head, tail) == (0, 1) and [e[2:] for e in edges] == [(k, "proponent") for k in range(10)]
-    assert edges[0][:2] == (2, 3) and names[2] == "u0" and names[3] == "v0"
-    assert context == [(2 + 2 * i, 3 + 2 * i) for i in range(10, 310)]
-    assert kwargs == {"mark_label": "marked edge", "n_pro": 10, "n_opp": 5}
-
-
-def test_a_tracin_triple_without_opponents_rank_from_the_metrics_and_no_score(drawings):
-    t = ExplainedTriple(
-        "h",
-        "r",
-        "t",
-        ("h", "r", "t"),
-        tracin_rows(2, 0.5),
-        Path("/d/triple_3_tracin.json"),
-        rank=2.5,
-        rank_source="ranks.csv",
-    )
-    u = ExplainedTriple(
-        "x",
-        "r",
-        "y",
-        ("x", "r", "y"),
-        tracin_rows(0),
-        Path("e.json"),
-        method="a<b",
-        side="head",
-        rank=3.0,
-        rank_source="computed",
-        score=-2.0,
-        rival={"logit": None},
-        meta={"checkpoints": ["only"], "training_triples_ranked": 0, "top_k": 0},
-    )
-    got = S.explained_section([t, u], marks={t.triple: {("q", "r", "q")}}, title="Why <these>", intro="<i>mine</i>")
-    block_t = (
-        '<div class="pred"><h3>h — r → t</h3>'
-        "<p class='sub'>filtered tail rank <b>2.5</b> (from the test metrics); score —.<br>Explained by tracin.</p>"
-        "<p class='note'>1 marked edges: none listed.</p>"
-        "<p class='note'>File: <code>triple_3_tracin.csv</code></p><h4>Top 2 proponents</h4>"
-        + tbl(
-            ["#", "head", "relation", "tail", "TracIn"],
-            [["1", "u0", "r", "v0", "0.5"], ["2", "u1", "r", "v1", "0.25"]],
-            num_from=4,
-        )
-        + "<h4>Top 0 opponents</h4><p class='note'>None of the 2 training triples listed works against this "
-        "prediction: TracIn is positive for every one.</p>" + img(PNG, "training triples around h and t") + "</div>"
-    )
-    block_u = (  # nothing listed: no tables, no drawing; σ(-2) = 0.119
-        '<div class="pred"><h3>x — r → y</h3>'
-        "<p class='sub'>filtered head rank <b>3</b> (computed now); score -2.00 (σ = 0.119); rival ? (score —, margin —)."
-        "<br>Explained by a&lt;b, 1 checkpoint, 0 training triples ranked.</p>"
-        "<p class='note'>File: <code>e.csv</code></p><h4>Top 0 proponents</h4><p class='note'>No proponent listed.</p>"
-        "<h4>Top 0 opponents</h4><p class='note'>None of the 0 training triples listed works against this "
-        "prediction: TracIn is positive for every one.</p></div>"
-    )
-    assert got.html == f"<h2>Why &lt;these&gt;</h2><p><i>mine</i></p>{block_t}{block_u}"
-    assert len(drawings["subgraph"].calls) == 1
-    # the general paragraph names every method once, sorted, escaped
-    general = S.explained_section([u, t, u]).html
-    assert general.startswith("<h2>Explained test triples</h2><p>Ranked by a&lt;b, tracin (<code>tracegraph")
-
-
-@pytest.mark.parametrize(
-    ("rank", "source", "shown"),
-    [
-        (None, "", "<b>—</b>"),
-        (7.0, "elsewhere", "<b>7</b>"),
-        (12.25, "explain", "<b>12.2</b>"),
-        (math.inf, "explain", "<b>∞</b>"),
-    ],
-)
-def test_rank_shown_whole_with_one_decimal_or_as_a_dash(drawings, rank, source, shown):
-    t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), tracin_rows(0), Path("e.json"), rank=rank, rank_source=source)
-    assert f"filtered tail rank {shown}; score —.<br>" in S.explained_section([t]).html
-
-
-def test_a_very_negative_or_positive_score_has_a_probability_near_0_or_1(drawings):
-    def line(score):
-        t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), tracin_rows(0), Path("e.json"), score=score)
-        return S.explained_section([t]).html.split("<p class='sub'>")[1].split(".<br>")[0]
-
-    assert line(-800.0) == "filtered tail rank <b>—</b>; score -800.00 (σ = 0.000)"  # exp(800) overflows
-    assert line(800.0) == "filtered tail rank <b>—</b>; score 800.00 (σ = 1.000)"
-    assert line(0.0) == "filtered tail rank <b>—</b>; score 0.00 (σ = 0.500)"
-    assert line(-0.5) == "filtered tail rank <b>—</b>; score -0.50 (σ = 0.378)"  # 1 / (1 + e^0.5)
-
-
-def test_a_method_score_file_whose_opponents_all_fit_and_a_rival_named_by_id(drawings):
-    rows = pd.DataFrame(
-        [("a", "r", "b", 2.0, 0.1, "proponent"), ("c", "r", "d", -1.0, 0.3, "opponent")],
-        columns=["TrainHead", "TrainRel", "TrainTail", "MethodScore", "TracInScore", "Role"],
-    )
-    t = ExplainedTriple(
-        "h", "r", "t", ("h", "r", "t"), rows, Path("e.json"), method="tracin-margin", rival={"tail": "z", "logit": 3}
-    )
-    html = S.explained_section([t], n_opp=1).html
-    assert "; rival z (score 3.00, margin —).<br>Explained by tracin-margin.</p>" in html
-    assert (
-        "<h4>Top 1 opponents</h4>"
-        + tbl(
-            ["#", "head", "relation", "tail", "tracin-margin score", "TracIn"],
-            [["1", "c", "r", "d", "-1", "0.3"]],
-            num_from=4,
-        )
-        in html
-    )
-    assert "Only" not in html and "</table><img" in html  # as many opponents as the table shows: no note
-    none = S.explained_section([ExplainedTriple("h", "r", "t", ("h", "r", "t"), rows[:1], Path("e.json"))]).html
-    assert "None of the 1 training triples listed works against this prediction: its score is positive" in none
-
-
-def test_the_pictures_drawn_are_png_files():
-    t = margin_triple()
-    html = S.explained_section([t], marks={t.triple: MARKED}, n_pro=2).html
-    html += S.training_section([{"epoch": 1, "loss": 1.0, "valid": {"mrr": 0.1}}, {"epoch": 2, "loss": 0.5}]).html
-    pngs = [base64.b64decode(s.split('"')[0]) for s in html.split('src="data:image/png;base64,')[1:]]
-    assert len(pngs) == 2 and all(p.startswith(b"\x89PNG\r\n\x1a\n") and p[12:16] == b"IHDR" for p in pngs)
-
-
 def test_ranks_read_as_text_give_the_same_metrics():
     text = RANKS.astype(str)  # e.g. a ranks.csv read with dtype=str
     assert text["rank"].tolist()[:2] == ["1", "4"]
@@ -560,30 +322,3 @@ def test_a_relation_ranked_on_one_side_only_shows_a_dash_without_a_warning():
         warnings.simplefilter("error")  # no "mean of empty slice" on the console
         html = S.metrics_section(ranks_frame([("a", "r", "b", "head", 2)]), "x").html
     assert '<tr><td>r</td><td class="num">1</td><td class="num">—</td><td class="num">0.500</td>' in html
-
-
-def signed_rows(n_pro, n_opp):
-    rows = [(f"p{i}", "r", f"q{i}", 10.0 - i, "proponent") for i in range(n_pro)]
-    rows += [(f"o{i}", "r", f"s{i}", -1.0 - i, "opponent") for i in range(n_opp)]
-    return pd.DataFrame(rows, columns=["TrainHead", "TrainRel", "TrainTail", "TracInScore", "Role"])
-
-
-def test_by_default_tables_show_10_proponents_and_the_5_most_negative_opponents(drawings):
-    t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), signed_rows(12, 7), Path("e.json"))
-    html = S.explained_section([t]).html
-    pro = html.split("<h4>Top 10 proponents</h4>")[1].split("</table>")[0]
-    opp = html.split("<h4>Top 5 opponents</h4>")[1].split("</table>")[0]
-    assert [c.split("</td>")[0] for c in pro.split("<tr><td>")[1:]] == [str(k) for k in range(1, 11)]
-    assert pro.count("<tr>") == 11 and "<td>p9</td>" in pro and "<td>p10</td>" not in pro
-    assert opp.count("<tr>") == 6 and "<td>o6</td><td>r</td><td>s6</td>" in opp.split("</tr>")[1]  # -7.0 first
-    assert "<td>o2</td>" in opp and "<td>o1</td>" not in opp
-    assert "Only" not in html
-    args, kwargs = drawings["subgraph"].calls[0]
-    assert kwargs == {"mark_label": "marked edge", "n_pro": 10, "n_opp": 5}
-    assert len(args[2]) == 15 and len(args[4]) == 4  # 10 + 5 drawn; 2 proponents and 2 opponents as context
-
-
-def test_few_negative_tracin_scores_are_named_as_such(drawings):
-    t = ExplainedTriple("h", "r", "t", ("h", "r", "t"), signed_rows(2, 1), Path("e.json"))
-    html = S.explained_section([t]).html
-    assert "</table><p class='note'>Only 1 of the 3 training triples listed have a negative TracIn.</p><img" in html

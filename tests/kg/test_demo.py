@@ -21,7 +21,9 @@ def test_demo_quick_end_to_end(tmp_path):
         "proponents",
         "opponents",
         "mechanism",
-        "tracin-margin-path score",
+        "margin score",
+        "competing answer",
+        "How to read the boxes below",
         "head–tail walk",
         "data:image/png;base64,",
     ):

@@ -333,7 +333,9 @@ def test_demo_section_word_for_word():
 class Recorder:
     """Stand-ins for the run, the general sections and the demo's own sections, recording their calls."""
 
-    def __init__(self, monkeypatch, general_keys=("settings", "cards", "training", "metrics", "explanations")):
+    def __init__(
+        self, monkeypatch, general_keys=("settings", "cards", "training", "metrics", "unresolved", "explanations")
+    ):
         self.calls = []
         self.general_keys = general_keys
         rec = self
@@ -374,8 +376,9 @@ def intro(loss, ck):
         "Each edge is explained by <code>tracegraph explain</code>'s default method, <b>tracin-margin-path</b> "
         f"(--loss {loss}, all layers{ck}), over its filtered subgraph: rows are ordered by the shortest "
         "drug–disease walk through the triple (its shell: 2 for a direct edge or a two-edge walk, then 3, 4, …), "
-        "then by the margin score against the model's best rival answer. Plain TracIn is the last column. Rows "
-        "tagged <span class='tag'>mechanism</span> are planted ground-truth edges."
+        "then by the margin score against the competing answer (the best-scored disease the model does not know "
+        "to be true). Plain TracIn is the last column. Rows tagged <span class='tag'>mechanism</span> are planted "
+        "ground-truth edges."
     )
 
 
@@ -419,7 +422,7 @@ def test_write_report_opens_the_run_passes_each_piece_its_part_and_orders_the_pa
     # the documented order; the demo's cards replace the general ones; a section of no known key is left out
     assert body(out) == SUBTITLE + (
         "<demo cards><general training><general metrics><demo recovery><general necessity>"
-        "<general explanations><demo demo><general settings>"
+        "<general explanations><general unresolved><demo demo><general settings>"
     )
 
 

@@ -1,10 +1,11 @@
 """One self-contained HTML report for any trained run (``tracegraph report``, ``Run.report``).
 
 The page holds the run's settings, training curves, test metrics overall and per relation, each
-explained test triple (its rank, score and rival, proponents and opponents in two tables, a drawing
-of its training triples around head and tail) and a necessity test when one is given. Images are
-embedded, text from data is escaped, and nothing is fetched from the network. The demo writes its
-page with the same code, adding its own sections (kg/demo/report.py).
+explained test triple under one legend (its rank, score and competing answer, proponents and
+opponents in two tables, whether they are mostly hub triples, a drawing of its training triples
+around head and tail), the questions explain could not explain, and a necessity test when one is
+given. Images are embedded, text from data is escaped, and nothing is fetched from the network.
+The demo writes its page with the same code, adding its own sections (kg/demo/report.py).
 """
 
 from tracegraph.report.build import report_run, report_sections

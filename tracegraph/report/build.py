@@ -11,20 +11,19 @@ from pathlib import Path
 import pandas as pd
 
 from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.data.triples import read_labeled_triples
+from tracegraph.report.explained import explained_section
 from tracegraph.report.explanations import ExplainedTriple, read_explanations
 from tracegraph.report.html import Section, cards, e, num, write_page
+from tracegraph.report.hubs import HubGraph, hub_graph
 from tracegraph.report.necessity import headline_arm, necessity_section, read_necessity
-from tracegraph.report.sections import (
-    explained_section,
-    metrics_section,
-    settings_section,
-    side_metrics,
-    training_section,
-)
+from tracegraph.report.sections import metrics_section, settings_section, side_metrics, training_section
+from tracegraph.report.unresolved import read_unresolved, unresolved_section
 from tracegraph.runtime.checkpoints import read_json
 
 RANKS_NEEDED = {"head", "relation", "tail", "side", "rank"}
-# ranking a missing explained triple reads the run's data files for the filter: up to this size
+# ranking a missing explained triple reads the run's data files for the filter, and the hub check
+# its training file: up to this size
 MAX_FILTER_BYTES = 500 * 2**20
 
 
@@ -112,6 +111,26 @@ def fill_ranks(run, triples: list[ExplainedTriple], ranks: pd.DataFrame | None) 
             t.score = float(r.score)
 
 
+def training_graph(run, triples: list[ExplainedTriple]) -> HubGraph | None:
+    """The run's training graph as the hub check needs it (report/hubs.py), or None.
+
+    None when there is no explained triple, or the run's training file is gone, changed, or larger
+    than ``MAX_FILTER_BYTES``.
+
+    Args:
+        run: The open run.
+        triples: The explained triples (their heads' and tails' neighbours are kept).
+
+    Returns:
+        The degrees, the hub threshold and the explained entities' neighbours.
+    """
+    train = _recorded_files(run).get("train")
+    if not triples or not train or Path(train).stat().st_size > MAX_FILTER_BYTES:
+        return None
+    lt = read_labeled_triples(train)
+    return hub_graph(zip(lt.heads, lt.relations, lt.tails), {x for t in triples for x in (t.head, t.tail)})
+
+
 def report_sections(
     run,
     *,
@@ -127,7 +146,8 @@ def report_sections(
 ) -> list[Section]:
     """The general sections of a run's report, in page order.
 
-    Their keys: cards, training, metrics, explanations, necessity, settings. The demo places its own
+    Their keys: cards, training, metrics, explanations, unresolved (questions explain could not
+    explain, when an explanations folder lists some), necessity, settings. The demo places its own
     sections among them.
 
     Args:
@@ -149,6 +169,7 @@ def report_sections(
         DataError: an explanation directory, a necessity file or ``ranks.csv`` cannot be read.
     """
     triples = [t for d in explanations for t in read_explanations(d)]
+    unresolved = unresolved_section([(Path(d), read_unresolved(d)) for d in explanations])
     nec = read_necessity(necessity) if necessity is not None else None
     ranks, source = test_ranks(run, test)
     fill_ranks(run, triples, ranks)
@@ -170,8 +191,11 @@ def report_sections(
                 n_opp=n_opp,
                 title=explained_title,
                 intro=explained_intro,
+                graph=training_graph(run, triples),
             )
         )
+    if unresolved is not None:
+        sections.append(unresolved)
     if nec is not None:
         sections.append(necessity_section(nec, "" if isinstance(necessity, dict) else str(necessity)))
     sections.append(settings_section(run.config))
@@ -232,4 +256,4 @@ def report_run(run, output, *, explanations=(), necessity=None, test=None, n_pro
     )
 
 
-__all__ = ["fill_ranks", "report_run", "report_sections", "test_ranks"]
+__all__ = ["fill_ranks", "report_run", "report_sections", "test_ranks", "training_graph"]

@@ -67,7 +67,8 @@ def read_explanations(directory: str | Path) -> list[ExplainedTriple]:
         directory: the directory ``explain`` wrote (``summary.json`` and ``triple_*_tracin.json``).
 
     Returns:
-        One :class:`ExplainedTriple` per test triple explained there.
+        One :class:`ExplainedTriple` per test triple explained there; none for a folder whose
+        ``unresolved.tsv`` says why no question was explained.
 
     Raises:
         DataError: the directory is missing, holds no explanation, or a file in it cannot be read.
@@ -83,6 +84,8 @@ def read_explanations(directory: str | Path) -> list[ExplainedTriple]:
         )
         entries = [{"json": n} for n in names]
     if not entries:
+        if (d / "unresolved.tsv").is_file():  # explain explained none of the questions: it says why there
+            return []
         raise DataError(
             "--explanations: no triple_*_tracin.json here (give the -o directory of `tracegraph explain`)", d
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,16 @@ border-radius:8px;padding:.7em 1em;min-width:180px;max-width:330px}.card b{font-
 .ok{color:#15803d}.bad{color:#b91c1c}.note{color:#475569;font-size:.9em}code{background:#f1f5f9;padding:0 .2em}
 img{max-width:100%}.two{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 .settings{columns:3 260px;column-gap:1.5em;font-size:.85em}.settings div{break-inside:avoid;padding:.1em 0;
-border-bottom:1px solid #f1f5f9}.settings span{color:#64748b}
+border-bottom:1px solid #f1f5f9}.settings div>span:first-child{color:#64748b}
+.long{overflow-wrap:anywhere;word-break:break-all}p code{overflow-wrap:anywhere}
+.hub{display:inline-block;background:#e0f2fe;border:1px solid #0369a1;border-radius:4px;padding:0 .35em;font-size:.8em}
+tr.group td{border-top:2px solid #94a3b8}.legend{background:#f8fafc;border:1px solid #e2e8f0;border-radius:8px;
+padding:.3em 1em .6em;font-size:.88em}.legend dl{display:grid;grid-template-columns:minmax(9em,max-content) 1fr;
+gap:.25em 1em;margin:.3em 0}.legend dt{font-weight:600}.legend dd{margin:0}
+.swatch{display:inline-block;width:2.2em;height:0;vertical-align:middle;margin-right:.4em}
+.dot{display:inline-block;width:.8em;height:.8em;border-radius:50%;vertical-align:middle;margin-right:.4em}
+.keys{columns:2 320px;font-size:.82em;color:#475569;margin:.2em 0;padding-left:1.2em}.keys li{break-inside:avoid}.popular{border-left:4px solid #0369a1;background:#f0f9ff;
+padding:.4em .8em}
 """
 
 
@@ -45,6 +55,43 @@ def e(text) -> str:
         The escaped text.
     """
     return html.escape(str(text), quote=True)
+
+
+LONG_TOKEN = 24  # characters: a word this long without a space may break anywhere (hashes, paths, ids)
+
+
+def breakable(text) -> str:
+    """Escape text, letting each long unbroken token wrap anywhere (class ``long``).
+
+    A sha256, a path or a long identifier would otherwise push the page past its right edge.
+
+    Args:
+        text: Any value; it is converted with ``str``.
+
+    Returns:
+        The escaped HTML.
+    """
+    parts = re.split(r"(\S{%d,})" % LONG_TOKEN, str(text))
+    return "".join(f'<span class="long">{e(p)}</span>' if i % 2 else e(p) for i, p in enumerate(parts))
+
+
+def clip(text, n: int) -> str:
+    """Text of at most ``n`` characters, cut in the middle (``"hepatic fib…type 2"``), as HTML.
+
+    A cut text keeps its full value in a ``title`` (shown on hover).
+
+    Args:
+        text: Any value; it is converted with ``str``.
+        n: The most characters shown (at least 3).
+
+    Returns:
+        The HTML: the text made :func:`breakable`, in a titled span when cut.
+    """
+    s = str(text)
+    if len(s) <= n:
+        return breakable(s)
+    head = n // 2  # the rest of the n, less the ellipsis, from the end
+    return f'<span title="{e(s)}">{breakable(s[:head] + "…" + s[len(s) - (n - 1 - head) :])}</span>'
 
 
 def num(x, nd: int = 3) -> str:
@@ -176,4 +223,17 @@ def write_page(path: str | Path, sections: list[Section], *, title: str, subtitl
     return Path(path)
 
 
-__all__ = ["CSS", "Section", "cards", "e", "img", "insert_after", "num", "sig", "table", "write_page"]
+__all__ = [
+    "CSS",
+    "Section",
+    "breakable",
+    "cards",
+    "clip",
+    "e",
+    "img",
+    "insert_after",
+    "num",
+    "sig",
+    "table",
+    "write_page",
+]

@@ -30,7 +30,7 @@ RECOVERY_LABELS = {
     "path": "short head–tail paths",
 }
 BASELINES = ("path", "degree", "random")
-ORDER = ["cards", "training", "metrics", "recovery", "necessity", "explanations", "demo", "settings"]
+ORDER = ["cards", "training", "metrics", "recovery", "necessity", "explanations", "unresolved", "demo", "settings"]
 
 
 def _mrr_map(rec: dict, m: str) -> tuple[float, float]:
@@ -207,7 +207,8 @@ def write_report(
         f"Each edge is explained by <code>tracegraph explain</code>'s default method, <b>{e(DEFAULT_EXPLAINER)}"
         f"</b> (--loss {e(fidelity['recovery']['influence']['loss'])}, all layers{ck}), over its filtered "
         "subgraph: rows are ordered by the shortest drug–disease walk through the triple (its shell: 2 for a direct "
-        "edge or a two-edge walk, then 3, 4, …), then by the margin score against the model's best rival answer. "
+        "edge or a two-edge walk, then 3, 4, …), then by the margin score against the competing answer (the "
+        "best-scored disease the model does not know to be true). "
         "Plain TracIn is the last column. Rows tagged <span class='tag'>mechanism</span> are planted ground-truth "
         "edges."
     )
