@@ -39,7 +39,18 @@ class _Group(TyperGroup):
 # the library names its Python parameters (top_k=…); the CLI says its flags (--top-k)
 _FLAGS = {
     name: "--" + name.replace("_", "-")
-    for name in ("top_k", "side", "method", "engine", "loss", "layers", "devices", "overwrite", "skip_existing")
+    for name in (
+        "top_k",
+        "side",
+        "method",
+        "engine",
+        "loss",
+        "layers",
+        "devices",
+        "overwrite",
+        "skip_existing",
+        "skip_unresolved",
+    )
 }
 
 

@@ -21,6 +21,7 @@ import torch
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.datafiles import resolve_data_files
 from tracegraph.kg.data.labels import RunLabels, run_labels
+from tracegraph.kg.data.questions import TRIPLE, Questions, resolve, resolve_file
 from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.kg.data.unseen import encode_known
 from tracegraph.kg.model.model_io import (
@@ -245,6 +246,30 @@ class RunStore:
         return np.stack(
             [self.entities.ids(h, "entity"), self.relations.ids(r, "relation"), self.entities.ids(t, "entity")], axis=1
         ).reshape(-1, 3)
+
+    def resolve_questions(self, questions, kinds: tuple[str, ...] = TRIPLE) -> Questions:
+        """Questions in the user's words turned into the run's labels (:mod:`tracegraph.kg.data.questions`).
+
+        Entities by label or by a name only one has; relations by label, readable name or predicate.
+
+        Args:
+            questions: A questions file, a DataFrame or an iterable of tuples.
+            kinds: What each field is (``TRIPLE``: head, relation, tail; ``QUERY``: head, relation).
+
+        Returns:
+            The resolved questions.
+
+        Raises:
+            UnresolvedQuestions: Questions that name no entity or relation of the run, all of them
+                with their line (or position) and reason.
+            DataError: A file is missing or malformed.
+        """
+        if isinstance(questions, (str, Path)):
+            q = resolve_file(questions, self.labels, self.entities, self.relations, kinds)
+        else:
+            rows = list(zip(*label_columns(questions, len(kinds))))
+            q = resolve(rows, self.labels, self.entities, self.relations, kinds=kinds)
+        return q.check()
 
     def known_tails(self, sources: Iterable) -> KnownTails:
         """The filter index of the true triples in ``sources``, with reciprocals for reciprocal models.

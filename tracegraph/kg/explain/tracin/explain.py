@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import LabeledTriples, encode_triples, read_labeled_triples, triple_file_stem
+from tracegraph.kg.data.questions import Questions
+from tracegraph.kg.data.triples import encode_triples, read_labeled_triples, triple_file_stem
 from tracegraph.kg.explain.methods import (
     MethodOptions,
     default_method,
@@ -51,15 +52,17 @@ from tracegraph.kg.explain.tracin.rows import (
     header_of,
     rival_records,
 )
+from tracegraph.kg.explain.tracin.selection import Selection as _Selection, explain_questions, select_candidates
 from tracegraph.kg.explain.tracin.sharding import _influence_over_devices, _influence_over_ranks
 from tracegraph.kg.model.store import RunStore, filter_index, run_files
-from tracegraph.runtime.distributed import broadcast_object, init_distributed, parse_devices
+from tracegraph.runtime.distributed import init_distributed, parse_devices
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.rundir import check_one_run
 
 __all__ = [
     "ExplainConfig",
     "run_explain",
+    "explain_questions",
     "resolve_checkpoint_list",
     "CSV_HEADER",
     "EXTRA_COLUMNS",
@@ -100,6 +103,11 @@ class ExplainConfig:
     # which prediction the margin methods explain: the tail of (h, r, ?), or with reciprocal relations
     # the head of (?, r, t) — their rival is then a head; TracIn itself sums both of a triple's directions
     side: str = "tail"
+    # questions that name no entity or relation of the run: refused, all listed (False), or set aside
+    # in summary.json's "unresolved" while the others are explained (True)
+    skip_unresolved: bool = False
+    # the known true triples of the rank and rival filter; None: the run's train/valid/test files
+    filter_files: list[str] | None = None
 
 
 base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
@@ -116,17 +124,6 @@ class _Inputs:
 
 
 @dataclass
-class _Selection:
-    todo: list  # (index, file stem, (h, r, t) ids)
-    failures: list
-    skipped: list
-    subsets: dict  # index -> training rows ranked
-    union: np.ndarray
-    requested: int
-    filtered: bool  # each test triple ranks its own subgraph (else every training triple)
-
-
-@dataclass
 class _Parts:
     result: InfluenceResult
     picks: list | None  # torchrun: rank 0's merged picks per test triple
@@ -137,7 +134,10 @@ class _Parts:
 
 
 def run_explain(
-    cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None, run: RunStore | None = None
+    cfg: ExplainConfig,
+    train_subsets: Callable[[int, int], np.ndarray] | None = None,
+    run: RunStore | None = None,
+    questions: Questions | None = None,
 ) -> ExplainResult:
     """Explain every selected test triple; returns the records (nothing is written).
 
@@ -146,16 +146,22 @@ def run_explain(
         train_subsets: ``(head_id, tail_id) -> rows`` of the training triples to rank for that test
             triple (a filtered subgraph); default every training triple.
         run: the store of ``cfg.model_dir`` when the caller has it open (id maps and cached checkpoints reused).
+        questions: :func:`explain_questions` of ``cfg`` when the caller resolved them already (to
+            refuse bad questions before it prepares the output folder).
 
     Returns:
         An :class:`ExplainResult`; under torchrun only rank 0's holds explanations.
+
+    Raises:
+        UnresolvedQuestions: some test triples name no entity or relation of the run (all are
+            listed), unless ``cfg.skip_unresolved``.
     """
     cfg = _checked(cfg)
     t0 = time.perf_counter()
     ctx, devices, device = _placement(cfg)
     store = run if run is not None else RunStore(cfg.model_dir, device)  # the id maps only: no weights yet
     inputs = _inputs(cfg, store)
-    sel = select_candidates(cfg, store, inputs.train_ids, train_subsets)
+    sel = select_candidates(cfg, store, inputs.train_ids, train_subsets, questions)
     explanations, parts = [], None
     if sel.todo:
         method = get_method(cfg.method)
@@ -173,6 +179,8 @@ def run_explain(
     if ctx.is_main:
         for f in sel.failures:
             log.warning(f"test triple {f['index']} {f['triple']}: {f['reason']}")
+        for u in sel.unresolved:
+            log.warning(f"skipped question on line {u['line']} {u['question']}: {u['reason']}")
     return ExplainResult(explanations, summary)
 
 
@@ -220,74 +228,6 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     return _Inputs(train_ids, checkpoints, note, eps, ent_names, rel_names)
 
 
-def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray, train_subsets) -> _Selection:
-    """Stage 2: the test triples to explain and the training rows each one ranks.
-
-    A test triple with an unknown label, or whose filtered training graph is empty, is a recorded
-    failure, not a stop; with ``skip_existing``, one whose CSV exists is skipped. Under torchrun
-    rank 0's list is used by every rank.
-
-    Args:
-        cfg: the settings (test triples, ``start_index``, ``max_triples``, ``skip_existing``, ``output_dir``).
-        store: the run's store (its id maps).
-        train_ids: ``[M, 3]`` training triples as ids.
-        train_subsets: ``(head_id, tail_id) -> rows`` of the training triples a test triple ranks;
-            None: every training triple.
-
-    Returns:
-        The selection: the test triples to explain, failures, skipped ones, each one's rows and their union.
-    """
-    lt = _test_triples(cfg.test_triples)
-    ents, rels = store.entities, store.relations
-    end = len(lt) if cfg.max_triples is None else min(len(lt), cfg.start_index + cfg.max_triples)
-    out = Path(cfg.output_dir) if cfg.output_dir else None
-    todo, failures, skipped = [], [], []
-    for i in range(cfg.start_index, end):
-        h, r, t = lt.heads[i], lt.relations[i], lt.tails[i]
-        name = base_name(i, h, t)
-        if cfg.skip_existing and out is not None and (out / f"{name}_tracin.csv").is_file():
-            skipped.append(name)
-            continue
-        missing = [f"entity {x!r}" for x in (h, t) if x not in ents] + ([f"relation {r!r}"] if r not in rels else [])
-        if missing:
-            failures.append(
-                {"index": i, "triple": [h, r, t], "reason": f"not in the model's id maps: {', '.join(missing)}"}
-            )
-            continue
-        todo.append((i, name, (ents.id(h), rels.id(r), ents.id(t))))
-    todo, failures, skipped = broadcast_object((todo, failures, skipped))  # torchrun: rank 0's disk decides
-    subsets = {}
-    for i, name, (h, r, t) in list(todo):
-        rows = np.arange(len(train_ids)) if train_subsets is None else np.asarray(train_subsets(h, t), np.int64)
-        if len(rows) == 0:
-            failures.append(
-                {
-                    "index": i,
-                    "triple": [lt.heads[i], lt.relations[i], lt.tails[i]],
-                    "reason": "the filtered training graph around this triple is empty",
-                }
-            )
-            todo.remove((i, name, (h, r, t)))
-            continue
-        subsets[i] = rows
-    union = np.unique(np.concatenate(list(subsets.values()))) if subsets else np.zeros(0, np.int64)
-    return _Selection(todo, failures, skipped, subsets, union, end - cfg.start_index, train_subsets is not None)
-
-
-def _test_triples(test) -> LabeledTriples:
-    """A triples file, or label triples already checked by the caller (the Python API)."""
-    if isinstance(test, (str, Path)):
-        return read_labeled_triples(test)
-    rows = [tuple(str(x) for x in t) for t in test]
-    return LabeledTriples(
-        [h for h, _, _ in rows],
-        [r for _, r, _ in rows],
-        [t for _, _, t in rows],
-        np.arange(1, len(rows) + 1),
-        "<test triples>",
-    )
-
-
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
     """Stage 3: TracIn of every candidate on each test triple, and each one's filtered rank and score.
 
@@ -330,7 +270,7 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
     )
     head_side = np.full(T, cfg.side == "head")
     ranks, s_fact, rivals, s_rival = rank_and_rival(
-        store.model, test_ids, filter_index(store, run_files(store)), head_side
+        store.model, test_ids, filter_index(store, _filter_files(cfg, store)), head_side
     )
     engine_ids = np.concatenate([test_ids, rivals]) if method.needs_rival else test_ids
     rival_of = (
@@ -377,7 +317,7 @@ def method_order(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, device)
         train_ids=inputs.train_ids,
         facts=test_ids,
         subsets=[sel.subsets[i] for i, _, _ in sel.todo],
-        known=filter_index(store, run_files(store)),
+        known=filter_index(store, _filter_files(cfg, store)),
         opts=opts,
         device=device,
     )[cfg.method]
@@ -472,6 +412,11 @@ def _meta(cfg, store, inputs, parts: _Parts, j, i, triple, ranked: int, rows) ->
     return meta
 
 
+def _filter_files(cfg: ExplainConfig, store: RunStore) -> list:
+    """The known true triples of the rank and rival filter: ``cfg.filter_files``, else the run's data files."""
+    return list(cfg.filter_files) if cfg.filter_files is not None else run_files(store)
+
+
 def _walks(train_ids, subsets, test_ids, skip, every_row: bool):
     """tracin-margin-path: ``j -> the head–tail walk length of each of test triple j's rows``.
 
@@ -496,6 +441,7 @@ def _summary(cfg, sel: _Selection, inputs: _Inputs, parts, explanations, ctx, de
         "skipped_existing": len(sel.skipped),
         "failed": len(sel.failures),
         "failures": sel.failures,
+        "unresolved": sel.unresolved,
         "elapsed_seconds": seconds,
         "files": [f"{e.name}_tracin.{x}" for e in explanations for x in ("csv", "json")],
         "method": cfg.method,
