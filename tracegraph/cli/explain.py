@@ -7,7 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import METHODS_PLACEHOLDER, DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
+from tracegraph.cli.common import (
+    METHODS_PLACEHOLDER,
+    DatasetOpt,
+    DeviceOpt,
+    ThreadsOpt,
+    dataset_splits,
+    recorded_split,
+    set_threads,
+)
 
 # chosen by the necessity and recovery results (docs/explaining.md, "How to choose"); a literal so that
 # the CLI starts without importing the methods registry (tests/kg/test_necessity.py checks they agree)
@@ -32,7 +40,9 @@ def explain_cmd(
         help="Run directory written by `tracegraph train` (or an imported model), or one checkpoint file of it (then TracIn uses that checkpoint alone).",
     ),
     train: Optional[Path] = typer.Option(
-        None, "--train", help="Training triples whose influence is ranked (or --dataset: its train split)."
+        None,
+        "--train",
+        help="Training triples whose influence is ranked (or --dataset: its train split). Default: the training file the run recorded.",
     ),
     dataset: Optional[str] = DatasetOpt,
     test_triples: Path = typer.Option(
@@ -139,7 +149,8 @@ def explain_cmd(
         method, engine = "tracin", method
     if method is not None:
         check_methods([method])
-    train = dataset_splits(dataset, ("train",), train=train)["train"]
+    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
+    train = recorded_split(run, "train", dataset_splits(dataset, (), train=train)["train"])
     cfg = ExplainConfig(
         model_dir=str(model_dir),
         train=str(train),
@@ -164,7 +175,6 @@ def explain_cmd(
         side=side,
         skip_unresolved=skip_unresolved,
     )
-    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
     questions = explain_questions(cfg, run)  # all refused at once, before the folder is touched
     if is_main_process():
         prepare_output_dir(output_dir, cfg, overwrite)

@@ -18,6 +18,7 @@ from tracegraph.cli.common import (
     UnseenOpt,
     dataset_splits,
     old_flags_command,
+    recorded_split,
     set_threads,
 )
 
@@ -251,7 +252,11 @@ def train_cmd(
 
 def evaluate_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
-    test: Optional[Path] = typer.Option(None, "--test", help="Triples to rank (or --dataset: its test split)."),
+    test: Optional[Path] = typer.Option(
+        None,
+        "--test",
+        help="Triples to rank (or --dataset: its test split). Default: the test file the run recorded.",
+    ),
     dataset: Optional[str] = DatasetOpt,
     unseen: str = UnseenOpt,
     filter_files: Optional[List[Path]] = typer.Option(
@@ -269,9 +274,11 @@ def evaluate_cmd(
 ):
     """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
     from tracegraph.kg.outputs import evaluate_files
+    from tracegraph.kg.run import Run
 
-    test = dataset_splits(dataset, ("test",), test=test)["test"]
-    res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
+    run = Run(model_dir, device)
+    test = recorded_split(run, "test", dataset_splits(dataset, (), test=test)["test"])
+    res = evaluate_files(run, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
     for side in ("tail", "head", "both"):
         if side in res["metrics"]:
             m = res["metrics"][side]
