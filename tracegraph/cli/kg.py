@@ -262,7 +262,7 @@ def evaluate_cmd(
     filter_files: Optional[List[Path]] = typer.Option(
         None,
         "--filter",
-        help="Files of known true triples to filter (default: the run's train/valid/test plus --test).",
+        help="More known true triples to filter, added to the run's train, valid and test files and --test (repeat the option). The filter is never replaced: with or without --filter the run's own files are filtered.",
     ),
     output_dir: Optional[Path] = typer.Option(
         None, "--output-dir", "-o", help="Writes evaluation.json and ranks.csv (default: MODEL_DIR/evaluation)."

@@ -137,8 +137,9 @@ class Run(RunStore):
 
         Args:
             test: A triples file or label triples.
-            filter_triples: Known true triples (files or label triples) removed from each ranking;
-                None for the run's train/valid/test files. ``test`` itself is always added.
+            filter_triples: More known true triples (files or label triples) removed from each
+                ranking, added to the run's train, valid and test files; ``test`` itself is always
+                filtered too.
             top_k: Best-scored entities listed per test triple and side.
             batch_size: Queries per batch.
             entity_chunk: Entities scored at a time.
