@@ -112,6 +112,21 @@ def test_filter_files_add_to_the_runs_train_valid_and_test_and_the_folder_can_be
     assert all(r["top_predictions"] == "" for r in rows)  # top-k 0: none listed
 
 
+def test_evaluation_json_and_test_results_json_share_one_layout(run, data, tmp_path):
+    """Training's test metrics and ``evaluate``'s of the same model, test file and filter: one layout,
+    the same values, the metrics nested under ``metrics``, each filter file named once."""
+    evaluate_files(run, data / "test.txt", [], tmp_path / "ev", 0, 256, 65536, "cpu")
+    ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    tr = json.loads((run / "test_results.json").read_text())
+    assert set(ev) == set(tr) == {"metrics", "checkpoint", "test", "filter", "unseen"}
+    assert set(tr["metrics"]) == {"tail", "head", "both"} == set(ev["metrics"])
+    assert tr["metrics"]["both"]["mrr"] == pytest.approx(ev["metrics"]["both"]["mrr"], rel=1e-6)
+    assert tr["checkpoint"] == ev["checkpoint"] == str(run / "best_model.pt")
+    assert tr["test"] == ev["test"] == str(data / "test.txt")
+    assert tr["filter"] == ev["filter"] == [str(data / f"{n}.txt") for n in ("train", "valid", "test")]
+    assert tr["unseen"]["policy"] == ev["unseen"]["policy"] == "include"
+
+
 def test_label_triples_are_evaluated_like_a_file(run, data):
     store = RunStore(run)
     a = evaluate_store(store, data / "test.txt", top_k=0)

@@ -63,7 +63,7 @@ def _evaluate_mrr(run: Path, test: Path, out: Path) -> float:
 
 
 def test_evaluate_gives_the_trained_metrics_from_any_directory_and_after_a_move(project, tmp_path, monkeypatch):
-    expected = json.loads((project / "run" / "test_results.json").read_text())["both"]["mrr"]
+    expected = json.loads((project / "run" / "test_results.json").read_text())["metrics"]["both"]["mrr"]
     test = (project / "split" / "test.txt").resolve()
     for k, cwd in enumerate([project, project.parent, project / "run" / "checkpoints"]):
         monkeypatch.chdir(cwd)

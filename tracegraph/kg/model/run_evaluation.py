@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracegraph.kg.data.unseen import evaluation_triples
-from tracegraph.kg.model.evaluate import evaluate
+from tracegraph.kg.model.evaluate import evaluate, evaluation_record
 from tracegraph.kg.model.store import RunStore
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
 from tracegraph.runtime.progress import log
@@ -170,16 +170,7 @@ def evaluate_files(
     )
     files = filter_sources(store, [*(filter_files or []), test])
     out = Path(output_dir) if output_dir else store.path / "evaluation"
-    atomic_write_json(
-        out / "evaluation.json",
-        {
-            "metrics": ev.metrics,
-            "checkpoint": str(ev.checkpoint),
-            "test": str(test),
-            "filter": [str(f) for f in files],
-            "unseen": ev.unseen,
-        },
-    )
+    atomic_write_json(out / "evaluation.json", evaluation_record(ev.metrics, ev.checkpoint, test, files, ev.unseen))
     with atomic_path(out / "ranks.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(list(ev.ranks.columns))
