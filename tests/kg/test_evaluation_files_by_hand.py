@@ -216,7 +216,7 @@ def test_the_unseen_policy_reaches_the_files(unicode_run, tmp_path):
     assert json.loads((tmp_path / "ev" / "evaluation.json").read_text())["unseen"]["policy"] == "drop"
 
 
-def test_a_run_whose_training_file_is_gone_is_refused_even_with_filter_files(data, tmp_path):
+def test_a_run_whose_training_file_is_gone_is_refused_until_one_is_given(data, tmp_path):
     import shutil
 
     from tracegraph.errors import DataError
@@ -227,3 +227,6 @@ def test_a_run_whose_training_file_is_gone_is_refused_even_with_filter_files(dat
     (own / "train.txt").unlink()  # filter files add to the run's: they cannot stand in for it
     with pytest.raises(DataError, match="the run's train file is missing"):
         evaluate_store(RunStore(tmp_path / "run"), own / "test.txt", filter_triples=[own / "valid.txt"], top_k=0)
+    given = RunStore(tmp_path / "run", data_files={"train": data / "train.txt"})  # the same triples elsewhere
+    ev = evaluate_store(given, own / "test.txt", top_k=0)
+    assert len(ev.ranks) == 4 and given.data_files["train"] == data / "train.txt"

@@ -118,6 +118,32 @@ def test_a_missing_or_changed_data_file_is_one_error_naming_it_and_the_override(
             copy,
             contains="the run's valid file changed",
         )  # --filter adds known triples: it does not stand in for a recorded file
+        res = run_cli(
+            [
+                "evaluate",
+                "--model-dir",
+                copy / "run",
+                "--test",
+                copy / "split" / "test.txt",
+                "-o",
+                ev,
+                "--valid",
+                copy / "split" / "valid.txt",
+            ]
+        )  # the way the error names: the changed file given with --valid is used as it is
+        assert res.exit_code == 0, res.output
+        doc = json.loads((ev / "evaluation.json").read_text())
+        assert doc["filter"] == [str(copy / "split" / f"{s}.txt") for s in ("train", "valid", "test")]
+        (copy / "split" / "test.txt").write_text("a\tb\tc\n")  # the recorded test file changed too
+        other = copy / "other_test.txt"
+        shutil.copy(hidden / "split" / "test.txt", other)
+        res = run_cli(
+            ["evaluate", "--model-dir", copy / "run", "--test", other, "-o", tmp_path / "ev2"]
+            + ["--valid", copy / "split" / "valid.txt"]
+        )  # --test stands in for the recorded test file in the filter
+        assert res.exit_code == 0, res.output
+        doc = json.loads((tmp_path / "ev2" / "evaluation.json").read_text())
+        assert doc["filter"] == [str(copy / "split" / f"{s}.txt") for s in ("train", "valid")] + [str(other)]
         (copy / "split" / "train.txt").unlink()
         with pytest.raises(TracegraphError, match=r"the run's train file is missing .*give the file with --train"):
             tracegraph.open_run(copy / "run").data_files

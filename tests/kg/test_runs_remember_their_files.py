@@ -5,6 +5,7 @@ training file edited since training has a way forward that the error names.
 References: the same command with the files given explicitly, and the files' lines counted by hand."""
 
 import json
+import shutil
 
 import pytest
 
@@ -50,3 +51,93 @@ def test_a_run_that_recorded_no_file_names_the_options_that_give_one(tmp_path, c
         tmp_path / "imported",
         contains=f"give --{split} FILE or --dataset NAME: the run in {tmp_path / 'imported'} records no {split} file",
     )
+
+
+# ------------------------------------------------------------------ a training file edited since training
+
+ROWS = [(f"e{i}", f"r{i % 2}", f"e{(3 * i + 1) % 9}") for i in range(18)]
+ADDED = ("e0", "r1", "e8")  # not a training triple of ROWS
+
+
+@pytest.fixture(scope="module")
+def edited(tmp_path_factory):
+    """A 2-epoch run (a checkpoint each) whose recorded train.txt gained a line after training, and a copy
+    of the edited file under another name."""
+    d = tmp_path_factory.mktemp("edited")
+    (d / "train.txt").write_text("".join("\t".join(r) + "\n" for r in ROWS))
+    (d / "test.txt").write_text("e1\tr0\te5\ne2\tr1\te0\n")
+    tracegraph.train(
+        train=d / "train.txt",
+        test=d / "test.txt",
+        output_dir=d / "run",
+        epochs=2,
+        batch_size=8,
+        checkpoint_every=1,
+        device="cpu",
+        model={"embedding_dim": 12, "embedding_height": 3, "embedding_width": 4, "output_channels": 2},
+        quiet=True,
+    )
+    with open(d / "train.txt", "a") as f:
+        f.write("\t".join(ADDED) + "\n")
+    shutil.copy(d / "train.txt", d / "edited_copy.txt")
+    return d
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["explain", "--test-triples", "{d}/test.txt", "-o", "{d}/out"],
+        ["evaluate", "-o", "{d}/ev"],
+        ["predict", "--head", "e0", "--relation", "r1", "--exclude-train"],
+    ],
+)
+def test_an_edited_training_file_is_refused_naming_the_flag_that_works(edited, command):
+    args = [a.replace("{d}", str(edited)) for a in command]
+    run_cli_error(
+        [args[0], "--model-dir", edited / "run", *args[1:]],
+        edited / "run",
+        contains=f"{edited / 'train.txt'}: the run's train file changed since the run was trained (sha256 "
+        "differs) (recorded in ",
+    )
+    res = run_cli([args[0], "--model-dir", edited / "run", *args[1:]])
+    assert res.stderr.rstrip().endswith("give the file with --train (explain, evaluate, predict)")
+
+
+WARNING = "not the train file the run recorded in {cfg} (sha256 differs); it is used as given, though the model was trained on the recorded one"
+
+
+@pytest.mark.parametrize("name", ["train.txt", "edited_copy.txt"])
+def test_explain_train_accepts_the_edited_file_and_warns_that_the_model_saw_the_recorded_one(
+    edited, tmp_path, logs, name
+):
+    given = edited / name
+    res = run_cli(
+        ["explain", "--model-dir", edited / "run", "--train", given, "--test-triples", edited / "test.txt"]
+        + ["-o", tmp_path / "out", "--method", "tracin"]
+    )
+    assert res.exit_code == 0, res.output
+    assert f"{given}: " + WARNING.format(cfg=edited / "run" / "config.json") in logs()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["training_triples"] == len(ROWS) + 1  # the edited file's lines, counted by hand
+    rows = (tmp_path / "out" / summary["triples"][0]["csv"]).read_text().splitlines()
+    assert sum(line.split(",")[6:11:2] == list(ADDED) for line in rows) == 1  # the added triple is ranked
+    frame = tracegraph.open_run(edited / "run").explain(edited / "test.txt", train=given, method="tracin", quiet=True)
+    assert len(frame) == 2 * (len(ROWS) + 1)
+
+
+def test_evaluate_and_predict_train_use_the_edited_file_in_place_of_the_recorded_one(edited, tmp_path, logs):
+    given = edited / "edited_copy.txt"
+    res = run_cli(["evaluate", "--model-dir", edited / "run", "--train", given, "-o", tmp_path / "ev"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    assert doc["filter"] == [str(given), str(edited / "test.txt")]
+    assert f"{given}: " + WARNING.format(cfg=edited / "run" / "config.json") in logs()
+    n = len({x for h, _, t in ROWS for x in (h, t)})  # every entity: all answers but the left-out ones
+    base = ["predict", "--model-dir", edited / "run", "--head", "e0", "--relation", "r1", "--top-k", n]
+    res = run_cli([*base, "--exclude-train", "--train", given])
+    assert res.exit_code == 0, res.output
+    tails = {line.split(",")[3] for line in res.stdout.splitlines()[1:]}
+    known = {t for h, r, t in [*ROWS, ADDED] if (h, r) == ("e0", "r1")}
+    assert ADDED[2] in known and len(tails) == n - len(known) and not tails & known
+    api = tracegraph.open_run(edited / "run", data_files={"train": given})
+    assert api.evaluate(edited / "test.txt").metrics == doc["metrics"]

@@ -42,7 +42,7 @@ def explain_cmd(
     train: Optional[Path] = typer.Option(
         None,
         "--train",
-        help="Training triples whose influence is ranked (or --dataset: its train split). Default: the training file the run recorded.",
+        help="Training triples whose influence is ranked (or --dataset: its train split). Default: the training file the run recorded. A file that differs from the recorded one (edited since training) is used as given, with a warning: the model was trained on the recorded one.",
     ),
     dataset: Optional[str] = DatasetOpt,
     test_triples: Path = typer.Option(
@@ -149,8 +149,11 @@ def explain_cmd(
         method, engine = "tracin", method
     if method is not None:
         check_methods([method])
-    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
-    train = recorded_split(run, "train", dataset_splits(dataset, (), train=train)["train"])
+    train = dataset_splits(dataset, (), train=train)["train"]
+    # opened once: the filter and the engine share its id maps and checkpoint cache; a training file
+    # given is the run's training file here (the filter's too), used as it is with a warning if edited
+    run = Run(model_dir, data_files={"train": train})
+    train = recorded_split(run, "train", train)
     cfg = ExplainConfig(
         model_dir=str(model_dir),
         train=str(train),

@@ -255,10 +255,20 @@ def evaluate_cmd(
     test: Optional[Path] = typer.Option(
         None,
         "--test",
-        help="Triples to rank (or --dataset: its test split). Default: the test file the run recorded.",
+        help="Triples to rank (or --dataset: its test split), filtered too. Default: the test file the run recorded; when that one is missing or changed, this file stands in for it in the filter.",
     ),
     dataset: Optional[str] = DatasetOpt,
     unseen: str = UnseenOpt,
+    train: Optional[Path] = typer.Option(
+        None,
+        "--train",
+        help="The run's training file, in place of the recorded one (filtered, and what --unseen judges by): for a file edited or moved since training; used as given, with a warning when it differs from the recorded one.",
+    ),
+    valid: Optional[Path] = typer.Option(
+        None,
+        "--valid",
+        help="The run's validation file, in place of the recorded one (filtered), as --train.",
+    ),
     filter_files: Optional[List[Path]] = typer.Option(
         None,
         "--filter",
@@ -276,8 +286,14 @@ def evaluate_cmd(
     from tracegraph.kg.outputs import evaluate_files
     from tracegraph.kg.run import Run
 
-    run = Run(model_dir, device)
-    test = recorded_split(run, "test", dataset_splits(dataset, (), test=test)["test"])
+    files = dataset_splits(dataset, (), train=train, valid=valid, test=test)
+    run = Run(
+        model_dir,
+        device,
+        data_files={"train": files["train"], "valid": files["valid"]},
+        stand_in={"test": files["test"]},
+    )
+    test = recorded_split(run, "test", files["test"])
     res = evaluate_files(run, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
     for side in ("tail", "head", "both"):
         if side in res["metrics"]:
@@ -314,6 +330,11 @@ def predict_cmd(
         "--exclude-train",
         help="Leave out answers already known in the run's training file (a query may then get fewer than --top-k).",
     ),
+    train: Optional[Path] = typer.Option(
+        None,
+        "--train",
+        help="The training file whose answers --exclude-train leaves out, in place of the recorded one (for a file edited or moved since training; used as given, with a warning when it differs).",
+    ),
     output: Optional[Path] = typer.Option(
         None,
         "--output",
@@ -329,9 +350,8 @@ def predict_cmd(
     from tracegraph.kg.run import Run
 
     check_output(output)
-    predict_command(
-        Run(model_dir, device), head, tail, relation, query, query_file, triples, top_k, exclude_train, output
-    )
+    run = Run(model_dir, device, data_files={"train": train})
+    predict_command(run, head, tail, relation, query, query_file, triples, top_k, exclude_train, output)
 
 
 def _s(p):

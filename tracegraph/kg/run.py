@@ -194,7 +194,9 @@ class Run(RunStore):
             test_triples: a triples file, or (head, relation, tail) triples; entities by label or name,
                 relations by label, readable name or predicate (``biolink:treats``). Questions that
                 name no entity or relation of the run are all listed in one error.
-            train: the training triples to rank; default the run's training file.
+            train: the training triples to rank, and the training file of the rank filter; default the
+                run's recorded training file. A file that differs from the recorded one (edited since
+                training) is used as given, with a warning.
             method: the explanation method (the CLI's ``--method``): a name of
                 ``tracegraph.kg.explain.methods.METHODS`` (docs/explaining.md, "How to choose"); default
                 tracin-margin-path, or with ``loss="train-loss"`` plain tracin.
@@ -240,6 +242,9 @@ class Run(RunStore):
         """
         from tracegraph.kg.explain.neighborhood import FilterOptions
 
+        # a training file given is this explanation's training file, in the filter too (a warning
+        # says when it is not the recorded one); else the recorded one, which must be unchanged
+        filter_files = None if train is None else [str(f) for f in self.data_files_with(train=train).values()]
         train = train if train is not None else self.data_files.get("train")
         if train is None:
             raise TracegraphError(f"{self.path}: the run records no training file that still exists; pass train=")
@@ -264,6 +269,7 @@ class Run(RunStore):
             edge_map=_s(edge_map),
             side=side,
             skip_unresolved=skip_unresolved,
+            filter_files=filter_files,
         )
         questions = explain_questions(cfg, self)  # every question resolved before any work or file
         subsets = None
