@@ -35,7 +35,11 @@ from tracegraph.kg.explain.methods import (
     single_score,
 )
 from tracegraph.kg.explain.ranking import WalkLengths
-from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, resolve_checkpoint_list
+from tracegraph.kg.explain.tracin.checkpoints import (
+    explained_checkpoints,
+    resolve_checkpoint_list,
+    single_checkpoint_warning,
+)
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, InfluenceResult, check_influence_options
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.influence import TracIn
@@ -118,6 +122,7 @@ class _Inputs:
     train_ids: np.ndarray
     checkpoints: list[Path]
     checkpoints_note: str  # which checkpoints are summed, and why (logged when the work starts)
+    checkpoints_warning: str | None  # one checkpoint summed that nobody named: how to get more
     eps: float
     ent_names: list[str]
     rel_names: list[str]
@@ -214,6 +219,7 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     train_ids = encode_triples(read_labeled_triples(cfg.train), store.entities, store.relations)
     select_layers(store.model, cfg.layers)  # a bad --layers is an error before anything is logged
     checkpoints, note = explained_checkpoints(store, cfg.checkpoints)
+    few = single_checkpoint_warning(store, cfg.checkpoints, checkpoints)
     check_one_run(store.path, checkpoints)  # TracIn sums over them: they must be one run's
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else store.label_smoothing
     if cfg.side == "head" and not store.model.config.reciprocal:
@@ -225,7 +231,7 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     rel_names = (
         _rel_names(cfg.edge_map, rels) if cfg.edge_map else [store.labels.relation_names.get(x, x) for x in rels]
     )
-    return _Inputs(train_ids, checkpoints, note, eps, ent_names, rel_names)
+    return _Inputs(train_ids, checkpoints, note, few, eps, ent_names, rel_names)
 
 
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
@@ -253,6 +259,8 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
     """
     T = len(test_ids)
     log.info(inputs.checkpoints_note)
+    if inputs.checkpoints_warning and ctx.is_main:
+        log.warning(inputs.checkpoints_warning)
     tracin = TracIn.from_parts(
         store,
         inputs.train_ids,
