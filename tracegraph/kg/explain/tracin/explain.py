@@ -16,7 +16,7 @@ torchrun) shards the *test* triples across devices instead.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -53,8 +53,10 @@ from tracegraph.kg.explain.tracin.rows import (
     _pick,
     _rel_names,
     _rows,
+    explanation_meta,
     header_of,
     rival_records,
+    run_summary,
 )
 from tracegraph.kg.explain.tracin.selection import Selection as _Selection, explain_questions, select_candidates
 from tracegraph.kg.explain.tracin.sharding import _influence_over_devices, _influence_over_ranks
@@ -180,7 +182,7 @@ def run_explain(
         keys = None if method.in_pass else method_order(cfg, store, inputs, sel, test_ids, device)
         if ctx.is_main:
             explanations = pick_rows(cfg, store, inputs, sel, parts, keys, method)
-    summary = _summary(cfg, sel, inputs, parts, explanations, ctx, devices, device, time.perf_counter() - t0)
+    summary = run_summary(cfg, sel, inputs, parts, explanations, ctx, devices, device, time.perf_counter() - t0)
     if ctx.is_main:
         for f in sel.failures:
             log.warning(f"test triple {f['index']} {f['triple']}: {f['reason']}")
@@ -377,47 +379,11 @@ def pick_rows(cfg, store, inputs: _Inputs, sel: _Selection, parts: _Parts, keys,
         out.append(
             Explanation(
                 name,
-                _meta(cfg, store, inputs, parts, j, i, (h, r, t), len(cols), rows),
+                explanation_meta(cfg, store, inputs.eps, parts, j, i, (h, r, t), len(cols), rows),
                 pd.DataFrame(rows, columns=header_of(rows)),
             )
         )
     return out
-
-
-def _meta(cfg, store, inputs, parts: _Parts, j, i, triple, ranked: int, rows) -> dict:
-    h, r, t = triple
-    ents, res = store.entities.labels, parts.result
-    meta = {
-        "test_triple": {
-            "index": i,
-            "head": ents[h],
-            "relation": store.relations.labels[r],
-            "tail": ents[t],
-            "rank": float(parts.ranks[j]),
-            "score": float(parts.scores[j]),
-        },
-        "method": cfg.method,
-        "side": cfg.side,
-        "engine": cfg.engine,
-        "loss": cfg.loss,
-        "label_smoothing": inputs.eps,
-        "layers": res.layers,
-        "checkpoints": [asdict(c) for c in res.checkpoints],
-        "learning_rates": [c.lr for c in res.checkpoints],
-        "test_self_influence": float(res.test_self[j]),
-        "training_triples_ranked": int(ranked),
-        "top_k": cfg.top_k,
-    }
-    if parts.rivals is not None:  # what the margin is taken against: without it the ranking cannot be read
-        meta["rival"] = parts.rivals[j]
-    n_opp = sum(row[-1] == "opponent" for row in rows)
-    if cfg.top_k is not None and n_opp < cfg.top_k:
-        meta["opponents_note"] = (
-            f"{n_opp} opponent(s) of the {cfg.top_k} asked: only {n_opp} candidate(s) have a "
-            f"negative score; opponents are never filled with weak proponents"
-        )
-        log.info(f"test triple {i}: {meta['opponents_note']}")
-    return meta
 
 
 def _filter_files(cfg: ExplainConfig, store: RunStore) -> list:
@@ -440,40 +406,3 @@ def _walks(train_ids, subsets, test_ids, skip, every_row: bool):
         return (shared or WalkLengths(train_ids[subsets[j]][:, [0, 2]]))(h, t)
 
     return walk_of
-
-
-def _summary(cfg, sel: _Selection, inputs: _Inputs, parts, explanations, ctx, devices, device, seconds) -> dict:
-    summary = {
-        "requested": sel.requested,
-        "explained": len(sel.todo),
-        "skipped_existing": len(sel.skipped),
-        "failed": len(sel.failures),
-        "failures": sel.failures,
-        "unresolved": sel.unresolved,
-        "elapsed_seconds": seconds,
-        "files": [f"{e.name}_tracin.{x}" for e in explanations for x in ("csv", "json")],
-        "method": cfg.method,
-        "engine": cfg.engine,
-        "loss": cfg.loss,
-        "layers": parts.result.layers if parts else cfg.layers,
-        "checkpoints": [str(c) for c in inputs.checkpoints],
-        "training_triples": int(len(inputs.train_ids)),
-        "union_of_ranked_training_triples": int(len(sel.union)),
-        "device": str(device),
-        "side": cfg.side,
-        "top_k": cfg.top_k,
-        "triples": [
-            {
-                **{k: e.meta["test_triple"][k] for k in ("index", "head", "relation", "tail", "rank", "score")},
-                "rival": e.meta.get("rival"),
-                "csv": f"{e.name}_tracin.csv",
-                "json": f"{e.name}_tracin.json",
-            }
-            for e in explanations
-        ],
-    }
-    if ctx.active:
-        summary["world_size"] = ctx.world_size
-    if devices:
-        summary["devices"] = [str(d) for d in devices]
-    return summary
