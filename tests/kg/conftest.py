@@ -1,5 +1,6 @@
 """Fixtures shared by the knowledge-graph tests."""
 
+import json
 import logging
 from pathlib import Path
 
@@ -50,3 +51,43 @@ def run_dir(tmp_path_factory) -> Path:
     )
     assert isinstance(run, tracegraph.Run) and run.path == out
     return out
+
+
+KGX_MODEL = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=2)
+
+
+@pytest.fixture(scope="module")
+def kgx_run(tmp_path_factory):
+    """A KGX export imported and trained for one epoch (one checkpoint): relation labels predicate:N,
+    names in node_name_dict.txt ("drug i" for CHEBI:i, "disease i" for MONDO:i), treats and affects
+    with two direction qualifiers (folder: graph/ the import, run/ the run)."""
+    from tracegraph.kg.data.kgx import import_kgx
+
+    d = tmp_path_factory.mktemp("kgx")
+    nodes = (
+        [{"id": f"CHEBI:{i}", "name": f"drug {i}"} for i in range(5)]
+        + [{"id": f"MONDO:{i}", "name": f"disease {i}"} for i in range(5)]
+        + [{"id": "X:0", "name": "no edges"}]
+    )
+    edges = [
+        {"subject": f"CHEBI:{i}", "predicate": "biolink:treats", "object": f"MONDO:{(i + j) % 5}"}
+        for i in range(5)
+        for j in range(2)
+    ]
+    edges += [
+        {
+            "subject": f"CHEBI:{i}",
+            "predicate": "biolink:affects",
+            "object": f"MONDO:{i}",
+            "object_direction_qualifier": q,
+        }
+        for i in range(5)
+        for q in ("increased", "decreased")
+    ]
+    (d / "nodes.jsonl").write_text("".join(json.dumps(n) + "\n" for n in nodes))
+    (d / "edges.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges))
+    import_kgx(d / "nodes.jsonl", d / "edges.jsonl", d / "graph")
+    tracegraph.train(
+        train=d / "graph" / "triples.txt", output_dir=d / "run", epochs=1, batch_size=8, device="cpu", model=KGX_MODEL
+    )
+    return d

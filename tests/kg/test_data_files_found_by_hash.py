@@ -85,13 +85,13 @@ def test_a_missing_file_is_one_error_naming_its_recorded_path_the_config_and_the
         resolve_data_files(run, _config(rec))
     assert str(e.value) == (
         f"{va.resolve()}: the run's valid file is missing (recorded in {run / 'config.json'}); "
-        "give the file with --filter (evaluate)"
+        "give the file with --valid (evaluate)"
     )
 
 
 @pytest.mark.parametrize(
     "split, override",
-    [("train", "--train (explain, predict) or --filter (evaluate)"), ("test", "--test and --filter (evaluate)")],
+    [("train", "--train (explain, evaluate, predict)"), ("test", "--test (evaluate)")],
 )
 def test_a_changed_file_is_one_error_naming_the_place_it_was_found(tmp_path, split, override):
     old = _write(tmp_path / "old" / f"{split}.txt", b"a\tr\tb\n")
@@ -133,9 +133,47 @@ def test_a_run_without_hashes_reads_paths_as_written_with_warnings(tmp_path, mon
     assert caplog.messages == [
         f"{cfg}: the run records no hash of its train file; using split/train.txt unchecked",
         f"{cfg}: the run's valid file split/valid.txt is not found and left out (the run records no hashes; "
-        "give it with --filter (evaluate))",
+        "give it with --valid (evaluate))",
         f"{cfg}: the run records no hash of its test file; using {beside} unchecked",
     ]
     unhashed = {"data_files": None, "train": {"train": "split/train.txt", "valid": None, "test": "split/test.txt"}}
     assert resolve_data_files(run, unhashed) == {"train": here.relative_to(tmp_path / "cwd"), "test": beside}
     assert resolve_data_files(run, {}) == {}  # nothing recorded at all
+
+
+def test_a_file_given_for_a_split_is_used_as_it_is_with_a_warning_when_it_is_not_the_recorded_one(tmp_path, caplog):
+    tr = _write(tmp_path / "d" / "train.txt", b"a\tr\tb\n")
+    va = _write(tmp_path / "d" / "valid.txt", b"c\tr\td\n")
+    run = tmp_path / "run"
+    rec = record_data_files({"train": tr, "valid": va}, run)
+    tr.write_bytes(b"a\tr\tb\nedited\tr\tline\n")  # edited in place after training
+    copy = _write(tmp_path / "copy.txt", b"a\tr\tb\n")  # the recorded bytes, under another name
+    test = _write(tmp_path / "t.txt", b"x\tr\ty\n")  # given for a split the run did not record
+    with caplog.at_level(logging.WARNING):
+        assert resolve_data_files(run, _config(rec), {"train": tr}) == {"train": tr, "valid": va}
+        assert resolve_data_files(run, _config(rec), {"train": copy, "test": test}) == {
+            "train": copy,
+            "valid": va,
+            "test": test,
+        }
+    assert caplog.messages == [
+        f"{tr}: not the train file the run recorded in {run / 'config.json'} (sha256 differs); it is used as "
+        "given, though the model was trained on the recorded one"
+    ]  # the copy holds the recorded bytes: no warning
+    with pytest.raises(DataError, match="the train file given is not found"):
+        resolve_data_files(run, _config(rec), {"train": tmp_path / "nowhere.txt"})
+
+
+def test_a_stand_in_is_used_only_when_the_recorded_file_is_missing_or_changed(tmp_path, caplog):
+    te = _write(tmp_path / "d" / "test.txt", b"a\tr\tb\n")
+    other = _write(tmp_path / "other.txt", b"c\tr\td\n")
+    run = tmp_path / "run"
+    rec = record_data_files({"test": te}, run)
+    assert resolve_data_files(run, _config(rec), stand_in={"test": other}) == {"test": te}  # unchanged: kept
+    te.write_bytes(b"changed\n")
+    with caplog.at_level(logging.WARNING):
+        assert resolve_data_files(run, _config(rec), stand_in={"test": other}) == {"test": other}
+    assert caplog.messages == [
+        f"{te.resolve()}: the run's test file changed since the run was trained (sha256 differs); "
+        f"{other} stands in for it"
+    ]

@@ -73,25 +73,58 @@ def test_ranks_csv_and_evaluation_json_against_ranks_counted_by_hand(run, data):
     assert doc["metrics"]["tail"]["mrr"] == pytest.approx(np.mean(rr[:2]))
     assert doc["metrics"]["head"]["mrr"] == pytest.approx(np.mean(rr[2:]))
     assert doc["checkpoint"] == str(run / "best_model.pt") and doc["test"] == str(data / "test.txt")
-    assert sorted(doc["filter"][:-1]) == sorted(str(data / f"{n}.txt") for n in ("train", "valid", "test"))
-    assert doc["filter"][-1] == str(data / "test.txt") and doc["unseen"]["policy"] == "include"
+    # the run's files, each once: the test file ranked is the run's own
+    assert doc["filter"] == [str(data / f"{n}.txt") for n in ("train", "valid", "test")]
+    assert doc["unseen"]["policy"] == "include"
 
 
-def test_given_filter_files_replace_the_runs_and_the_folder_can_be_chosen(run, data, tmp_path):
-    out = tmp_path / "elsewhere"
-    evaluate_files(run, data / "test.txt", [data / "train.txt"], out, 0, 1, 2, "cpu")
-    doc = json.loads((out / "evaluation.json").read_text())
-    assert doc["filter"] == [str(data / "train.txt"), str(data / "test.txt")]
-    model = load_model(run / "best_model.pt").model.eval()
+def _known(*splits):
+    """Known answers of every (head, relation) query, with the reversals: the brute force's filter."""
     known: dict = {}
-    for h, r, t in TRIPLES + TEST:  # valid is no longer known
+    for h, r, t in (x for split in splits for x in split):
         known.setdefault((ENT[h], REL[r]), set()).add(ENT[t])
         known.setdefault((ENT[t], REL[r] + R), set()).add(ENT[h])
-    want = by_hand(model, [(ENT[h], REL[r], ENT[t]) for h, r, t in TEST], known)
+    return known
+
+
+EXTRA = [("e5", "r0", "e0"), ("e5", "r0", "e1"), ("e1", "r1", "e0"), ("e0", "r1", "e4")]  # true, in no split
+
+
+def test_filter_files_add_to_the_runs_train_valid_and_test_and_the_folder_can_be_chosen(run, data, tmp_path):
+    from tests.conftest import run_cli
+    from tests.kg.tiny_graph import write_triples
+
+    extra = write_triples(tmp_path / "extra.txt", EXTRA)
+    out = tmp_path / "elsewhere"
+    res = run_cli(["evaluate", "--model-dir", run, "--filter", extra, "-o", out, "--top-k", "0", "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    model = load_model(run / "best_model.pt").model.eval()
+    queries = [(ENT[h], REL[r], ENT[t]) for h, r, t in TEST] + [(ENT[t], REL[r] + R, ENT[h]) for h, r, t in TEST]
+    want = by_hand(model, queries, _known(TRIPLES, VALID, TEST, EXTRA))
     with open(out / "ranks.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [(float(r["rank_optimistic"]), float(r["rank_pessimistic"])) for r in rows[:2]] == [w[:2] for w in want]
+    assert [(float(r["rank_optimistic"]), float(r["rank_pessimistic"])) for r in rows] == [w[:2] for w in want]
+    # the filter files alone (what replacing the run's filter would rank) give other ranks here
+    assert [w[:2] for w in by_hand(model, queries, _known(TEST, EXTRA))] != [w[:2] for w in want]
+    doc = json.loads((out / "evaluation.json").read_text())
+    rr = [1 / ((o + p) / 2) for o, p, _, _ in want]
+    assert doc["metrics"]["both"]["mrr"] == pytest.approx(np.mean(rr))
     assert all(r["top_predictions"] == "" for r in rows)  # top-k 0: none listed
+
+
+def test_evaluation_json_and_test_results_json_share_one_layout(run, data, tmp_path):
+    """Training's test metrics and ``evaluate``'s of the same model, test file and filter: one layout,
+    the same values, the metrics nested under ``metrics``, each filter file named once."""
+    evaluate_files(run, data / "test.txt", [], tmp_path / "ev", 0, 256, 65536, "cpu")
+    ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
+    tr = json.loads((run / "test_results.json").read_text())
+    assert set(ev) == set(tr) == {"metrics", "checkpoint", "test", "filter", "unseen"}
+    assert set(tr["metrics"]) == {"tail", "head", "both"} == set(ev["metrics"])
+    assert tr["metrics"]["both"]["mrr"] == pytest.approx(ev["metrics"]["both"]["mrr"], rel=1e-6)
+    assert tr["checkpoint"] == ev["checkpoint"] == str(run / "best_model.pt")
+    assert tr["test"] == ev["test"] == str(data / "test.txt")
+    assert tr["filter"] == ev["filter"] == [str(data / f"{n}.txt") for n in ("train", "valid", "test")]
+    assert tr["unseen"]["policy"] == ev["unseen"]["policy"] == "include"
 
 
 def test_label_triples_are_evaluated_like_a_file(run, data):
@@ -183,12 +216,17 @@ def test_the_unseen_policy_reaches_the_files(unicode_run, tmp_path):
     assert json.loads((tmp_path / "ev" / "evaluation.json").read_text())["unseen"]["policy"] == "drop"
 
 
-def test_a_run_whose_training_file_is_gone_evaluates_with_given_filter_files(data, tmp_path):
+def test_a_run_whose_training_file_is_gone_is_refused_until_one_is_given(data, tmp_path):
     import shutil
+
+    from tracegraph.errors import DataError
 
     own = tmp_path / "data"
     shutil.copytree(data, own)
     train(cfg(own, tmp_path / "run", valid=str(own / "valid.txt"), test=str(own / "test.txt")))
-    (own / "train.txt").unlink()  # unseen entities are then judged by the id map
-    ev = evaluate_store(RunStore(tmp_path / "run"), own / "test.txt", filter_triples=[own / "valid.txt"], top_k=0)
-    assert len(ev.ranks) == 4 and ev.unseen["policy"] == "include"
+    (own / "train.txt").unlink()  # filter files add to the run's: they cannot stand in for it
+    with pytest.raises(DataError, match="the run's train file is missing"):
+        evaluate_store(RunStore(tmp_path / "run"), own / "test.txt", filter_triples=[own / "valid.txt"], top_k=0)
+    given = RunStore(tmp_path / "run", data_files={"train": data / "train.txt"})  # the same triples elsewhere
+    ev = evaluate_store(given, own / "test.txt", top_k=0)
+    assert len(ev.ranks) == 4 and given.data_files["train"] == data / "train.txt"

@@ -204,6 +204,38 @@ def test_explain_sums_checkpoints_up_to_the_best_models_epoch(run3, tmp_path, ca
     assert len(json.loads((o2 / "summary.json").read_text())["checkpoints"]) == 3
 
 
+def test_explain_warns_when_tracin_would_sum_a_single_checkpoint_nobody_named(run3, tmp_path, caplog):
+    """Best model at epoch 1 of 3: the default sums epoch 1 alone, and says how to get more; a
+    checkpoint named on purpose (--model-dir FILE) or several summed draw no warning."""
+    import tracegraph
+
+    run = tmp_path / "early"
+    shutil.copytree(run3 / "run", run)
+    shutil.copyfile(run / "checkpoints" / "epoch_0001.pt", run / "best_model.pt")
+    warning = (
+        "TracIn sums a single checkpoint (epoch_0001.pt): the influence is one gradient product at that point "
+        "of training, not a sum along it. Train with --checkpoint-every K (K below the explained model's epoch) "
+        "to save more checkpoints"
+    )
+
+    def warnings(model_dir, out, *extra):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="tracegraph"):
+            res = run_cli(
+                _explain_args(run3, model_dir, tmp_path / out, "--method", "tracin", "--max-triples", "1", *extra)
+            )
+        assert res.exit_code == 0, res.stderr
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    assert warnings(run, "default") == [warning]
+    assert warnings(run, "all", "--checkpoints", "all") == []  # three summed
+    assert warnings(run / "checkpoints" / "epoch_0001.pt", "named") == []  # the one asked for
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tracegraph"):
+        tracegraph.TracIn(run, train=run3 / "train.txt", progress=False)
+    assert [r.getMessage() for r in caplog.records] == [warning]
+
+
 # ------------------------------------------------------------------ the Python API
 
 

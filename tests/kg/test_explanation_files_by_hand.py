@@ -170,15 +170,15 @@ def test_explain_files_writes_only_on_the_main_process(tmp_path, monkeypatch, ma
     seen = {}
     e = _explanation("triple_000_h_t", [LABELS + [0.5, 2.0, "proponent"]])
 
-    def fake(cfg, train_subsets, run=None):
-        seen.update(cfg=cfg, subsets=train_subsets, run=run)
+    def fake(cfg, train_subsets, run=None, questions=None):
+        seen.update(cfg=cfg, subsets=train_subsets, run=run, questions=questions)
         return ExplainResult([e], {"n": 1})
 
     monkeypatch.setattr(outputs, "run_explain", fake)
     monkeypatch.setattr(outputs, "is_main_process", lambda: main)
     cfg = _cfg(output_dir=str(tmp_path / "o"))
-    assert outputs.explain_files(cfg, {"k": 1}, run="R") == {"n": 1}
-    assert seen == {"cfg": cfg, "subsets": {"k": 1}, "run": "R"}
+    assert outputs.explain_files(cfg, {"k": 1}, run="R", questions="Q") == {"n": 1}
+    assert seen == {"cfg": cfg, "subsets": {"k": 1}, "run": "R", "questions": "Q"}
     want = ["summary.json", "triple_000_h_t_tracin.csv", "triple_000_h_t_tracin.json"] if main else []
     if main:
         assert sorted(p.name for p in (tmp_path / "o").iterdir()) == want

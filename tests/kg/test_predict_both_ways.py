@@ -62,41 +62,6 @@ def test_heads_without_reciprocals_score_every_candidate_head(tmp_path):
     )
 
 
-@pytest.fixture(scope="module")
-def kgx_run(tmp_path_factory):
-    """A KGX export imported and trained: relation labels predicate:N, names in node_name_dict.txt."""
-    from tracegraph.kg.data.kgx import import_kgx
-
-    d = tmp_path_factory.mktemp("kgx")
-    nodes = (
-        [{"id": f"CHEBI:{i}", "name": f"drug {i}"} for i in range(5)]
-        + [{"id": f"MONDO:{i}", "name": f"disease {i}"} for i in range(5)]
-        + [{"id": "X:0", "name": "no edges"}]
-    )
-    edges = [
-        {"subject": f"CHEBI:{i}", "predicate": "biolink:treats", "object": f"MONDO:{(i + j) % 5}"}
-        for i in range(5)
-        for j in range(2)
-    ]
-    edges += [
-        {
-            "subject": f"CHEBI:{i}",
-            "predicate": "biolink:affects",
-            "object": f"MONDO:{i}",
-            "object_direction_qualifier": q,
-        }
-        for i in range(5)
-        for q in ("increased", "decreased")
-    ]
-    (d / "nodes.jsonl").write_text("".join(json.dumps(n) + "\n" for n in nodes))
-    (d / "edges.jsonl").write_text("".join(json.dumps(e) + "\n" for e in edges))
-    import_kgx(d / "nodes.jsonl", d / "edges.jsonl", d / "graph")
-    tracegraph.train(
-        train=d / "graph" / "triples.txt", output_dir=d / "run", epochs=1, batch_size=8, device="cpu", model=TINY
-    )
-    return d
-
-
 def test_a_kgx_relation_is_asked_by_its_predicate_and_names_come_from_the_run(kgx_run):
     run = tracegraph.open_run(kgx_run / "run")
     emap = json.loads((kgx_run / "graph" / "edge_map.json").read_text())

@@ -247,9 +247,11 @@ def test_explain_defaults_rank_the_runs_training_file_for_the_labels_given(run, 
                 side="tail",
             ),
             None,
-            {"run": run},
+            {"run": run, "questions": explain[1][3]["questions"]},
         ),
     ]
+    # the questions, resolved before run_explain: every one, in order
+    assert explain[1][3]["questions"].labels == [("a", "likes", "b"), ("g", "knows", "c")]
     assert frame.equals(FakeResult().frame())
     assert frame.attrs == {"summary": FakeResult.summary, "explanations": [{"index": 0}, {"index": 1}]}
 
@@ -257,6 +259,8 @@ def test_explain_defaults_rank_the_runs_training_file_for_the_labels_given(run, 
 def test_explain_passes_every_option_and_writes_files_when_asked(tmp_path, explain, monkeypatch):
     run = Run(write_run(tmp_path) / "checkpoints" / "epoch_0002.pt")  # one checkpoint: that one explained
     monkeypatch.setattr(run, "training_subsets", lambda train, opts: ("subsets of", train, opts.n_hops))
+    (tmp_path / "test.txt").write_text("a\tlikes\tb\n")
+    (tmp_path / "other.txt").write_text("a\tlikes\tc\n")
     out = tmp_path / "out"
     frame = run.explain(
         tmp_path / "test.txt",
@@ -296,16 +300,20 @@ def test_explain_passes_every_option_and_writes_files_when_asked(tmp_path, expla
         node_name_dict=str(tmp_path / "names.txt"),
         edge_map=str(tmp_path / "edges.json"),
         side="head",
+        filter_files=[str(tmp_path / "other.txt")],  # the training file given is the filter's too
     )
+    questions = explain[2][3]["questions"]
     assert explain[:4] == [
         ("prepare", out, cfg, True),
         "quiet on",
-        ("run_explain", cfg, ("subsets of", tmp_path / "other.txt", 2), {"run": run}),
+        ("run_explain", cfg, ("subsets of", tmp_path / "other.txt", 2), {"run": run, "questions": questions}),
         "quiet off",
     ]
+    assert questions.labels == [("a", "likes", "b")] and questions.source == str(tmp_path / "test.txt")
     assert explain[4][0] == "write" and isinstance(explain[4][1], FakeResult) and explain[4][2] == out
     assert len(explain) == 5 and frame.attrs["summary"] == FakeResult.summary
     assert type(explain[2][1].test_triples) is type(tmp_path)
+    monkeypatch.chdir(tmp_path)
     run.explain("test.txt", "other.txt", output_dir=str(out))
     assert explain[5] == ("prepare", str(out), explain[7][1], False)  # not overwriting unless asked
 
@@ -330,8 +338,10 @@ def test_explain_without_a_training_file_asks_for_one(tmp_path, explain):
     with pytest.raises(TracegraphError) as e:
         run.explain([("a", "likes", "b")])
     assert str(e.value) == f"{run.path}: the run records no training file that still exists; pass train="
-    run.explain([("a", "likes", "b")], train="mine.txt")
-    assert explain[-1][1].train == "mine.txt"
+    (tmp_path / "mine.txt").write_text("a\tlikes\tb\n")
+    run.explain([("a", "likes", "b")], train=tmp_path / "mine.txt")
+    assert explain[-1][1].train == str(tmp_path / "mine.txt")
+    assert explain[-1][1].filter_files == [str(tmp_path / "mine.txt")]
 
 
 def test_explain_filters_each_test_triples_neighbourhood_when_asked(run, tmp_path, explain, monkeypatch):

@@ -63,7 +63,7 @@ def _evaluate_mrr(run: Path, test: Path, out: Path) -> float:
 
 
 def test_evaluate_gives_the_trained_metrics_from_any_directory_and_after_a_move(project, tmp_path, monkeypatch):
-    expected = json.loads((project / "run" / "test_results.json").read_text())["both"]["mrr"]
+    expected = json.loads((project / "run" / "test_results.json").read_text())["metrics"]["both"]["mrr"]
     test = (project / "split" / "test.txt").resolve()
     for k, cwd in enumerate([project, project.parent, project / "run" / "checkpoints"]):
         monkeypatch.chdir(cwd)
@@ -71,7 +71,8 @@ def test_evaluate_gives_the_trained_metrics_from_any_directory_and_after_a_move(
             expected, abs=1e-7
         )
         ev = json.loads((tmp_path / f"ev{k}" / "evaluation.json").read_text())
-        assert len(ev["filter"]) == 4  # train, valid, test of the run, and --test
+        # train, valid and test of the run, each once: --test is the run's own test file
+        assert ev["filter"] == [str(project.resolve() / "split" / f"{s}.txt") for s in ("train", "valid", "test")]
     # a copy of the whole project elsewhere, the original gone: found through the paths relative to the run
     moved = tmp_path / "elsewhere" / "proj"
     shutil.copytree(project, moved)
@@ -102,7 +103,7 @@ def test_a_missing_or_changed_data_file_is_one_error_naming_it_and_the_override(
             contains=f"{copy / 'split' / 'valid.txt'}: the run's valid file changed since the run "
             f"was trained (sha256 differs)",
         )
-        res = run_cli(
+        run_cli_error(
             [
                 "evaluate",
                 "--model-dir",
@@ -112,10 +113,37 @@ def test_a_missing_or_changed_data_file_is_one_error_naming_it_and_the_override(
                 "-o",
                 ev,
                 "--filter",
-                copy / "split" / "train.txt",
+                copy / "split" / "valid.txt",
+            ],
+            copy,
+            contains="the run's valid file changed",
+        )  # --filter adds known triples: it does not stand in for a recorded file
+        res = run_cli(
+            [
+                "evaluate",
+                "--model-dir",
+                copy / "run",
+                "--test",
+                copy / "split" / "test.txt",
+                "-o",
+                ev,
+                "--valid",
+                copy / "split" / "valid.txt",
             ]
-        )  # --filter replaces the recorded files
+        )  # the way the error names: the changed file given with --valid is used as it is
         assert res.exit_code == 0, res.output
+        doc = json.loads((ev / "evaluation.json").read_text())
+        assert doc["filter"] == [str(copy / "split" / f"{s}.txt") for s in ("train", "valid", "test")]
+        (copy / "split" / "test.txt").write_text("a\tb\tc\n")  # the recorded test file changed too
+        other = copy / "other_test.txt"
+        shutil.copy(hidden / "split" / "test.txt", other)
+        res = run_cli(
+            ["evaluate", "--model-dir", copy / "run", "--test", other, "-o", tmp_path / "ev2"]
+            + ["--valid", copy / "split" / "valid.txt"]
+        )  # --test stands in for the recorded test file in the filter
+        assert res.exit_code == 0, res.output
+        doc = json.loads((tmp_path / "ev2" / "evaluation.json").read_text())
+        assert doc["filter"] == [str(copy / "split" / f"{s}.txt") for s in ("train", "valid")] + [str(other)]
         (copy / "split" / "train.txt").unlink()
         with pytest.raises(TracegraphError, match=r"the run's train file is missing .*give the file with --train"):
             tracegraph.open_run(copy / "run").data_files

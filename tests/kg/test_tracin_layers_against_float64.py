@@ -576,14 +576,17 @@ def tiny_run(tmp_path_factory):
 
 
 def _explain_cfg(d, out, **settings) -> ExplainConfig:
-    """An explain of the tiny run's test file on the CPU, written to ``out``."""
+    """An explain of the tiny run's test file on the CPU, written to ``out``.
+
+    The file's lines 2 and 3 name an entity and a relation the run lacks: they are set aside.
+    """
     return ExplainConfig(
         model_dir=str(d / "run"),
         train=str(d / "train.txt"),
         test_triples=str(d / "test.txt"),
         output_dir=str(out),
         device="cpu",
-        **settings,
+        **{"skip_unresolved": True, **settings},
     )
 
 
@@ -652,7 +655,13 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     d = tiny_run
     out = tmp_path / "o" / "deeper"  # made with its parents
     cfg = _explain_cfg(
-        d, out, node_name_dict=str(d / "names.txt"), edge_map=str(d / "edges.json"), method="tracin", loss="score"
+        d,
+        out,
+        node_name_dict=str(d / "names.txt"),
+        edge_map=str(d / "edges.json"),
+        method="tracin",
+        loss="score",
+        skip_unresolved=True,
     )
     with caplog.at_level("WARNING", logger="tracegraph"):
         result = run_explain(cfg)
@@ -660,9 +669,12 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     write_explanations(result, out)
     summary = result.summary
     collected = [[x if isinstance(x, str) else float(x) for x in r] for r in result.frame().itertuples(index=False)]
+    unresolved = [
+        {"line": 2, "question": ["zz", "r", "b"], "reason": "entity 'zz' is not in the id map"},
+        {"line": 3, "question": ["b", "q", "c"], "reason": "relation 'q' is not in the id map"},
+    ]
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "test triple 1 ['zz', 'r', 'b']: not in the model's id maps: entity 'zz'",
-        "test triple 2 ['b', 'q', 'c']: not in the model's id maps: relation 'q'",
+        f"skipped question on line {u['line']} {u['question']}: {u['reason']}" for u in unresolved
     ]
     score, tself, trself = _run_reference(d / "run", "score", 0.1)
     ckpts = sorted(str(p) for p in (d / "run" / "checkpoints").glob("epoch_*.pt"))
@@ -670,7 +682,10 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     explained = [(0, RUN_TESTS[0]), (3, RUN_TESTS[3]), (4, RUN_TESTS[4])]
     names = [f"triple_{i:03d}_{t[0]}_{t[2]}" for i, t in explained]
     assert summary["files"] == [f for n in names for f in (f"{n}_tracin.csv", f"{n}_tracin.json")]
-    assert sorted(p.name for p in out.iterdir()) == sorted(summary["files"] + ["summary.json"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(summary["files"] + ["summary.json", "unresolved.tsv"])
+    assert (out / "unresolved.tsv").read_text().splitlines() == ["line\tquestion\treason"] + [
+        f"{u['line']}\t{' | '.join(u['question'])}\t{u['reason']}" for u in unresolved
+    ]
     assert json.loads((out / "summary.json").read_text()) == summary
     elapsed = summary.pop("elapsed_seconds")
     assert isinstance(elapsed, float) and 0 < elapsed < 600
@@ -694,11 +709,9 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
         "requested": 5,
         "explained": 3,
         "skipped_existing": 0,
-        "failed": 2,
-        "failures": [
-            {"index": 1, "triple": ["zz", "r", "b"], "reason": "not in the model's id maps: entity 'zz'"},
-            {"index": 2, "triple": ["b", "q", "c"], "reason": "not in the model's id maps: relation 'q'"},
-        ],
+        "failed": 0,
+        "failures": [],
+        "unresolved": unresolved,
         "files": summary["files"],
         "method": "tracin",
         "engine": "exact",
@@ -782,13 +795,23 @@ def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
     out.mkdir()  # an existing output folder is fine
     summary = explain_files(
         _explain_cfg(
-            d, out, top_k=2, loss="train-loss", label_smoothing=0.3, start_index=2, max_triples=3, method="tracin"
+            d,
+            out,
+            top_k=2,
+            loss="train-loss",
+            label_smoothing=0.3,
+            start_index=2,
+            max_triples=3,
+            method="tracin",
+            skip_unresolved=True,
         ),
         train_subsets=subsets,
     )
-    assert summary["requested"] == 3 and summary["explained"] == 1 and summary["failed"] == 2
+    assert summary["requested"] == 3 and summary["explained"] == 1 and summary["failed"] == 1
+    assert summary["unresolved"] == [
+        {"line": 3, "question": ["b", "q", "c"], "reason": "relation 'q' is not in the id map"}
+    ]  # the window's questions only: line 2's unknown entity lies before start_index
     assert summary["failures"] == [
-        {"index": 2, "triple": ["b", "q", "c"], "reason": "not in the model's id maps: relation 'q'"},
         {"index": 4, "triple": ["c", "s", "f"], "reason": "the filtered training graph around this triple is empty"},
     ]
     assert summary["union_of_ranked_training_triples"] == 5 and summary["loss"] == "train-loss"
@@ -833,6 +856,7 @@ def test_run_explain_on_two_cpu_devices_equals_one(tiny_run, tmp_path):
         device="cpu",
         top_k=1,
         layers="last:2",
+        skip_unresolved=True,
     )
     one = explain_files(ExplainConfig(output_dir=str(tmp_path / "one"), **kw))
     two = explain_files(ExplainConfig(output_dir=str(tmp_path / "two"), devices=["cpu", "cpu"], **kw))
@@ -864,6 +888,7 @@ def test_explain_scores_are_the_tracin_objects_on_the_same_candidates(tiny_run, 
             test_triples=str(d / "test.txt"),
             device="cpu",
             devices=devices,
+            skip_unresolved=True,
             **settings,
         )
     )
@@ -1188,6 +1213,7 @@ def test_run_explain_skips_only_what_it_is_told_and_goes_on(tiny_run, tmp_path):
         output_dir=str(out),
         device="cpu",
         layers="last:2",
+        skip_unresolved=True,
     )
     first = explain_files(ExplainConfig(start_index=3, max_triples=1, **kw))
     assert first["files"] == ["triple_003_e_d_tracin.csv", "triple_003_e_d_tracin.json"]
@@ -1213,13 +1239,16 @@ def test_run_explain_reasons_and_an_empty_subgraph_first(tiny_run, tmp_path):
             test_triples=str(bad),
             output_dir=str(tmp_path / "b"),
             device="cpu",
+            skip_unresolved=True,
         )
     )
-    assert s["failures"] == [
+    assert s["failures"] == [] and s["explained"] == 0
+    assert s["unresolved"] == [
         {
-            "index": 0,
-            "triple": ["zz", "q", "qq"],
-            "reason": "not in the model's id maps: entity 'zz', entity 'qq', relation 'q'",
+            "line": 1,
+            "question": ["zz", "q", "qq"],
+            "reason": "entity 'zz' is not in the id map; relation 'q' is not in the id map; "
+            "entity 'qq' is not in the id map",
         }
     ]
     s = explain_files(

@@ -282,7 +282,7 @@ def test_overwrite_replaces_a_finished_run(data, tmp_path):
 def test_log_lines_of_test_metrics_resume_and_early_stopping(data, tmp_path, monkeypatch, logs):
     out = tmp_path / "run"
     train(cfg(data, out, epochs=1, test=str(data / "test.txt")))
-    res = read(out / "test_results.json")["both"]
+    res = read(out / "test_results.json")["metrics"]["both"]
     assert f"test: MRR {res['mrr']:.4f}, Hits@10 {res['hits@10']:.4f}" in logs()
     train(cfg(data, out, epochs=2, resume=True, test=str(data / "test.txt")))
     assert f"resuming after epoch 1 from {out / 'checkpoints' / 'resume.pt'}" in logs()

@@ -176,7 +176,7 @@ def test_cli_train_evaluate_predict(umls_dir, tmp_path):
     assert res.exit_code == 0, res.stderr
     ev = json.loads((tmp_path / "ev" / "evaluation.json").read_text())
     tr = json.loads((out / "test_results.json").read_text())
-    assert ev["metrics"]["both"]["mrr"] == pytest.approx(tr["both"]["mrr"])
+    assert ev["metrics"]["both"]["mrr"] == pytest.approx(tr["metrics"]["both"]["mrr"])
     res = run_cli(["predict", "--model-dir", out, "--query", "acquired_abnormality", "location_of", "--top-k", "3"])
     assert res.exit_code == 0 and len(res.stdout.strip().splitlines()) == 4
     run_cli_error(["predict", "--model-dir", out, "--query", "nope", "location_of"], out, contains="'nope'")

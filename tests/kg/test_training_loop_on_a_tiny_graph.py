@@ -111,10 +111,11 @@ def test_run_writes_its_files_records_and_metrics(data, tmp_path):
 
     # test metrics: the best model's, brute force
     tr = read(out / "test_results.json")
-    assert tr["model"] == "best_model.pt"
-    assert tr["both"]["mrr"] == pytest.approx(brute_mrr(best["model"], TEST, known), rel=1e-6)
-    assert tr["both"]["count"] == 4 and tr["head"]["count"] == 2 and tr["tail"]["count"] == 2
-    assert summary["test"]["both"] == tr["both"]
+    assert tr["checkpoint"] == str(out / "best_model.pt")
+    assert tr["metrics"]["both"]["mrr"] == pytest.approx(brute_mrr(best["model"], TEST, known), rel=1e-6)
+    m = tr["metrics"]
+    assert m["both"]["count"] == 4 and m["head"]["count"] == 2 and m["tail"]["count"] == 2
+    assert summary["test"]["both"] == m["both"]
     assert summary["epochs_run"] == 3 and summary["stopped_early"] is False and summary["skipped_steps"] == 0
     assert summary["best_valid_mrr"] == max(hist[1]["valid"]["mrr"], hist[2]["valid"]["mrr"])
     assert set(summary) == {"epochs_run", "stopped_early", "best_valid_mrr", "skipped_steps", "test"}
@@ -173,9 +174,9 @@ def test_test_metrics_come_from_the_final_model_when_there_is_no_best(data, tmp_
     out = tmp_path / "nobest"
     train(cfg(data, out, epochs=2, batch_size=7, test=str(data / "test.txt")))
     tr = read(out / "test_results.json")
-    assert tr["model"] == "final_model.pt"
+    assert tr["checkpoint"] == str(out / "final_model.pt")
     w = load(out / "final_model.pt")["model"]
-    assert tr["both"]["mrr"] == pytest.approx(brute_mrr(w, TEST, TRIPLES + TEST), rel=1e-6)
+    assert tr["metrics"]["both"]["mrr"] == pytest.approx(brute_mrr(w, TEST, TRIPLES + TEST), rel=1e-6)
 
 
 # ---------------------------------------------------------------- the loss the loop optimises

@@ -86,7 +86,7 @@ def test_drop_removes_and_counts(files, tmp_path):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["unseen"]["dropped"] and cfg["unseen"]["triples"] == {"valid": 1, "test": 2}
     assert cfg["sizes"]["valid_triples"] == 1 and cfg["sizes"]["test_triples"] == 2
-    assert json.loads((out / "test_results.json").read_text())["tail"]["count"] == 2
+    assert json.loads((out / "test_results.json").read_text())["metrics"]["tail"]["count"] == 2
     assert len(load_model(out).entities) == 12
     res = run_cli(["evaluate", "--model-dir", out, "--test", files["test"], "--unseen", "drop", "-o", tmp_path / "ev"])
     assert res.exit_code == 0, res.output

@@ -50,6 +50,7 @@ _FLAGS = {
         "overwrite",
         "skip_existing",
         "output_dir",
+        "skip_unresolved",
     )
 }
 

@@ -62,6 +62,22 @@ def dataset_splits(dataset: str | None, required: tuple[str, ...], **given):
     return given
 
 
+def recorded_split(run, name: str, given):
+    """A split file given on the command line (or by --dataset), else the one the run recorded.
+
+    Raises:
+        TracegraphError: neither is there (the error names both options).
+    """
+    if given is not None:
+        return given
+    recorded = run.data_files.get(name)
+    if recorded is None:
+        from tracegraph.errors import TracegraphError
+
+        raise TracegraphError(f"give --{name} FILE or --dataset NAME: the run in {run.path} records no {name} file")
+    return recorded
+
+
 def table_console():
     """A stdout console for tables: the terminal's width on a terminal; when piped (batch jobs, files)
     wide enough that no column is ever cut or folded at rich's 80-column default."""

@@ -7,7 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from tracegraph.cli.common import METHODS_PLACEHOLDER, DatasetOpt, DeviceOpt, ThreadsOpt, dataset_splits, set_threads
+from tracegraph.cli.common import (
+    METHODS_PLACEHOLDER,
+    DatasetOpt,
+    DeviceOpt,
+    ThreadsOpt,
+    dataset_splits,
+    recorded_split,
+    set_threads,
+)
 
 # chosen by the necessity and recovery results (docs/explaining.md, "How to choose"); a literal so that
 # the CLI starts without importing the methods registry (tests/kg/test_necessity.py checks they agree)
@@ -32,10 +40,21 @@ def explain_cmd(
         help="Run directory written by `tracegraph train` (or an imported model), or one checkpoint file of it (then TracIn uses that checkpoint alone).",
     ),
     train: Optional[Path] = typer.Option(
-        None, "--train", help="Training triples whose influence is ranked (or --dataset: its train split)."
+        None,
+        "--train",
+        help="Training triples whose influence is ranked (or --dataset: its train split). Default: the training file the run recorded. A file that differs from the recorded one (edited since training) is used as given, with a warning: the model was trained on the recorded one.",
     ),
     dataset: Optional[str] = DatasetOpt,
-    test_triples: Path = typer.Option(..., "--test-triples", help="Triples to explain (head<TAB>relation<TAB>tail)."),
+    test_triples: Path = typer.Option(
+        ...,
+        "--test-triples",
+        help="Questions to explain, head<TAB>relation<TAB>tail: entities by label or by a name only one of them has, relations by label, readable name or predicate (biolink:treats). Questions that name no entity or relation of the run are all listed in one error (line, reason, closest labels), unless --skip-unresolved.",
+    ),
+    skip_unresolved: bool = typer.Option(
+        False,
+        "--skip-unresolved",
+        help="Explain the questions that resolve; list the others in OUTPUT_DIR/unresolved.tsv (line<TAB>question<TAB>reason) instead of refusing the run.",
+    ),
     output_dir: Path = typer.Option(..., "--output-dir", "-o"),
     checkpoints: Optional[List[str]] = typer.Option(
         None,
@@ -116,7 +135,7 @@ def explain_cmd(
 
     Several GPUs or nodes: `torchrun --nproc-per-node N -m tracegraph explain …` shards the training
     triples across processes and writes the same files (docs/scaling.md)."""
-    from tracegraph.kg.explain.tracin.explain import ExplainConfig
+    from tracegraph.kg.explain.tracin.explain import ExplainConfig, explain_questions
     from tracegraph.kg.outputs import explain_files, prepare_output_dir
     from tracegraph.kg.run import Run
     from tracegraph.runtime.distributed import is_main_process, recorded
@@ -130,7 +149,11 @@ def explain_cmd(
         method, engine = "tracin", method
     if method is not None:
         check_methods([method])
-    train = dataset_splits(dataset, ("train",), train=train)["train"]
+    train = dataset_splits(dataset, (), train=train)["train"]
+    # opened once: the filter and the engine share its id maps and checkpoint cache; a training file
+    # given is the run's training file here (the filter's too), used as it is with a warning if edited
+    run = Run(model_dir, data_files={"train": train})
+    train = recorded_split(run, "train", train)
     cfg = ExplainConfig(
         model_dir=str(model_dir),
         train=str(train),
@@ -153,10 +176,11 @@ def explain_cmd(
         label_smoothing=label_smoothing,
         devices=devices.split(",") if devices else None,
         side=side,
+        skip_unresolved=skip_unresolved,
     )
+    questions = explain_questions(cfg, run)  # all refused at once, before the folder is touched
     if is_main_process():
         prepare_output_dir(output_dir, cfg, overwrite)
-    run = Run(model_dir)  # opened once: the filter and the engine share its id maps and checkpoint cache
     subsets = None
     if n_hops is not None:
         opts = filter_options_from_cli(
@@ -170,11 +194,13 @@ def explain_cmd(
             save_edges_only,
         )
         subsets = run.training_subsets(train, opts)
-    summary = recorded(explain_files)(cfg, subsets, run=run)
+    summary = recorded(explain_files)(cfg, subsets, run=run, questions=questions)
     if is_main_process():
+        n_unresolved = len(summary["unresolved"])
+        unresolved = f"{n_unresolved} unresolved in unresolved.tsv, " if n_unresolved else ""
         typer.echo(
             f"explained {summary['explained']} of {summary['requested']} test triples "
-            f"({summary['failed']} failed, {summary['skipped_existing']} skipped) in "
+            f"({unresolved}{summary['failed']} failed, {summary['skipped_existing']} skipped) in "
             f"{summary['elapsed_seconds']:.1f}s -> {output_dir}"
         )
 

@@ -18,6 +18,7 @@ from tracegraph.cli.common import (
     UnseenOpt,
     dataset_splits,
     old_flags_command,
+    recorded_split,
     set_threads,
 )
 
@@ -251,13 +252,27 @@ def train_cmd(
 
 def evaluate_cmd(
     model_dir: Path = typer.Option(..., "--model-dir", help="Run directory or checkpoint file."),
-    test: Optional[Path] = typer.Option(None, "--test", help="Triples to rank (or --dataset: its test split)."),
+    test: Optional[Path] = typer.Option(
+        None,
+        "--test",
+        help="Triples to rank (or --dataset: its test split), filtered too. Default: the test file the run recorded; when that one is missing or changed, this file stands in for it in the filter.",
+    ),
     dataset: Optional[str] = DatasetOpt,
     unseen: str = UnseenOpt,
+    train: Optional[Path] = typer.Option(
+        None,
+        "--train",
+        help="The run's training file, in place of the recorded one (filtered, and what --unseen judges by): for a file edited or moved since training; used as given, with a warning when it differs from the recorded one.",
+    ),
+    valid: Optional[Path] = typer.Option(
+        None,
+        "--valid",
+        help="The run's validation file, in place of the recorded one (filtered), as --train.",
+    ),
     filter_files: Optional[List[Path]] = typer.Option(
         None,
         "--filter",
-        help="Files of known true triples to filter (default: the run's train/valid/test plus --test).",
+        help="More known true triples to filter, added to the run's train, valid and test files and --test (repeat the option). The filter is never replaced: with or without --filter the run's own files are filtered.",
     ),
     output_dir: Optional[Path] = typer.Option(
         None, "--output-dir", "-o", help="Writes evaluation.json and ranks.csv (default: MODEL_DIR/evaluation)."
@@ -269,9 +284,17 @@ def evaluate_cmd(
 ):
     """Filtered ranks (realistic, optimistic, pessimistic), MRR, MR, Hits@1/3/5/10 per side and both."""
     from tracegraph.kg.outputs import evaluate_files
+    from tracegraph.kg.run import Run
 
-    test = dataset_splits(dataset, ("test",), test=test)["test"]
-    res = evaluate_files(model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
+    files = dataset_splits(dataset, (), train=train, valid=valid, test=test)
+    run = Run(
+        model_dir,
+        device,
+        data_files={"train": files["train"], "valid": files["valid"]},
+        stand_in={"test": files["test"]},
+    )
+    test = recorded_split(run, "test", files["test"])
+    res = evaluate_files(run, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen)
     for side in ("tail", "head", "both"):
         if side in res["metrics"]:
             m = res["metrics"][side]
@@ -307,6 +330,11 @@ def predict_cmd(
         "--exclude-train",
         help="Leave out answers already known in the run's training file (a query may then get fewer than --top-k).",
     ),
+    train: Optional[Path] = typer.Option(
+        None,
+        "--train",
+        help="The training file whose answers --exclude-train leaves out, in place of the recorded one (for a file edited or moved since training; used as given, with a warning when it differs).",
+    ),
     output: Optional[Path] = typer.Option(
         None,
         "--output",
@@ -322,9 +350,8 @@ def predict_cmd(
     from tracegraph.kg.run import Run
 
     check_output(output)
-    predict_command(
-        Run(model_dir, device), head, tail, relation, query, query_file, triples, top_k, exclude_train, output
-    )
+    run = Run(model_dir, device, data_files={"train": train})
+    predict_command(run, head, tail, relation, query, query_file, triples, top_k, exclude_train, output)
 
 
 def _s(p):

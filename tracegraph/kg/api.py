@@ -16,7 +16,7 @@ from tracegraph.errors import TracegraphError
 from tracegraph.kg.run import Run
 
 
-def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
+def open_run(path: str | Path, device: str | torch.device = "cpu", *, data_files: dict | None = None) -> Run:
     """Open a run directory for scoring on ``device``.
 
     The directory is one written by ``tracegraph train`` or ``tracegraph import`` (or one of its
@@ -29,11 +29,14 @@ def open_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
     Args:
         path: A run directory or one of its checkpoint files.
         device: Where the model is scored.
+        data_files: ``{"train": path, ...}``: files to use in place of the ones the run recorded
+            (a training file edited since training, say), as they are, with a warning when they
+            differ from the recorded ones.
 
     Returns:
         The run.
     """
-    return Run(path, device)
+    return Run(path, device, data_files=data_files)
 
 
 # ConvE's sizes and dropouts: flat keywords here and flags on the CLI, `model={...}` in TrainConfig

@@ -12,12 +12,14 @@ import csv
 from pathlib import Path
 
 from tracegraph.errors import TracegraphError
+from tracegraph.kg.data.questions import UNRESOLVED_HEADER, describe
 from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
 from tracegraph.kg.explain.tracin.rows import ROLE_COLUMN, ExplainResult
 from tracegraph.kg.model.run_evaluation import evaluate_files
-from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, read_json
+from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.distributed import is_main_process
 
+UNRESOLVED = "unresolved.tsv"  # the questions explain set aside (--skip-unresolved); the report reads it
 N_TEXT = 12  # the label columns of an explanation CSV; then floats, written exactly, and the Role
 # what a --skip-existing run must share with the run that wrote the folder, or the folder would mix two listings
 SETTINGS_KEPT = ("method", "engine", "loss", "side", "top_k")
@@ -47,6 +49,9 @@ def write_csv(path, rows, header) -> None:
 def write_explanations(result: ExplainResult, output_dir) -> list[str]:
     """``triple_NNN_<head>_<tail>_tracin.csv`` and ``.json`` per explanation, then ``summary.json``.
 
+    The questions set aside because they name nothing of the run go to ``unresolved.tsv``
+    (:func:`write_unresolved`); a folder without such questions this time keeps no earlier one.
+
     Args:
         result: what :func:`~tracegraph.kg.explain.tracin.explain.run_explain` returned.
         output_dir: the folder (made with its parents).
@@ -63,15 +68,40 @@ def write_explanations(result: ExplainResult, output_dir) -> list[str]:
         write_csv(out / f"{e.name}_tracin.csv", rows, header)
         atomic_write_json(out / f"{e.name}_tracin.json", dict(e.meta, rows=[dict(zip(header, r)) for r in rows]))
         written += [f"{e.name}_tracin.csv", f"{e.name}_tracin.json"]
+    unresolved = result.summary.get("unresolved") or []
+    if unresolved:
+        write_unresolved(out / UNRESOLVED, unresolved)
+        written.append(UNRESOLVED)
+    else:
+        (out / UNRESOLVED).unlink(missing_ok=True)  # an earlier run's, which summary.json no longer lists
     atomic_write_json(out / "summary.json", result.summary)
     return written + ["summary.json"]
+
+
+def write_unresolved(path, unresolved: list[dict]) -> None:
+    """Write ``unresolved.tsv``: the header ``line<TAB>question<TAB>reason``, then one row per question.
+
+    ``question`` is the question as given, its fields joined by `` | ``; tabs and line ends inside
+    a field become spaces, so every row is one line of three fields.
+
+    Args:
+        path: The destination file (written atomically).
+        unresolved: ``summary.json``'s ``unresolved`` entries (``line``, ``question``, ``reason``).
+    """
+
+    def clean(text: str) -> str:
+        return " ".join(str(text).replace("\r", " ").replace("\n", " ").split("\t"))
+
+    lines = ["\t".join(UNRESOLVED_HEADER)]
+    lines += [f"{u['line']}\t{clean(describe(u['question']))}\t{clean(u['reason'])}" for u in unresolved]
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) -> None:
     """Refuse an explanation folder already in use, so one folder never mixes two runs' files.
 
     An empty or missing folder is fine. ``overwrite`` deletes the earlier explanation files
-    (``triple_*_tracin.*``, ``summary.json``) first. ``cfg.skip_existing`` keeps them only when the
+    (``triple_*_tracin.*``, ``summary.json``, ``unresolved.tsv``) first. ``cfg.skip_existing`` keeps them only when the
     folder's summary.json was written with the same method and settings.
 
     Args:
@@ -86,7 +116,12 @@ def prepare_output_dir(output_dir, cfg: ExplainConfig, overwrite: bool = False) 
     if not out.is_dir() or not any(out.iterdir()):
         return
     if overwrite:
-        for p in [*out.glob("triple_*_tracin.csv"), *out.glob("triple_*_tracin.json"), out / "summary.json"]:
+        for p in [
+            *out.glob("triple_*_tracin.csv"),
+            *out.glob("triple_*_tracin.json"),
+            out / "summary.json",
+            out / UNRESOLVED,
+        ]:
             p.unlink(missing_ok=True)
         return
     if not cfg.skip_existing:
@@ -120,7 +155,7 @@ def _settings(cfg: ExplainConfig) -> dict:
     }
 
 
-def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
+def explain_files(cfg: ExplainConfig, train_subsets=None, run=None, questions=None) -> dict:
     """Explain and write the files (rank 0 writes under torchrun).
 
     Args:
@@ -128,14 +163,24 @@ def explain_files(cfg: ExplainConfig, train_subsets=None, run=None) -> dict:
         train_subsets: ``(head_id, tail_id) -> rows`` of candidate training triples; None for the
             filter that ``cfg`` describes.
         run: An open run to reuse; None opens ``cfg``'s.
+        questions: ``cfg``'s questions, resolved already (:func:`~tracegraph.kg.explain.tracin.explain.explain_questions`).
 
     Returns:
         The summary (as in ``summary.json``).
     """
-    result = run_explain(cfg, train_subsets, run=run)
+    result = run_explain(cfg, train_subsets, run=run, questions=questions)
     if is_main_process():
         write_explanations(result, cfg.output_dir)
     return result.summary
 
 
-__all__ = ["evaluate_files", "write_csv", "write_explanations", "prepare_output_dir", "explain_files", "ROLE_COLUMN"]
+__all__ = [
+    "evaluate_files",
+    "write_csv",
+    "write_explanations",
+    "write_unresolved",
+    "prepare_output_dir",
+    "explain_files",
+    "ROLE_COLUMN",
+    "UNRESOLVED",
+]

@@ -15,8 +15,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.data.triples import KnownTails, read_labeled_triples, read_tsv
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.data.questions import QUERY
+from tracegraph.kg.data.triples import KnownTails, read_labeled_triples
 from tracegraph.kg.model.queries import top_answers
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
 
@@ -56,17 +57,18 @@ def predict_frame(run, head=None, relation=None, tail=None, k: int = 10, exclude
         tail_name when the run has names); the ranked side varies with rank.
 
     Raises:
-        TracegraphError: neither or both of head and tail, no relation, or an unknown label.
+        TracegraphError: neither or both of head and tail, or no relation.
+        UnresolvedQuestions: queries that name no entity or relation of the run (all listed).
     """
     if relation is None or (head is None) == (tail is None):
         raise TracegraphError(
             "give a relation and either a head (its tails are ranked) or a tail (its heads are ranked)"
         )
     side = "tail" if head is not None else "head"
-    given, rels = _broadcast(head if side == "tail" else tail, relation)
+    asked = list(zip(*_broadcast(head if side == "tail" else tail, relation)))
+    resolved = run.resolve_questions(asked, QUERY).labels  # every query resolved, all bad ones listed at once
+    given, rels = [e for e, _ in resolved], [r for _, r in resolved]
     labels = run.labels
-    given = [labels.entity(x, run.entities) for x in given]
-    rels = [labels.relation(r, run.relations) for r in rels]
     a, r = run.entities.ids(given, "entity"), run.relations.ids(rels, "relation")
     known = _known_answers(run, side) if exclude_train else None
     ids, scores = top_answers(run.model, a, r, side, k, known, run.device)
@@ -142,8 +144,9 @@ def predict_command(
         output: A .csv, .tsv or .json file; None prints CSV to stdout.
 
     Raises:
-        TracegraphError: If not exactly one kind of query is given, or a label is unknown.
-        DataError: If a query file is malformed (naming the line).
+        TracegraphError: If not exactly one kind of query is given.
+        DataError: If a query file is malformed, or queries name no entity or relation of the run
+            (every such line named).
     """
     single = head is not None or tail is not None or relation is not None
     if sum(x for x in (single, query is not None, query_file is not None, triples is not None)) != 1:
@@ -158,23 +161,14 @@ def predict_command(
     if triples is not None:
         frame = run.score(triples)
     elif query_file is not None:
-        (heads, rels), lines = read_tsv(query_file, 2, "query file", "head<TAB>relation")
-        heads = [_on_line(run.labels.entity, h, run.entities, query_file, ln) for h, ln in zip(heads, lines)]
-        rels = [_on_line(run.labels.relation, r, run.relations, query_file, ln) for r, ln in zip(rels, lines)]
+        queries = run.resolve_questions(query_file, QUERY).labels  # all bad lines named at once
+        heads, rels = [h for h, _ in queries], [r for _, r in queries]
         frame = predict_frame(run, head=heads, relation=rels, k=top_k, exclude_train=exclude_train)
     elif query is not None:
         frame = predict_frame(run, head=query[0], relation=query[1], k=top_k, exclude_train=exclude_train)
     else:
         frame = predict_frame(run, head=head, relation=relation, tail=tail, k=top_k, exclude_train=exclude_train)
     write_predictions(frame, output)
-
-
-def _on_line(resolve, text, idmap, path, line):
-    """A label or name of a query file's line, or an error naming that line."""
-    try:
-        return resolve(text, idmap)
-    except TracegraphError as e:
-        raise DataError(getattr(e, "reason", str(e)), path, int(line)) from None
 
 
 def write_predictions(frame: pd.DataFrame, output) -> None:

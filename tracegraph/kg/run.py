@@ -28,7 +28,7 @@ on the bundled UMLS for 2 epochs; tests/kg/test_run_api.py runs these examples o
 >>> run.predict("steroids", "interacts_with")
 Traceback (most recent call last):
 ...
-tracegraph.kg.data.triples.UnknownLabelError: entity 'steroids' is not in the id map; closest: 'steroid'
+tracegraph.kg.data.questions.UnresolvedQuestions: entity 'steroids' is not in the id map; closest: 'steroid'
 
 :mod:`tracegraph.kg.api` opens, trains and imports runs; the CLI commands are thin calls into
 them, and so is :func:`tracegraph.kg.explain.tracin.explain.run_explain`.
@@ -45,9 +45,9 @@ import torch
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
-from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
+from tracegraph.kg.explain.tracin.explain import ExplainConfig, explain_questions, run_explain
 from tracegraph.kg.model.run_evaluation import RANKS_COLUMNS, Evaluation, evaluate_store
-from tracegraph.kg.model.store import RunCheckpoint, RunStore, run_files
+from tracegraph.kg.model.store import RunCheckpoint, RunStore, label_columns, run_files
 from tracegraph.kg.outputs import prepare_output_dir, write_explanations
 from tracegraph.kg.predictions import PREDICT_COLUMNS
 from tracegraph.runtime.progress import quiet as silenced, setup_logging
@@ -106,16 +106,17 @@ class Run(RunStore):
         """The model's score (logit) and probability of each triple.
 
         Args:
-            triples: A triples file, a DataFrame or an iterable of ``(head, relation, tail)`` labels.
+            triples: A triples file, a DataFrame or an iterable of ``(head, relation, tail)``;
+                entities by label or name, relations by label, readable name or predicate.
 
         Returns:
             One row per triple: its labels, score and probability.
 
         Raises:
-            TracegraphError: If a label is unknown.
+            UnresolvedQuestions: Triples that name no entity or relation of the run (all listed).
             DataError: If a file is malformed.
         """
-        ids = self.encode(triples)
+        ids = self.encode(self.resolve_questions(triples).labels)
         t = torch.as_tensor(ids, device=self.device)
         scores = self.model.score_triples(t[:, 0], t[:, 1], t[:, 2]).float().cpu().numpy()
         ent, rel = self.entities.labels, self.relations.labels
@@ -136,8 +137,9 @@ class Run(RunStore):
 
         Args:
             test: A triples file or label triples.
-            filter_triples: Known true triples (files or label triples) removed from each ranking;
-                None for the run's train/valid/test files. ``test`` itself is always added.
+            filter_triples: More known true triples (files or label triples) removed from each
+                ranking, added to the run's train, valid and test files; ``test`` itself is always
+                filtered too.
             top_k: Best-scored entities listed per test triple and side.
             batch_size: Queries per batch.
             entity_chunk: Entities scored at a time.
@@ -183,13 +185,18 @@ class Run(RunStore):
         edges_only: bool = False,
         output_dir=None,
         overwrite: bool = False,
+        skip_unresolved: bool = False,
         quiet: bool = False,
     ) -> pd.DataFrame:
         """Rank training triples by their influence on each test triple (``tracegraph explain``).
 
         Args:
-            test_triples: a triples file, or (head, relation, tail) labels (an unknown label is an error).
-            train: the training triples to rank; default the run's training file.
+            test_triples: a triples file, or (head, relation, tail) triples; entities by label or name,
+                relations by label, readable name or predicate (``biolink:treats``). Questions that
+                name no entity or relation of the run are all listed in one error.
+            train: the training triples to rank, and the training file of the rank filter; default the
+                run's recorded training file. A file that differs from the recorded one (edited since
+                training) is used as given, with a warning.
             method: the explanation method (the CLI's ``--method``): a name of
                 ``tracegraph.kg.explain.methods.METHODS`` (docs/explaining.md, "How to choose"); default
                 tracin-margin-path, or with ``loss="train-loss"`` plain tracin.
@@ -217,25 +224,32 @@ class Run(RunStore):
             output_dir: also write the files ``explain`` writes there (refused when it holds files,
                 unless ``overwrite``).
             overwrite: replace the explanation files already in ``output_dir``.
+            skip_unresolved: explain the questions that resolve and set the others aside:
+                ``.attrs["summary"]["unresolved"]`` and, with ``output_dir``, ``unresolved.tsv``.
             quiet: no progress bar and no log lines (warnings still show); by default the log says
                 which checkpoints are summed.
 
         Returns:
             One DataFrame with the ``_tracin.csv`` columns (``Role`` last), the test triples one after
-            the other; ``.attrs["summary"]`` is summary.json (failures, ranks, timings) and
+            the other; ``.attrs["summary"]`` is summary.json (unresolved questions, failures, ranks,
+            timings) and
             ``.attrs["explanations"]`` each test triple's companion JSON (method, rank, score, rival, …) without its rows.
 
         Raises:
-            TracegraphError: a bad value (named by its parameter) or an unknown label.
+            TracegraphError: a bad value (named by its parameter).
+            UnresolvedQuestions: questions that name no entity or relation of the run, every one
+                with its line (or position) and reason, unless ``skip_unresolved``.
         """
         from tracegraph.kg.explain.neighborhood import FilterOptions
 
+        # a training file given is this explanation's training file, in the filter too (a warning
+        # says when it is not the recorded one); else the recorded one, which must be unchanged
+        filter_files = None if train is None else [str(f) for f in self.data_files_with(train=train).values()]
         train = train if train is not None else self.data_files.get("train")
         if train is None:
             raise TracegraphError(f"{self.path}: the run records no training file that still exists; pass train=")
-        if not isinstance(test_triples, (str, Path)):  # labels: checked here, so a typo is an error, not a skip
-            ent, rel = self.entities.labels, self.relations.labels
-            test_triples = [(ent[h], rel[r], ent[t]) for h, r, t in self.encode(test_triples)]
+        if not isinstance(test_triples, (str, Path)):  # a list, a DataFrame, any iterable: read once
+            test_triples = list(zip(*label_columns(test_triples, 3)))
         cfg = ExplainConfig(
             model_dir=str(self.opened_with),
             train=str(train),
@@ -254,7 +268,10 @@ class Run(RunStore):
             node_name_dict=_s(node_name_dict),
             edge_map=_s(edge_map),
             side=side,
+            skip_unresolved=skip_unresolved,
+            filter_files=filter_files,
         )
+        questions = explain_questions(cfg, self)  # every question resolved before any work or file
         subsets = None
         if n_hops is not None:
             subsets = self.training_subsets(
@@ -274,10 +291,10 @@ class Run(RunStore):
             prepare_output_dir(output_dir, cfg, overwrite)
         if quiet:
             with silenced():
-                result = run_explain(cfg, subsets, run=self)
+                result = run_explain(cfg, subsets, run=self, questions=questions)
         else:
             setup_logging()
-            result = run_explain(cfg, subsets, run=self)
+            result = run_explain(cfg, subsets, run=self, questions=questions)
         if output_dir is not None:
             write_explanations(result, output_dir)
         frame = result.frame()

@@ -4,7 +4,8 @@
 path, its path relative to the run directory, and the sha256 of its bytes. Reading them back
 (:func:`resolve_data_files`) tries the absolute path, then the relative one from wherever the run
 directory now is (a run copied together with its data); a file found at neither place, or whose bytes
-changed, is an error naming it and the option that gives another file instead.
+changed, is an error naming it and the option that gives another file instead; a file given that
+way is used as it is (with a warning when its bytes are not the recorded ones).
 
 Runs that record no hashes are read as before: each path as written, from the working directory or
 the run directory, with a warning that nothing checks it is the same file.
@@ -20,11 +21,11 @@ from tracegraph.errors import DataError
 
 SPLITS = ("train", "valid", "test")
 
-#: the option that replaces a recorded file, named in the error when the file is gone or changed
+#: the option that gives a file in place of a recorded one, named in the error when the file is gone or changed
 OVERRIDE = {
-    "train": "--train (explain, predict) or --filter (evaluate)",
-    "valid": "--filter (evaluate)",
-    "test": "--test and --filter (evaluate)",
+    "train": "--train (explain, evaluate, predict)",
+    "valid": "--valid (evaluate)",
+    "test": "--test (evaluate)",
 }
 
 
@@ -70,27 +71,41 @@ def record_data_files(files: dict[str, str | Path | None], run_dir: str | Path) 
     return out
 
 
-def resolve_data_files(run_dir: str | Path, config: dict) -> dict[str, Path]:
+def resolve_data_files(
+    run_dir: str | Path, config: dict, given: dict | None = None, stand_in: dict | None = None
+) -> dict[str, Path]:
     """The run's data files as they are now, each checked against its recorded hash.
+
+    A file given for a split is used in place of the recorded one, as it is: with a warning when
+    its bytes differ from what the run recorded (the model was trained on the recorded file). A
+    ``stand_in`` file is used only when the recorded one is missing or changed, with a warning.
 
     Args:
         run_dir: the run directory (where it is now).
         config: its ``config.json``.
+        given: split name -> file to use instead of the recorded one (``--train``, ``--valid``).
+        stand_in: split name -> file to use when the recorded one is missing or changed.
 
     Returns:
-        split name -> existing file, for every split the run was trained with.
+        split name -> existing file, for every split the run was trained with or given.
 
     Raises:
-        DataError: a recorded file is at neither its absolute nor its relative place, or its bytes
-            changed; the message names the file and the option that overrides it.
+        DataError: a recorded file, not given, is at neither its absolute nor its relative place,
+            or its bytes changed; the message names the file and the option that gives another.
     """
     run_dir = Path(run_dir)
+    given = {k: Path(v) for k, v in (given or {}).items() if v is not None}
+    stand_in = {k: Path(v) for k, v in (stand_in or {}).items() if v is not None}
     recorded = config.get("data_files")
     if not isinstance(recorded, dict):
-        return _unhashed(run_dir, config.get("train", {}))
+        found = _unhashed(run_dir, config.get("train", {}), set(given))
+        return {n: given.get(n) or found[n] for n in SPLITS if n in given or n in found}
     out = {}
     for name in SPLITS:
         entry = recorded.get(name)
+        if name in given:
+            out[name] = _given(given[name], name, entry, run_dir)
+            continue
         if not entry:
             continue
         candidates = [Path(entry["path"]), (run_dir / entry["relative"]).resolve()]
@@ -99,6 +114,10 @@ def resolve_data_files(run_dir: str | Path, config: dict) -> dict[str, Path]:
         if match is None:
             shown = existing[0] if existing else candidates[0]
             what = "changed since the run was trained (sha256 differs)" if existing else "is missing"
+            if name in stand_in:
+                _warn(f"{shown}: the run's {name} file {what}; {stand_in[name]} stands in for it")
+                out[name] = stand_in[name]
+                continue
             raise DataError(
                 f"the run's {name} file {what} (recorded in {run_dir / 'config.json'}); "
                 f"give the file with {OVERRIDE[name]}",
@@ -108,14 +127,32 @@ def resolve_data_files(run_dir: str | Path, config: dict) -> dict[str, Path]:
     return out
 
 
-def _unhashed(run_dir: Path, train_cfg: dict) -> dict[str, Path]:
+def _given(path: Path, name: str, entry: dict | None, run_dir: Path) -> Path:
+    """A file given for a split: used as it is, with a warning when it is not the file the run recorded."""
+    if not path.is_file():
+        raise DataError(f"the {name} file given is not found", path)
+    if entry and sha256_of(path) != entry["sha256"]:
+        _warn(
+            f"{path}: not the {name} file the run recorded in {run_dir / 'config.json'} (sha256 differs); "
+            f"it is used as given, though the model was trained on the recorded one"
+        )
+    return path
+
+
+def _warn(message: str) -> None:
+    from tracegraph.runtime.progress import log
+
+    log.warning(message)
+
+
+def _unhashed(run_dir: Path, train_cfg: dict, given: set = frozenset()) -> dict[str, Path]:
     """A run from before hashes: each path from the working directory, else from the run directory."""
     from tracegraph.runtime.progress import log
 
     out = {}
     for name in SPLITS:
         p = train_cfg.get(name)
-        if not p:
+        if not p or name in given:
             continue
         found = next((c for c in (Path(p), run_dir / p) if c.is_file()), None)
         if found is None:

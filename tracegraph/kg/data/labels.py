@@ -9,12 +9,13 @@ Names are a convenience: a label file that is gone or changed is left out with a
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.data.datafiles import record_data_files, sha256_of
-from tracegraph.kg.data.triples import IdMap, read_edge_map, read_name_dict
+from tracegraph.kg.data.triples import IdMap, UnknownLabelError, read_edge_map, read_name_dict
 
 #: the label files looked for beside a training file, by the key config.json records them under
 LABEL_FILES = {"node_names": "node_name_dict.txt", "node_dict": "node_dict.txt", "edge_map": "edge_map.json"}
@@ -39,10 +40,16 @@ def record_label_files(train_file: str | Path, run_dir: str | Path) -> dict:
 
 @dataclass
 class RunLabels:
-    """Entity and relation labels -> readable names (only those the run's label files give)."""
+    """Entity and relation labels -> readable names (only those the run's label files give).
+
+    :meth:`entity` and :meth:`relation` turn what a user typed (a label, a name, a predicate) into
+    the run's label; :mod:`tracegraph.kg.data.questions` resolves whole questions with them.
+    """
 
     entity_names: dict[str, str] = field(default_factory=dict)
     relation_names: dict[str, str] = field(default_factory=dict)
+    # name -> labels, rebuilt when entity_names is replaced (tests and callers may assign a new dict)
+    _by_name: tuple = field(default=(None, 0, {}), init=False, repr=False, compare=False)
 
     def relation(self, text: str, relations: IdMap) -> str:
         """The relation label that ``text`` means.
@@ -56,13 +63,14 @@ class RunLabels:
             The relation label.
 
         Raises:
-            TracegraphError: If no relation, or several, go by that name.
+            TracegraphError: If no relation, or several, go by that name (an unknown one names the
+                closest labels and names).
         """
         if text in relations:
             return text
         exact = [lab for lab, name in self.relation_names.items() if name == text and lab in relations]
         by_predicate = [
-            lab for lab, name in self.relation_names.items() if name.split(" (", 1)[0] == text and lab in relations
+            lab for lab, name in self.relation_names.items() if _predicate(name) == text and lab in relations
         ]
         hits = exact or by_predicate
         if len(hits) == 1:
@@ -73,7 +81,11 @@ class RunLabels:
                 f"relation {text!r} names {len(hits)} relations (its qualifiers differ): {shown}; "
                 f"give one of their labels"
             )
-        raise relations.unknown(text, "relation")
+        named: dict[str, list[str]] = {}
+        for lab, name in self.relation_names.items():
+            for key in {name, _predicate(name)} if lab in relations else ():
+                named.setdefault(key, []).append(lab)
+        raise _unknown(text, "relation", relations, named)
 
     def entity(self, text: str, entities: IdMap) -> str:
         """The entity label that ``text`` means: a label itself, or a name only one entity has.
@@ -86,18 +98,48 @@ class RunLabels:
             The entity label.
 
         Raises:
-            TracegraphError: If no entity, or several, go by that name.
+            TracegraphError: If no entity, or several, go by that name (an unknown one names the
+                closest labels and names).
         """
         if text in entities:
             return text
-        hits = [lab for lab, name in self.entity_names.items() if name == text]
+        by_name = self._entities_by_name()
+        hits = by_name.get(text, [])
         if len(hits) == 1:
             return hits[0]
         if hits:
             raise TracegraphError(
                 f"entity {text!r} is the name of {len(hits)} entities ({', '.join(hits[:5])}); give its label"
             )
-        raise entities.unknown(text, "entity")
+        raise _unknown(text, "entity", entities, by_name)
+
+    def _entities_by_name(self) -> dict[str, list[str]]:
+        names, size, index = self._by_name
+        if names is not self.entity_names or size != len(names):  # built again for a new or grown dict
+            index = {}
+            for lab, name in self.entity_names.items():
+                index.setdefault(name, []).append(lab)
+            self._by_name = (self.entity_names, len(self.entity_names), index)
+        return index
+
+
+def _predicate(name: str) -> str:
+    """A readable relation up to its first qualifier bracket: ``biolink:affects (…)`` -> ``biolink:affects``."""
+    return name.split(" (", 1)[0]
+
+
+def _unknown(text: str, what: str, idmap: IdMap, named: dict[str, list[str]]) -> UnknownLabelError:
+    """The error for ``text`` that is neither a label nor a name: the closest labels and names (difflib)."""
+    close = difflib.get_close_matches(str(text), [*idmap.labels, *named], n=3, cutoff=0.6)
+    shown = []
+    for c in close:
+        if c in idmap:
+            shown.append(repr(c))
+        else:
+            labels = named[c]
+            shown.append(f"{c!r} ({', '.join(labels[:3])}{', …' if len(labels) > 3 else ''})")
+    hint = f"; closest: {', '.join(shown)}" if shown else ""
+    return UnknownLabelError(f"{what} {text!r} is not in the id map{hint}")
 
 
 def run_labels(run_dir: str | Path, config: dict, entities: IdMap) -> RunLabels:

@@ -195,3 +195,25 @@ def summarize(sides: list[Ranks]) -> dict:
         result[rk.side]["mrr_pessimistic"] = metrics(rk.pessimistic).get("mrr")
     result["both"] = metrics(np.concatenate([rk.realistic for rk in sides]))
     return result
+
+
+def evaluation_record(metrics: dict, checkpoint, test, filter_files, unseen: dict | None) -> dict:
+    """The layout of ``evaluation.json`` (``tracegraph evaluate``) and ``test_results.json`` (``train``).
+
+    Args:
+        metrics: :func:`summarize`'s ``{"tail", "head", "both"}`` metrics.
+        checkpoint: The model ranked (its file).
+        test: The triples ranked (their file).
+        filter_files: The files of known true triples filtered, each once.
+        unseen: What the ``--unseen`` policy found and did (``UnseenReport.to_json``), or None.
+
+    Returns:
+        ``{"metrics", "checkpoint", "test", "filter", "unseen"}``.
+    """
+    return {
+        "metrics": metrics,
+        "checkpoint": str(checkpoint),
+        "test": str(test),
+        "filter": [str(f) for f in filter_files],
+        "unseen": unseen,
+    }

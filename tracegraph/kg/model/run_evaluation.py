@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracegraph.errors import DataError
 from tracegraph.kg.data.unseen import evaluation_triples
-from tracegraph.kg.model.evaluate import evaluate
-from tracegraph.kg.model.store import RunStore, run_files
+from tracegraph.kg.model.evaluate import evaluate, evaluation_record
+from tracegraph.kg.model.store import RunStore
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json
 from tracegraph.runtime.progress import log
 
@@ -64,8 +63,8 @@ def evaluate_store(
     Args:
         store: The run.
         test: A triples file, or ``(head, relation, tail)`` label triples.
-        filter_triples: Files of known true triples to filter; None for the run's data files.
-            The test triples are always filtered too.
+        filter_triples: More known true triples to filter (files or label triples), added to the
+            run's train, valid and test files; the test triples are always filtered too.
         top_k: Best-scored entities to list per test triple and side (0: none).
         batch_size: Queries per batch.
         entity_chunk: Entities scored at a time.
@@ -81,12 +80,11 @@ def evaluate_store(
     """
     report = None
     if isinstance(test, (str, Path)):
-        # with filter files given, a recorded training file that is gone leaves the unseen check to the id map
-        train_file = store.data_files.get("train") if not filter_triples else _optional_train(store)
+        train_file = store.data_files.get("train")
         test_ids, report = evaluation_triples(store, test, unseen, [train_file] if train_file else [])
     else:
         test_ids = store.encode(test)
-    sources = list(filter_triples) if filter_triples else list(store.data_files.values())
+    sources = filter_sources(store, filter_triples)
     if not sources:  # an imported model, say: say so rather than report a test-only filtered MRR silently
         log.warning(
             f"{store.path}: the run records no data files, so only the test triples are filtered "
@@ -124,6 +122,25 @@ def evaluate_store(
     return Evaluation(metrics, pd.DataFrame(rows, columns=RANKS_COLUMNS), store.checkpoint, report)
 
 
+def filter_sources(store: RunStore, extra=None) -> list:
+    """The known true triples of a filtered ranking: the run's train, valid and test files, then ``extra``.
+
+    Args:
+        store: The run.
+        extra: More files (or label triples) of known true triples; None for none.
+
+    Returns:
+        The sources, each file once, the run's first.
+    """
+    out, seen = [], set()
+    for s in [*store.data_files.values(), *(extra or [])]:
+        key = str(Path(s).resolve()) if isinstance(s, (str, Path)) else id(s)
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
 def evaluate_files(
     model_dir, test, filter_files, output_dir, top_k, batch_size, entity_chunk, device, unseen: str = "include"
 ) -> dict:
@@ -132,7 +149,7 @@ def evaluate_files(
     Args:
         model_dir: The run directory, or an open run store.
         test: The test triples file.
-        filter_files: Files of known true triples; empty for the run's data files.
+        filter_files: More files of known true triples, added to the run's data files.
         output_dir: Where to write; None for ``RUN/evaluation``.
         top_k: Best-scored entities to list per test triple and side.
         batch_size: Queries per batch.
@@ -148,21 +165,12 @@ def evaluate_files(
         TracegraphError: If an unseen entity is refused by the policy.
     """
     store = model_dir if isinstance(model_dir, RunStore) else RunStore(model_dir, device)
-    files = list(filter_files) if filter_files else run_files(store)
     ev = evaluate_store(
-        store, test, files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk, unseen=unseen
+        store, test, filter_files, top_k=top_k, batch_size=batch_size, entity_chunk=entity_chunk, unseen=unseen
     )
+    files = filter_sources(store, [*(filter_files or []), test])
     out = Path(output_dir) if output_dir else store.path / "evaluation"
-    atomic_write_json(
-        out / "evaluation.json",
-        {
-            "metrics": ev.metrics,
-            "checkpoint": str(ev.checkpoint),
-            "test": str(test),
-            "filter": [str(f) for f in files] + [str(test)],
-            "unseen": ev.unseen,
-        },
-    )
+    atomic_write_json(out / "evaluation.json", evaluation_record(ev.metrics, ev.checkpoint, test, files, ev.unseen))
     with atomic_path(out / "ranks.csv") as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(list(ev.ranks.columns))
@@ -171,11 +179,4 @@ def evaluate_files(
     return {"metrics": ev.metrics, "output_dir": str(out), "unseen": ev.unseen}
 
 
-def _optional_train(store: RunStore):
-    try:
-        return store.data_files.get("train")
-    except DataError:
-        return None
-
-
-__all__ = ["Evaluation", "evaluate_store", "evaluate_files", "RANKS_COLUMNS"]
+__all__ = ["Evaluation", "evaluate_store", "evaluate_files", "filter_sources", "RANKS_COLUMNS"]

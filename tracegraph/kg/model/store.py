@@ -21,6 +21,7 @@ import torch
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.datafiles import resolve_data_files
 from tracegraph.kg.data.labels import RunLabels, run_labels
+from tracegraph.kg.data.questions import TRIPLE, Questions, resolve, resolve_file
 from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.kg.data.unseen import encode_known
 from tracegraph.kg.model.model_io import (
@@ -54,12 +55,25 @@ class RunStore:
         path: the run directory, or one checkpoint file of it (then that is the model scored).
         device: where models are loaded ("cpu", "cuda", "cuda:1" or "auto").
         cache_bytes: checkpoint contents kept in memory before the least recently used is dropped.
+        data_files: split name ("train", "valid", "test") -> a file to use in place of the one the
+            run recorded (a training file edited since training, say): used as it is, with a
+            warning when its bytes differ from the recorded ones.
+        stand_in: split name -> a file to use only when the recorded one is missing or changed.
 
     Cheap to open: nothing is read until it is needed, and no weights until a model is used.
     """
 
-    def __init__(self, path: str | Path, device: str | torch.device = "cpu", cache_bytes: int = CACHE_BYTES):
+    def __init__(
+        self,
+        path: str | Path,
+        device: str | torch.device = "cpu",
+        cache_bytes: int = CACHE_BYTES,
+        data_files: dict | None = None,
+        stand_in: dict | None = None,
+    ):
         self.opened_with = Path(path)  # a checkpoint file here means "this checkpoint" (explain)
+        self.given_files = {k: Path(v) for k, v in (data_files or {}).items() if v is not None}
+        self.stand_in = {k: Path(v) for k, v in (stand_in or {}).items() if v is not None}
         self.checkpoint = resolve_checkpoint(path)  # the model scored by predict/score/evaluate
         self.path = model_dir_of(self.checkpoint)
         self.device = resolve_device(device) if isinstance(device, str) else torch.device(device)
@@ -107,13 +121,29 @@ class RunStore:
     def data_files(self) -> dict[str, Path]:
         """The run's train/valid/test files, found from any working directory and after a move.
 
-        Each is checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`).
+        Each is checked against its recorded sha256 (:mod:`tracegraph.kg.data.datafiles`); a file
+        given when the run was opened (``data_files``) is used in place of the recorded one.
 
         Raises:
             DataError: a recorded file is missing or its content changed (the message names the flag
                 that gives another file).
         """
-        return resolve_data_files(self.path, self.config)
+        return self.data_files_with()
+
+    def data_files_with(self, **given) -> dict[str, Path]:
+        """:attr:`data_files` with more files given in place of the recorded ones (not cached).
+
+        Args:
+            **given: split name -> file, e.g. ``train=...`` (None: the recorded one).
+
+        Returns:
+            split name -> file.
+
+        Raises:
+            DataError: a recorded file not given is missing or its content changed.
+        """
+        files = {**self.given_files, **{k: Path(v) for k, v in given.items() if v is not None}}
+        return resolve_data_files(self.path, self.config, files, self.stand_in)
 
     @cached_property
     def labels(self) -> RunLabels:
@@ -245,6 +275,30 @@ class RunStore:
         return np.stack(
             [self.entities.ids(h, "entity"), self.relations.ids(r, "relation"), self.entities.ids(t, "entity")], axis=1
         ).reshape(-1, 3)
+
+    def resolve_questions(self, questions, kinds: tuple[str, ...] = TRIPLE) -> Questions:
+        """Questions in the user's words turned into the run's labels (:mod:`tracegraph.kg.data.questions`).
+
+        Entities by label or by a name only one has; relations by label, readable name or predicate.
+
+        Args:
+            questions: A questions file, a DataFrame or an iterable of tuples.
+            kinds: What each field is (``TRIPLE``: head, relation, tail; ``QUERY``: head, relation).
+
+        Returns:
+            The resolved questions.
+
+        Raises:
+            UnresolvedQuestions: Questions that name no entity or relation of the run, all of them
+                with their line (or position) and reason.
+            DataError: A file is missing or malformed.
+        """
+        if isinstance(questions, (str, Path)):
+            q = resolve_file(questions, self.labels, self.entities, self.relations, kinds)
+        else:
+            rows = list(zip(*label_columns(questions, len(kinds))))
+            q = resolve(rows, self.labels, self.entities, self.relations, kinds=kinds)
+        return q.check()
 
     def known_tails(self, sources: Iterable) -> KnownTails:
         """The filter index of the true triples in ``sources``, with reciprocals for reciprocal models.

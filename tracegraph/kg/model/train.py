@@ -41,7 +41,14 @@ from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import Ranks, evaluate, summarize
 from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, stored_bce_1n, tied_lookup
 from tracegraph.kg.model.model_io import model_payload
-from tracegraph.kg.model.training_files import RESUME_CHECKPOINT, claim_run_dir, resume, resume_payload, run_config
+from tracegraph.kg.model.training_files import (
+    RESUME_CHECKPOINT,
+    claim_run_dir,
+    resume,
+    resume_payload,
+    run_config,
+    test_results,
+)
 from tracegraph.kg.model.schedules import make_optimizer, make_schedule, resolve_patience
 from tracegraph.kg.model.softmax_loss import LOSSES, ce_1n
 from tracegraph.kg.model.train_config import TrainConfig  # noqa: F401  (the public name lives here too)
@@ -550,9 +557,8 @@ def _finish(s: Session, state: dict, start_epoch: int, stopped_early: bool) -> d
         res, _ = _evaluate(s.ctx, model, s.data.test, s.filter_index, batch_size=s.eval_batch_size, device=s.device)
         summary["test"] = res
         if s.ctx.is_main:
-            atomic_write_json(
-                out / "test_results.json", dict(res, model="best_model.pt" if has_best else "final_model.pt")
-            )
+            model_file = out / ("best_model.pt" if has_best else "final_model.pt")
+            atomic_write_json(out / "test_results.json", test_results(s.cfg, res, model_file, s.data.unseen))
         log.info(f"test: MRR {res['both']['mrr']:.4f}, Hits@10 {res['both']['hits@10']:.4f}")
     return summary
 

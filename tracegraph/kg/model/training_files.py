@@ -17,6 +17,7 @@ import torch
 from tracegraph import __version__
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.model.conve import ConvEConfig
+from tracegraph.kg.model.evaluate import evaluation_record
 from tracegraph.kg.model.model_io import list_epoch_checkpoints
 from tracegraph.kg.model.train_config import TrainConfig
 from tracegraph.kg.data.datafiles import record_data_files
@@ -203,3 +204,23 @@ def run_config(cfg: TrainConfig, mcfg: ConvEConfig, device, precision: str, fuse
             "python": platform.python_version(),
         },
     }
+
+
+def test_results(cfg: TrainConfig, metrics: dict, model_file: Path, unseen: dict | None) -> dict:
+    """``test_results.json``: the test metrics of the model kept, in ``evaluation.json``'s layout.
+
+    Args:
+        cfg: The run's settings (its data files and ``filter_triples``).
+        metrics: The test metrics per side.
+        model_file: The model ranked (best, else final).
+        unseen: What the ``--unseen`` policy found and did.
+
+    Returns:
+        ``{"metrics", "checkpoint", "test", "filter", "unseen"}``; the filter names each file once.
+    """
+    files, seen = [], set()
+    for f in (cfg.train, cfg.valid, cfg.test, *cfg.filter_triples):
+        if f and str(Path(f).resolve()) not in seen:
+            seen.add(str(Path(f).resolve()))
+            files.append(Path(f).resolve())
+    return evaluation_record(metrics, model_file, Path(cfg.test).resolve(), files, unseen)

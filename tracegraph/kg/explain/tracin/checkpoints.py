@@ -91,4 +91,28 @@ def explained_checkpoints(store, spec: list[str] | None) -> tuple[list[Path], st
     return chosen, f"TracIn sums {len(chosen)} checkpoint(s), {why}: {listed}"
 
 
-__all__ = ["resolve_checkpoint_list", "explained_checkpoints"]
+def single_checkpoint_warning(store, spec: list[str] | None, chosen: list[Path]) -> str | None:
+    """The warning when TracIn would sum one checkpoint that the user did not name, else None.
+
+    One checkpoint makes TracIn a single gradient product at one point of training rather than a
+    sum along it; more checkpoints come from training with a smaller ``--checkpoint-every``.
+
+    Args:
+        store: the run's store (was it opened on one checkpoint file?).
+        spec: the ``--checkpoints`` given, or None.
+        chosen: the checkpoints :func:`explained_checkpoints` chose.
+
+    Returns:
+        The warning, or None when more than one is summed or the one was asked for by name.
+    """
+    named = (spec is None and store.opened_with.is_file()) or (spec not in (None, ["all"]))
+    if len(chosen) != 1 or named:
+        return None
+    return (
+        f"TracIn sums a single checkpoint ({chosen[0].name}): the influence is one gradient product at that "
+        f"point of training, not a sum along it. Train with --checkpoint-every K (K below the explained "
+        f"model's epoch) to save more checkpoints"
+    )
+
+
+__all__ = ["resolve_checkpoint_list", "explained_checkpoints", "single_checkpoint_warning"]

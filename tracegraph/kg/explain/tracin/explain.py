@@ -16,7 +16,7 @@ torchrun) shards the *test* triples across devices instead.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import LabeledTriples, encode_triples, read_labeled_triples, triple_file_stem
+from tracegraph.kg.data.questions import Questions
+from tracegraph.kg.data.triples import encode_triples, read_labeled_triples, triple_file_stem
 from tracegraph.kg.explain.methods import (
     MethodOptions,
     default_method,
@@ -34,7 +35,11 @@ from tracegraph.kg.explain.methods import (
     single_score,
 )
 from tracegraph.kg.explain.ranking import WalkLengths
-from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, resolve_checkpoint_list
+from tracegraph.kg.explain.tracin.checkpoints import (
+    explained_checkpoints,
+    resolve_checkpoint_list,
+    single_checkpoint_warning,
+)
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS, InfluenceOptions, InfluenceResult, check_influence_options
 from tracegraph.kg.explain.tracin.factors import select_layers
 from tracegraph.kg.explain.tracin.influence import TracIn
@@ -48,18 +53,22 @@ from tracegraph.kg.explain.tracin.rows import (
     _pick,
     _rel_names,
     _rows,
+    explanation_meta,
     header_of,
     rival_records,
+    run_summary,
 )
+from tracegraph.kg.explain.tracin.selection import Selection as _Selection, explain_questions, select_candidates
 from tracegraph.kg.explain.tracin.sharding import _influence_over_devices, _influence_over_ranks
 from tracegraph.kg.model.store import RunStore, filter_index, run_files
-from tracegraph.runtime.distributed import broadcast_object, init_distributed, parse_devices
+from tracegraph.runtime.distributed import init_distributed, parse_devices
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.rundir import check_one_run
 
 __all__ = [
     "ExplainConfig",
     "run_explain",
+    "explain_questions",
     "resolve_checkpoint_list",
     "CSV_HEADER",
     "EXTRA_COLUMNS",
@@ -100,6 +109,11 @@ class ExplainConfig:
     # which prediction the margin methods explain: the tail of (h, r, ?), or with reciprocal relations
     # the head of (?, r, t) — their rival is then a head; TracIn itself sums both of a triple's directions
     side: str = "tail"
+    # questions that name no entity or relation of the run: refused, all listed (False), or set aside
+    # in summary.json's "unresolved" while the others are explained (True)
+    skip_unresolved: bool = False
+    # the known true triples of the rank and rival filter; None: the run's train/valid/test files
+    filter_files: list[str] | None = None
 
 
 base_name = triple_file_stem  # explain's outputs: <stem>_tracin.csv / .json
@@ -110,20 +124,10 @@ class _Inputs:
     train_ids: np.ndarray
     checkpoints: list[Path]
     checkpoints_note: str  # which checkpoints are summed, and why (logged when the work starts)
+    checkpoints_warning: str | None  # one checkpoint summed that nobody named: how to get more
     eps: float
     ent_names: list[str]
     rel_names: list[str]
-
-
-@dataclass
-class _Selection:
-    todo: list  # (index, file stem, (h, r, t) ids)
-    failures: list
-    skipped: list
-    subsets: dict  # index -> training rows ranked
-    union: np.ndarray
-    requested: int
-    filtered: bool  # each test triple ranks its own subgraph (else every training triple)
 
 
 @dataclass
@@ -137,7 +141,10 @@ class _Parts:
 
 
 def run_explain(
-    cfg: ExplainConfig, train_subsets: Callable[[int, int], np.ndarray] | None = None, run: RunStore | None = None
+    cfg: ExplainConfig,
+    train_subsets: Callable[[int, int], np.ndarray] | None = None,
+    run: RunStore | None = None,
+    questions: Questions | None = None,
 ) -> ExplainResult:
     """Explain every selected test triple; returns the records (nothing is written).
 
@@ -146,16 +153,22 @@ def run_explain(
         train_subsets: ``(head_id, tail_id) -> rows`` of the training triples to rank for that test
             triple (a filtered subgraph); default every training triple.
         run: the store of ``cfg.model_dir`` when the caller has it open (id maps and cached checkpoints reused).
+        questions: :func:`explain_questions` of ``cfg`` when the caller resolved them already (to
+            refuse bad questions before it prepares the output folder).
 
     Returns:
         An :class:`ExplainResult`; under torchrun only rank 0's holds explanations.
+
+    Raises:
+        UnresolvedQuestions: some test triples name no entity or relation of the run (all are
+            listed), unless ``cfg.skip_unresolved``.
     """
     cfg = _checked(cfg)
     t0 = time.perf_counter()
     ctx, devices, device = _placement(cfg)
     store = run if run is not None else RunStore(cfg.model_dir, device)  # the id maps only: no weights yet
     inputs = _inputs(cfg, store)
-    sel = select_candidates(cfg, store, inputs.train_ids, train_subsets)
+    sel = select_candidates(cfg, store, inputs.train_ids, train_subsets, questions)
     explanations, parts = [], None
     if sel.todo:
         method = get_method(cfg.method)
@@ -169,10 +182,12 @@ def run_explain(
         keys = None if method.in_pass else method_order(cfg, store, inputs, sel, test_ids, device)
         if ctx.is_main:
             explanations = pick_rows(cfg, store, inputs, sel, parts, keys, method)
-    summary = _summary(cfg, sel, inputs, parts, explanations, ctx, devices, device, time.perf_counter() - t0)
+    summary = run_summary(cfg, sel, inputs, parts, explanations, ctx, devices, device, time.perf_counter() - t0)
     if ctx.is_main:
         for f in sel.failures:
             log.warning(f"test triple {f['index']} {f['triple']}: {f['reason']}")
+        for u in sel.unresolved:
+            log.warning(f"skipped question on line {u['line']} {u['question']}: {u['reason']}")
     return ExplainResult(explanations, summary)
 
 
@@ -206,6 +221,7 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     train_ids = encode_triples(read_labeled_triples(cfg.train), store.entities, store.relations)
     select_layers(store.model, cfg.layers)  # a bad --layers is an error before anything is logged
     checkpoints, note = explained_checkpoints(store, cfg.checkpoints)
+    few = single_checkpoint_warning(store, cfg.checkpoints, checkpoints)
     check_one_run(store.path, checkpoints)  # TracIn sums over them: they must be one run's
     eps = cfg.label_smoothing if cfg.label_smoothing is not None else store.label_smoothing
     if cfg.side == "head" and not store.model.config.reciprocal:
@@ -217,75 +233,7 @@ def _inputs(cfg: ExplainConfig, store: RunStore) -> _Inputs:
     rel_names = (
         _rel_names(cfg.edge_map, rels) if cfg.edge_map else [store.labels.relation_names.get(x, x) for x in rels]
     )
-    return _Inputs(train_ids, checkpoints, note, eps, ent_names, rel_names)
-
-
-def select_candidates(cfg: ExplainConfig, store: RunStore, train_ids: np.ndarray, train_subsets) -> _Selection:
-    """Stage 2: the test triples to explain and the training rows each one ranks.
-
-    A test triple with an unknown label, or whose filtered training graph is empty, is a recorded
-    failure, not a stop; with ``skip_existing``, one whose CSV exists is skipped. Under torchrun
-    rank 0's list is used by every rank.
-
-    Args:
-        cfg: the settings (test triples, ``start_index``, ``max_triples``, ``skip_existing``, ``output_dir``).
-        store: the run's store (its id maps).
-        train_ids: ``[M, 3]`` training triples as ids.
-        train_subsets: ``(head_id, tail_id) -> rows`` of the training triples a test triple ranks;
-            None: every training triple.
-
-    Returns:
-        The selection: the test triples to explain, failures, skipped ones, each one's rows and their union.
-    """
-    lt = _test_triples(cfg.test_triples)
-    ents, rels = store.entities, store.relations
-    end = len(lt) if cfg.max_triples is None else min(len(lt), cfg.start_index + cfg.max_triples)
-    out = Path(cfg.output_dir) if cfg.output_dir else None
-    todo, failures, skipped = [], [], []
-    for i in range(cfg.start_index, end):
-        h, r, t = lt.heads[i], lt.relations[i], lt.tails[i]
-        name = base_name(i, h, t)
-        if cfg.skip_existing and out is not None and (out / f"{name}_tracin.csv").is_file():
-            skipped.append(name)
-            continue
-        missing = [f"entity {x!r}" for x in (h, t) if x not in ents] + ([f"relation {r!r}"] if r not in rels else [])
-        if missing:
-            failures.append(
-                {"index": i, "triple": [h, r, t], "reason": f"not in the model's id maps: {', '.join(missing)}"}
-            )
-            continue
-        todo.append((i, name, (ents.id(h), rels.id(r), ents.id(t))))
-    todo, failures, skipped = broadcast_object((todo, failures, skipped))  # torchrun: rank 0's disk decides
-    subsets = {}
-    for i, name, (h, r, t) in list(todo):
-        rows = np.arange(len(train_ids)) if train_subsets is None else np.asarray(train_subsets(h, t), np.int64)
-        if len(rows) == 0:
-            failures.append(
-                {
-                    "index": i,
-                    "triple": [lt.heads[i], lt.relations[i], lt.tails[i]],
-                    "reason": "the filtered training graph around this triple is empty",
-                }
-            )
-            todo.remove((i, name, (h, r, t)))
-            continue
-        subsets[i] = rows
-    union = np.unique(np.concatenate(list(subsets.values()))) if subsets else np.zeros(0, np.int64)
-    return _Selection(todo, failures, skipped, subsets, union, end - cfg.start_index, train_subsets is not None)
-
-
-def _test_triples(test) -> LabeledTriples:
-    """A triples file, or label triples already checked by the caller (the Python API)."""
-    if isinstance(test, (str, Path)):
-        return read_labeled_triples(test)
-    rows = [tuple(str(x) for x in t) for t in test]
-    return LabeledTriples(
-        [h for h, _, _ in rows],
-        [r for _, r, _ in rows],
-        [t for _, _, t in rows],
-        np.arange(1, len(rows) + 1),
-        "<test triples>",
-    )
+    return _Inputs(train_ids, checkpoints, note, few, eps, ent_names, rel_names)
 
 
 def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, method, ctx, devices, device) -> _Parts:
@@ -313,6 +261,8 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
     """
     T = len(test_ids)
     log.info(inputs.checkpoints_note)
+    if inputs.checkpoints_warning and ctx.is_main:
+        log.warning(inputs.checkpoints_warning)
     tracin = TracIn.from_parts(
         store,
         inputs.train_ids,
@@ -330,7 +280,7 @@ def influence_parts(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, meth
     )
     head_side = np.full(T, cfg.side == "head")
     ranks, s_fact, rivals, s_rival = rank_and_rival(
-        store.model, test_ids, filter_index(store, run_files(store)), head_side
+        store.model, test_ids, filter_index(store, _filter_files(cfg, store)), head_side
     )
     engine_ids = np.concatenate([test_ids, rivals]) if method.needs_rival else test_ids
     rival_of = (
@@ -377,7 +327,7 @@ def method_order(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, device)
         train_ids=inputs.train_ids,
         facts=test_ids,
         subsets=[sel.subsets[i] for i, _, _ in sel.todo],
-        known=filter_index(store, run_files(store)),
+        known=filter_index(store, _filter_files(cfg, store)),
         opts=opts,
         device=device,
     )[cfg.method]
@@ -429,47 +379,16 @@ def pick_rows(cfg, store, inputs: _Inputs, sel: _Selection, parts: _Parts, keys,
         out.append(
             Explanation(
                 name,
-                _meta(cfg, store, inputs, parts, j, i, (h, r, t), len(cols), rows),
+                explanation_meta(cfg, store, inputs.eps, parts, j, i, (h, r, t), len(cols), rows),
                 pd.DataFrame(rows, columns=header_of(rows)),
             )
         )
     return out
 
 
-def _meta(cfg, store, inputs, parts: _Parts, j, i, triple, ranked: int, rows) -> dict:
-    h, r, t = triple
-    ents, res = store.entities.labels, parts.result
-    meta = {
-        "test_triple": {
-            "index": i,
-            "head": ents[h],
-            "relation": store.relations.labels[r],
-            "tail": ents[t],
-            "rank": float(parts.ranks[j]),
-            "score": float(parts.scores[j]),
-        },
-        "method": cfg.method,
-        "side": cfg.side,
-        "engine": cfg.engine,
-        "loss": cfg.loss,
-        "label_smoothing": inputs.eps,
-        "layers": res.layers,
-        "checkpoints": [asdict(c) for c in res.checkpoints],
-        "learning_rates": [c.lr for c in res.checkpoints],
-        "test_self_influence": float(res.test_self[j]),
-        "training_triples_ranked": int(ranked),
-        "top_k": cfg.top_k,
-    }
-    if parts.rivals is not None:  # what the margin is taken against: without it the ranking cannot be read
-        meta["rival"] = parts.rivals[j]
-    n_opp = sum(row[-1] == "opponent" for row in rows)
-    if cfg.top_k is not None and n_opp < cfg.top_k:
-        meta["opponents_note"] = (
-            f"{n_opp} opponent(s) of the {cfg.top_k} asked: only {n_opp} candidate(s) have a "
-            f"negative score; opponents are never filled with weak proponents"
-        )
-        log.info(f"test triple {i}: {meta['opponents_note']}")
-    return meta
+def _filter_files(cfg: ExplainConfig, store: RunStore) -> list:
+    """The known true triples of the rank and rival filter: ``cfg.filter_files``, else the run's data files."""
+    return list(cfg.filter_files) if cfg.filter_files is not None else run_files(store)
 
 
 def _walks(train_ids, subsets, test_ids, skip, every_row: bool):
@@ -487,39 +406,3 @@ def _walks(train_ids, subsets, test_ids, skip, every_row: bool):
         return (shared or WalkLengths(train_ids[subsets[j]][:, [0, 2]]))(h, t)
 
     return walk_of
-
-
-def _summary(cfg, sel: _Selection, inputs: _Inputs, parts, explanations, ctx, devices, device, seconds) -> dict:
-    summary = {
-        "requested": sel.requested,
-        "explained": len(sel.todo),
-        "skipped_existing": len(sel.skipped),
-        "failed": len(sel.failures),
-        "failures": sel.failures,
-        "elapsed_seconds": seconds,
-        "files": [f"{e.name}_tracin.{x}" for e in explanations for x in ("csv", "json")],
-        "method": cfg.method,
-        "engine": cfg.engine,
-        "loss": cfg.loss,
-        "layers": parts.result.layers if parts else cfg.layers,
-        "checkpoints": [str(c) for c in inputs.checkpoints],
-        "training_triples": int(len(inputs.train_ids)),
-        "union_of_ranked_training_triples": int(len(sel.union)),
-        "device": str(device),
-        "side": cfg.side,
-        "top_k": cfg.top_k,
-        "triples": [
-            {
-                **{k: e.meta["test_triple"][k] for k in ("index", "head", "relation", "tail", "rank", "score")},
-                "rival": e.meta.get("rival"),
-                "csv": f"{e.name}_tracin.csv",
-                "json": f"{e.name}_tracin.json",
-            }
-            for e in explanations
-        ],
-    }
-    if ctx.active:
-        summary["world_size"] = ctx.world_size
-    if devices:
-        summary["devices"] = [str(d) for d in devices]
-    return summary

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints
+from tracegraph.kg.explain.tracin.checkpoints import explained_checkpoints, single_checkpoint_warning
 from tracegraph.kg.explain.tracin.engine import (
     DEFAULT_LOSS,
     InfluenceOptions,
@@ -82,6 +82,9 @@ class TracIn:
             raise TracegraphError(f"{store.path}: the run records no training file that still exists; pass train=")
         paths, note = explained_checkpoints(store, checkpoints)
         log.info(note)
+        few = single_checkpoint_warning(store, checkpoints, paths)
+        if few:
+            log.warning(few)
         eps = label_smoothing if label_smoothing is not None else store.label_smoothing
         options = InfluenceOptions(
             engine=engine,

@@ -11,13 +11,14 @@ record says so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from tracegraph.kg.data.triples import read_edge_map, read_name_dict
 from tracegraph.kg.explain.ranking import margin_shell
+from tracegraph.runtime.progress import log
 
 CSV_HEADER = [
     "TestHead",
@@ -224,6 +225,111 @@ def _rel_names(path, labels: list[str]) -> list[str]:
     return [emap.get(lab, lab) for lab in labels]
 
 
+def explanation_meta(cfg, store, eps: float, parts, j: int, i: int, triple, ranked: int, rows) -> dict:
+    """One explained test triple's record (its companion JSON without the rows).
+
+    Args:
+        cfg: the explain settings (method, side, engine, loss, top_k).
+        store: the run (its labels).
+        eps: the label smoothing of the loss.
+        parts: the influence stage's result, ranks, scores and rivals.
+        j: the test triple's row among those explained.
+        i: its position among the questions.
+        triple: its ``(h, r, t)`` ids.
+        ranked: how many training triples it ranked.
+        rows: its listing (for the opponents' note).
+
+    Returns:
+        The record.
+    """
+    h, r, t = triple
+    ents, res = store.entities.labels, parts.result
+    meta = {
+        "test_triple": {
+            "index": i,
+            "head": ents[h],
+            "relation": store.relations.labels[r],
+            "tail": ents[t],
+            "rank": float(parts.ranks[j]),
+            "score": float(parts.scores[j]),
+        },
+        "method": cfg.method,
+        "side": cfg.side,
+        "engine": cfg.engine,
+        "loss": cfg.loss,
+        "label_smoothing": eps,
+        "layers": res.layers,
+        "checkpoints": [asdict(c) for c in res.checkpoints],
+        "learning_rates": [c.lr for c in res.checkpoints],
+        "test_self_influence": float(res.test_self[j]),
+        "training_triples_ranked": int(ranked),
+        "top_k": cfg.top_k,
+    }
+    if parts.rivals is not None:  # what the margin is taken against: without it the ranking cannot be read
+        meta["rival"] = parts.rivals[j]
+    n_opp = sum(row[-1] == "opponent" for row in rows)
+    if cfg.top_k is not None and n_opp < cfg.top_k:
+        meta["opponents_note"] = (
+            f"{n_opp} opponent(s) of the {cfg.top_k} asked: only {n_opp} candidate(s) have a "
+            f"negative score; opponents are never filled with weak proponents"
+        )
+        log.info(f"test triple {i}: {meta['opponents_note']}")
+    return meta
+
+
+def run_summary(cfg, sel, inputs, parts, explanations, ctx, devices, device, seconds: float) -> dict:
+    """``summary.json``: what was asked, explained, set aside or failed, the settings, one entry per triple.
+
+    Args:
+        cfg: the explain settings.
+        sel: the selection (explained, skipped, failed and unresolved questions).
+        inputs: the training triples and checkpoints.
+        parts: the influence stage's result (None when nothing was explained).
+        explanations: the records, in order.
+        ctx: the distributed context.
+        devices: the devices of a multi-device run, or None.
+        device: the device.
+        seconds: the time taken.
+
+    Returns:
+        The summary.
+    """
+    summary = {
+        "requested": sel.requested,
+        "explained": len(sel.todo),
+        "skipped_existing": len(sel.skipped),
+        "failed": len(sel.failures),
+        "failures": sel.failures,
+        "unresolved": sel.unresolved,
+        "elapsed_seconds": seconds,
+        "files": [f"{e.name}_tracin.{x}" for e in explanations for x in ("csv", "json")],
+        "method": cfg.method,
+        "engine": cfg.engine,
+        "loss": cfg.loss,
+        "layers": parts.result.layers if parts else cfg.layers,
+        "checkpoints": [str(c) for c in inputs.checkpoints],
+        "training_triples": int(len(inputs.train_ids)),
+        "union_of_ranked_training_triples": int(len(sel.union)),
+        "device": str(device),
+        "side": cfg.side,
+        "top_k": cfg.top_k,
+        "triples": [
+            {
+                **{k: e.meta["test_triple"][k] for k in ("index", "head", "relation", "tail", "rank", "score")},
+                "rival": e.meta.get("rival"),
+                "csv": f"{e.name}_tracin.csv",
+                "json": f"{e.name}_tracin.json",
+            }
+            for e in explanations
+        ],
+    }
+    if ctx.active:
+        summary["world_size"] = ctx.world_size
+    if devices:
+        summary["devices"] = [str(d) for d in devices]
+    return summary
+
+
 __all__ = [
     "CSV_HEADER",
     "EXTRA_COLUMNS",
@@ -233,4 +339,6 @@ __all__ = [
     "pick",
     "header_of",
     "rival_records",
+    "explanation_meta",
+    "run_summary",
 ]
