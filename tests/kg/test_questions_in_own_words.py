@@ -13,6 +13,9 @@ import pandas as pd
 import pytest
 
 import tracegraph
+from tracegraph.errors import TracegraphError
+from tracegraph.kg.data.labels import RunLabels
+from tracegraph.kg.data.triples import IdMap
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.kg.data.questions import UnresolvedQuestions
 
@@ -64,6 +67,16 @@ def test_explain_takes_names_and_predicates_in_the_file_and_the_list_form(kgx_ru
     frame = tracegraph.open_run(kgx_run / "run").explain(asked, top_k=2, quiet=True)
     listed = [[t["head"], t["relation"], t["tail"]] for t in frame.attrs["summary"]["triples"]]
     assert listed == meant
+
+
+def test_a_name_typed_in_another_case_means_its_entity_unless_that_is_ambiguous():
+    labels = RunLabels(entity_names={"HP:1": "Hypercholesterolemia", "X:1": "Cell", "X:2": "cell"})
+    entities = IdMap(["HP:1", "X:1", "X:2"])
+    assert labels.entity("hypercholesterolemia", entities) == "HP:1"
+    assert labels.entity("HYPERCHOLESTEROLEMIA", entities) == "HP:1"
+    assert labels.entity("cell", entities) == "X:2"  # the exact name first
+    with pytest.raises(TracegraphError, match="name of 2 entities"):
+        labels.entity("CELL", entities)
 
 
 def test_score_and_predict_triples_take_names_and_predicates(kgx_run, tmp_path):

@@ -88,7 +88,7 @@ class RunLabels:
         raise _unknown(text, "relation", relations, named)
 
     def entity(self, text: str, entities: IdMap) -> str:
-        """The entity label that ``text`` means: a label itself, or a name only one entity has.
+        """The entity label that ``text`` means: a label itself, or a name only one entity has (in any case).
 
         Args:
             text: An entity label or name.
@@ -105,6 +105,8 @@ class RunLabels:
             return text
         by_name = self._entities_by_name()
         hits = by_name.get(text, [])
+        if not hits:  # a name as typed in lower case ("hypercholesterolemia"), when its case is all that differs
+            hits = [lab for name, labs in by_name.items() if name.casefold() == text.casefold() for lab in labs]
         if len(hits) == 1:
             return hits[0]
         if hits:
