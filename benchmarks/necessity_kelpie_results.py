@@ -75,16 +75,17 @@ def main():
     if not args.docs_only:
         res = collect(args.archive, args.commit)
         (DEST / "necessity_kelpie.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
-    update_docs(json.loads((DEST / "necessity_kelpie.json").read_text()))
+    update_docs()
 
 
-def update_docs(res: dict) -> None:
-    """Rewrite the faithfulness page's generated blocks (between their markers) from the results."""
+def update_docs() -> None:
+    """Rewrite the faithfulness page's generated blocks (between their markers) from the results files."""
     from tracegraph.kg.explain.compare_summary import page_blocks
 
     page = ROOT / "docs" / "faithfulness.md"
     text = page.read_text()
-    for (start, end), block in page_blocks(res).items():
+    results = {n: json.loads((DEST / f"{n}.json").read_text()) for n in ("necessity_kelpie", "compare_umls")}
+    for (start, end), block in page_blocks(results).items():
         i, j = text.index(start) + len(start), text.index(end)
         text = text[:i] + "\n" + block + text[j:]
     page.write_text(text)

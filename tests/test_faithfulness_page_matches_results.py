@@ -7,7 +7,11 @@ from pathlib import Path
 from tracegraph.kg.explain.compare_summary import page_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = json.loads((ROOT / "benchmarks" / "results" / "necessity_kelpie.json").read_text())
+ALL = {
+    n: json.loads((ROOT / "benchmarks" / "results" / f"{n}.json").read_text())
+    for n in ("necessity_kelpie", "compare_umls")
+}
+RESULTS = ALL["necessity_kelpie"]
 PAGE = (ROOT / "docs" / "faithfulness.md").read_text()
 NUMBER = re.compile(r"[−+-]?\d+\.\d+")
 
@@ -17,14 +21,14 @@ def numbers(text: str) -> set[str]:
 
 
 def test_the_page_tables_are_rendered_from_the_results_file():
-    for (start, end), block in page_blocks(RESULTS).items():
+    for (start, end), block in page_blocks(ALL).items():
         shown = PAGE.split(start, 1)[1].split(end, 1)[0]
         assert shown.strip() == block.strip(), f"the block after {start} differs from the results file"
 
 
 def test_every_figure_in_the_side_by_side_prose_is_in_its_tables():
     section = PAGE.split("## Side by side with Kelpie", 1)[1].split("\n## ", 1)[0]
-    tables = "".join(page_blocks(RESULTS).values())
+    tables = "".join(page_blocks(ALL).values())
     prose = re.sub(r"<!-- side-by-side.*?<!-- /side-by-side[^>]*-->", "", section, flags=re.S)
     prose = re.sub(r"```.*?```", "", prose, flags=re.S)  # the example command's settings
     settings = {"0.003", "0.995", "0.2", "0.3", "0.1"}  # Kelpie's training settings, quoted from its protocol

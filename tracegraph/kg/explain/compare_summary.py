@@ -159,7 +159,7 @@ ARM_TITLES = {
     "random-head-tail": "random head or tail facts",
     "noise": "noise floor: another seed, nothing removed",
 }
-DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR"}
+DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR", "umls": "UMLS"}
 
 
 def _cell(s: dict | None, filtering: str, key: str) -> str:
@@ -244,9 +244,19 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     return "\n".join(out)
 
 
-def page_blocks(results: dict) -> dict[tuple[str, str], str]:
-    """The faithfulness page's generated blocks: (start marker, end marker) -> markdown."""
+def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
+    """The faithfulness page's generated blocks: (start marker, end marker) -> markdown.
+
+    Args:
+        results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
+            ``compare_umls``).
+
+    Returns:
+        The blocks.
+    """
+    kelpie, umls = results["necessity_kelpie"], results["compare_umls"]
     return {
-        ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(results),
-        ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(results),
+        ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
+        ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
+        ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }
