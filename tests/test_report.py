@@ -425,3 +425,33 @@ def test_demo_page_tags_planted_edges_in_the_general_explained_section(explained
     assert block.count('<tr class="mark">') == len(marks[EXPLAINED[0]])
     assert "&lt;none&gt;" in text and "&lt;y&gt;" in text and "&lt;c&gt;" in text and "<none>" not in text
     assert "http://" not in text and "https://" not in text
+
+
+def test_questions_explain_set_aside_are_listed_on_the_report(explained, tmp_path):
+    run_dir, _ = explained
+    questions = tmp_path / "q.txt"
+    questions.write_text("\t".join(EXPLAINED[0]) + "\n" + "steroidz\tinteracts_with\teicosanoid\n")
+    out = tmp_path / "expl"
+    res = run_cli(
+        [
+            "explain",
+            "--model-dir",
+            run_dir,
+            "--test-triples",
+            questions,
+            "-o",
+            out,
+            "--top-k",
+            "3",
+            "--device",
+            "cpu",
+            "--skip-unresolved",
+        ]
+    )
+    assert res.exit_code == 0, res.output
+    page = tmp_path / "r.html"
+    assert run_cli(["report", run_dir, "--explanations", out, "-o", page, "--device", "cpu"]).exit_code == 0
+    text = page.read_text(encoding="utf-8")
+    section = text.split("Questions not explained", 1)[1]
+    assert "steroidz" in section and "closest" in section  # the question as asked, and why it was set aside
+    assert section.split("</table>", 1)[0].count("<td><code>") == 1  # one row: the explained question is not there
