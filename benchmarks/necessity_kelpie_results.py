@@ -69,10 +69,12 @@ def collect(archive: Path, commit: str) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("archive", type=Path, nargs="?")
-    ap.add_argument("--commit", required=True, help="the commit whose working tree the device ran")
+    ap.add_argument("--commit", help="the commit whose working tree the device ran (needed unless --docs-only)")
     ap.add_argument("--docs-only", action="store_true", help="only rewrite the page's tables from the results file")
     args = ap.parse_args()
     if not args.docs_only:
+        if not args.archive or not args.commit:
+            ap.error("give the archive and --commit (or --docs-only)")
         res = collect(args.archive, args.commit)
         (DEST / "necessity_kelpie.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
     update_docs()
