@@ -111,6 +111,9 @@ def test_each_arm_removes_by_hand_sets_and_ranks_under_both_filterings(run, monk
     fact_ids = ids_of(lm, facts)
     assert arm["ranks"]["original"] == [brute_side(lm.model, known, f, False)[0] for f in fact_ids]
     assert arm["ranks"]["reduced"] == [brute_side(lm.model, known - removed, f, False)[0] for f in fact_ids]
+    # margin halves: the run's lead over its best filtered rival, by brute force, split at the median
+    lead = np.array([brute_side(lm.model, known, f, False)[1] for f in fact_ids])
+    assert res["groups"]["margin"] == ["near tie" if x <= np.median(lead) else "confident" for x in lead]
     s = res["summary"]["ext"]
     assert s["reduced"]["change_hits@1"] == pytest.approx(np.mean(np.array(arm["ranks"]["reduced"]) <= 1) - 1)
     assert s["facts_removed"] == len(want)
@@ -172,8 +175,8 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
     known = id_set(lm, run / "train.txt", run / "valid.txt", run / "test.txt")
     arm = json.loads((out / "arms" / "k.json").read_text())
     assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
-    md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the two group tables
-    assert md.count("\n| k |") == 3 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+    md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the three group tables
+    assert md.count("\n| k |") == 4 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
 
 
 def test_malformed_explanations_file_is_one_error_line_naming_file_and_line(run):

@@ -30,24 +30,31 @@ def relation_kinds(train_ids: np.ndarray) -> dict[int, str]:
     return out
 
 
-def fact_groups(facts: np.ndarray, train_ids: np.ndarray) -> dict[str, list[str]]:
-    """Per fact, its group by head degree (halves at the median) and by relation kind.
+def fact_groups(facts: np.ndarray, train_ids: np.ndarray, margins: np.ndarray | None = None) -> dict[str, list[str]]:
+    """Per fact, its group by head degree (halves at the median), relation kind and margin half.
 
     Args:
         facts: Graded facts ``[n, 3]``.
         train_ids: Training triples.
+        margins: The run's lead of each fact's answer over its strongest filtered rival (logits);
+            None leaves the margin groups out.
 
     Returns:
-        ``{"head_degree": [...], "relation_kind": [...]}``, one label per fact.
+        ``{"head_degree": [...], "relation_kind": [...], "margin": [...]}``, one label per fact.
     """
     deg = np.bincount(np.concatenate([train_ids[:, 0], train_ids[:, 2]]), minlength=int(facts.max(initial=0)) + 1)
     head_deg = deg[facts[:, 0]] if len(facts) else np.zeros(0, np.int64)
     median = float(np.median(head_deg)) if len(facts) else 0.0
     kinds = relation_kinds(train_ids)
-    return {
+    out = {
         "head_degree": [f"≤ {median:g}" if d <= median else f"> {median:g}" for d in head_deg],
         "relation_kind": [kinds.get(int(r), "unseen") for r in facts[:, 1]],
     }
+    if margins is not None and len(margins):
+        # near-ties flip on any retrain; a confident prediction only when its support goes
+        m = float(np.median(margins))
+        out["margin"] = ["near tie" if x <= m else "confident" for x in margins]
+    return out
 
 
 def change(before: np.ndarray, after: np.ndarray, n_boot: int, seed: int) -> dict:
@@ -128,7 +135,12 @@ def compare_markdown(res: dict) -> str:
             f"{_ci(o, 'change_mrr')} | {_ci(r, 'change_hits@1')} | {_ci(r, 'change_mrr')} | "
             f"{_ci(o, 'beyond_noise_hits@1')} | {'—' if spe is None else f'{spe:.3f}'} |"
         )
-    for g, title in (("head_degree", "head degree"), ("relation_kind", "relation kind")):
+    titles = {
+        "head_degree": "head degree",
+        "relation_kind": "relation kind",
+        "margin": "margin half (the run's lead over the rival)",
+    }
+    for g, title in ((g, t) for g, t in titles.items() if g in res["groups"]):
         values = sorted({v for s in res["summary"].values() for v in s["groups"][g]})
         counts = {v: res["groups"][g].count(v) for v in values}
         lines += [
@@ -227,8 +239,8 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
         fs = d["fact_sets"].get(fact_set)
         if not fs or not fs["finished"]:
             continue
-        cols = [(g, v) for g in ("head_degree", "relation_kind") for v in sorted(set(fs["groups"][g]))]
-        name = {"head_degree": "head degree", "relation_kind": "relation"}
+        name = {"head_degree": "head degree", "relation_kind": "relation", "margin": "margin"}
+        cols = [(g, v) for g in name if g in fs["groups"] for v in sorted(set(fs["groups"][g]))]
         out += [
             f"**{DATASET_TITLES.get(ds, ds)}**, ΔH@1 (original filtering) by group:",
             "",

@@ -1,0 +1,204 @@
+"""The side-by-side protocol's arms: what each removes, per graded fact (the protocol: kg/explain/compare.py).
+
+``cfg`` below is the protocol's :class:`~tracegraph.kg.explain.compare.CompareConfig`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+import numpy as np
+
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
+from tracegraph.runtime.checkpoints import atomic_write_json, read_json
+from tracegraph.runtime.progress import log
+
+
+@dataclass
+class Arm:
+    """One removal set and its retrain.
+
+    Attributes:
+        name: The arm's name (file stem, table row).
+        kind: ``file``, ``method``, ``random`` or ``noise``.
+        rows: Per graded fact, the training rows its explanation removes.
+        seed: The retrain's seed.
+        seconds_per_explanation: Time to explain one fact (method arms), else None.
+    """
+
+    name: str
+    kind: str
+    rows: list[np.ndarray]
+    seed: int
+    seconds_per_explanation: float | None = None
+
+    def removed(self) -> np.ndarray:
+        """The distinct training rows the arm removes."""
+        return np.unique(np.concatenate([np.asarray(r, np.int64) for r in self.rows] or [np.zeros(0, np.int64)]))
+
+
+def candidate_rows(train_ids: np.ndarray, fact, scope: str) -> np.ndarray:
+    """A fact's candidate training rows: those featuring its head (or its head or tail), never the fact.
+
+    Args:
+        train_ids: Training triples ``[M, 3]``.
+        fact: The fact ``(h, r, t)`` as ids.
+        scope: ``head`` or ``head-tail``.
+
+    Returns:
+        Sorted row positions.
+    """
+    h, r, t = (int(x) for x in fact)
+    ends = (h,) if scope == "head" else (h, t)
+    touch = np.isin(train_ids[:, 0], ends) | np.isin(train_ids[:, 2], ends)
+    itself = (train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)
+    return np.flatnonzero(touch & ~itself)
+
+
+def table_rows(table: ExplanationTable, facts: list, store, row_of: dict) -> list[np.ndarray]:
+    """Per graded fact, the training rows of its explanation in ``table`` (none if it is not there).
+
+    Args:
+        table: An explanations file.
+        facts: The graded facts as label triples.
+        store: The run (its id maps).
+        row_of: Training triple ids -> row.
+
+    Returns:
+        One row array per fact.
+
+    Raises:
+        DataError: An explanation fact with a label the run does not know, or not a training triple
+            (naming the file and line).
+    """
+    explained = {}
+    for fact, expl, line in zip(table.facts, table.explanations, table.lines):
+        rows = []
+        for h, r, t in expl:
+            if h not in store.entities or t not in store.entities or r not in store.relations:
+                raise DataError(f"explanation fact {h}|{r}|{t} names a label the run does not know", table.path, line)
+            key = (store.entities.id(h), store.relations.id(r), store.entities.id(t))
+            if key not in row_of:
+                raise DataError(f"explanation fact {h}|{r}|{t} is not a training triple", table.path, line)
+            rows.append(row_of[key])
+        explained.setdefault(fact, np.asarray(sorted(set(rows)), np.int64))
+    return [explained.get(tuple(f), np.zeros(0, np.int64)) for f in facts]
+
+
+def random_rows(train_ids: np.ndarray, facts: np.ndarray, sizes: list[int], scope: str, seed: int) -> list[np.ndarray]:
+    """Per fact, ``sizes[j]`` random candidates (seeded per fact).
+
+    Args:
+        train_ids: Training triples.
+        facts: Graded facts as ids.
+        sizes: How many rows to draw per fact.
+        scope: Candidate scope (:func:`candidate_rows`).
+        seed: Sampling seed.
+
+    Returns:
+        One row array per fact.
+    """
+    out = []
+    for j, (fact, size) in enumerate(zip(facts, sizes)):
+        pool = candidate_rows(train_ids, fact, scope)
+        out.append(np.sort(np.random.default_rng([seed, j, 3]).permutation(pool)[:size]))
+    return out
+
+
+def removal_digest(arm: Arm, facts: list) -> str:
+    """A fingerprint of what an arm's retrain depends on: its facts, removals and seed."""
+    text = repr((facts, [list(map(int, r)) for r in arm.rows], arm.seed))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def method_arms(store, cfg, facts, labels, train_ids, known, device, out) -> list[Arm]:
+    """One arm per method: each fact's top-k candidates, timed; written to ``explanations/METHOD.tsv``."""
+    from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
+    from tracegraph.kg.explain.necessity import top_rows
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
+    from tracegraph.kg.model.model_io import run_label_smoothing
+
+    cands = [candidate_rows(train_ids, f, cfg.candidates) for f in facts]
+    opts = MethodOptions(
+        loss=cfg.loss, layers=cfg.layers, label_smoothing=run_label_smoothing(Path(cfg.model_dir)), local=cfg.local
+    )
+    checkpoints = resolve_checkpoint_list(Path(cfg.model_dir), None)
+    e, r = store.entities.labels, store.relations.labels
+    arms = []
+    for m in cfg.methods:
+        t0 = time.perf_counter()
+        keys = method_keys_all(
+            [m],
+            model=store.model,
+            checkpoints=checkpoints,
+            train_ids=train_ids,
+            facts=facts,
+            subsets=cands,
+            known=known,
+            opts=opts,
+            device=device,
+        )[m]
+        rows = [np.sort(top_rows(keys[j], cands[j], cfg.k, cfg.seed, j)) for j in range(len(facts))]
+        per = (time.perf_counter() - t0) / len(facts)
+        table = ExplanationTable(list(labels), [[(e[a], r[b], e[c]) for a, b, c in train_ids[x]] for x in rows])
+        write_explanation_table(out / "explanations" / f"{m}.tsv", table)
+        log.info(f"compare: {m} explained {len(facts)} facts, {per:.3f}s each")
+        arms.append(Arm(m, "method", rows, 0, per))
+    return arms
+
+
+def cached_method_arm(out: Path, method: str, facts_labels: list, store, row_of) -> Arm | None:
+    """The method arm explained earlier into ``explanations/`` for the same facts, or None."""
+    tsv, meta = out / "explanations" / f"{method}.tsv", out / "explanations" / f"{method}.json"
+    if not (tsv.is_file() and meta.is_file()):
+        return None
+    info = read_json(meta)
+    if info.get("facts") != [list(f) for f in facts_labels]:
+        return None
+    rows = table_rows(read_explanation_table(tsv), facts_labels, store, row_of)
+    return Arm(method, "method", rows, 0, info.get("seconds_per_explanation"))
+
+
+def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
+    """Every arm's removals, in table order: files, methods, random, noise (see the module doc)."""
+    run_seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
+    row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
+    arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), run_seed) for name, t in tables.items()}
+    todo = []
+    for m in cfg.methods:
+        cached = cached_method_arm(out, m, labels, store, row_of)
+        if cached is None:
+            todo.append(m)
+        else:
+            arms[m] = cached
+    if todo:
+        for arm in method_arms(store, replace_methods(cfg, todo), facts, labels, train_ids, known, device, out):
+            atomic_write_json(
+                out / "explanations" / f"{arm.name}.json",
+                {
+                    "facts": [list(f) for f in labels],
+                    "seconds_per_explanation": arm.seconds_per_explanation,
+                    "device": str(device),
+                },
+            )
+            arms[arm.name] = arm
+    arms = {name: arms[name] for name in [*tables, *cfg.methods]}
+    for a in arms.values():
+        a.seed = run_seed
+    like = cfg.random_like or (next(iter(tables)) if tables else None)
+    if like is not None and like not in arms:
+        raise TracegraphError(f"--random-like {like}: no such arm (arms: {', '.join(arms) or 'none'})")
+    sizes = [len(r) for r in arms[like].rows] if like else [cfg.k] * len(facts)
+    rand = f"random-{cfg.candidates}"
+    arms[rand] = Arm(rand, "random", random_rows(train_ids, facts, sizes, cfg.candidates, cfg.seed), run_seed)
+    noise_seed = run_seed + 1 if cfg.noise_seed is None else cfg.noise_seed
+    arms["noise"] = Arm("noise", "noise", [np.zeros(0, np.int64)] * len(facts), noise_seed)
+    return arms
+
+
+def replace_methods(cfg, methods: list[str]):
+    """``cfg`` with only ``methods`` (the ones not explained yet)."""
+    return replace(cfg, methods=methods)
