@@ -39,7 +39,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ARGS: argparse.Namespace
 KELPIE = ("kelpie", "data_poisoning", "criage", "k1")
-OURS = ("local-retrain", "tracin", "tracin-margin")  # the first is the candidate default
+OURS = (
+    "local-retrain",
+    "tracin-margin-path",
+    "tracin",
+)  # local-retrain: the candidate default; tracin-margin-path: the default now
 
 
 @dataclass

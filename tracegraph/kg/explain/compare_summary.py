@@ -174,6 +174,14 @@ ARM_TITLES = {
 DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR", "umls": "UMLS"}
 
 
+def arm_title(arm: str) -> str:
+    """An arm's row title on the page; explain's default method says so."""
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    title = ARM_TITLES.get(arm, arm)
+    return f"{title}, explain's default" if arm == DEFAULT_EXPLAINER else title
+
+
 def _cell(s: dict | None, filtering: str, key: str) -> str:
     if s is None:
         return "not measured"
@@ -215,7 +223,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
             spe = None if s is None else s["seconds_per_explanation"]
             out.append(
-                f"| {ARM_TITLES.get(arm, arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
+                f"| {arm_title(arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
                 f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
                 f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
                 f"{'—' if spe is None else f'{spe:.2f}'} |"
@@ -251,7 +259,7 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
         ]
         for arm in [a for a in ARM_TITLES if a in fs["summary"]]:
             g = fs["summary"][arm]["groups"]
-            out.append(f"| {ARM_TITLES[arm]} | " + " | ".join(f"{g[k][v]:+.2f}" for k, v in cols) + " |")
+            out.append(f"| {arm_title(arm)} | " + " | ".join(f"{g[k][v]:+.2f}" for k, v in cols) + " |")
         out.append("")
     return "\n".join(out)
 
