@@ -294,3 +294,20 @@ def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_size
     assert calls["noise"][1] == 11 and "random-head-tail" in calls
     rand = json.loads((out / "arms" / "random-head-tail.json").read_text())
     assert rand["explanation_sizes"] == [len(e) for e in table.explanations]
+
+
+def test_method_explanations_are_reused_only_for_the_same_facts_and_settings(run, monkeypatch):
+    write_triples(run / "facts.txt", TRIPLES + TEST)
+    calls = []
+    real = cmp.build_arms.__globals__["method_arms"]
+
+    def counting(store, cfg, *a):
+        calls.append(list(cfg.methods))
+        return real(store, cfg, *a)
+
+    monkeypatch.setitem(cmp.build_arms.__globals__, "method_arms", counting)
+    base = dict(model_dir=str(run / "run"), output_dir=str(run / "cache"), facts=str(run / "facts.txt"))
+    cmp.run_compare(cmp.CompareConfig(**base, methods=["degree", "tracin"]), explain_only=True)
+    cmp.run_compare(cmp.CompareConfig(**base, methods=["degree", "tracin"]), explain_only=True)
+    cmp.run_compare(cmp.CompareConfig(**base, methods=["degree", "tracin"], k=2), explain_only=True)
+    assert calls == [["degree", "tracin"], ["degree", "tracin"]]  # the second run reused; another k explains again

@@ -47,6 +47,7 @@ ALL_NAMES = (
     "tracin-margin-path",
     "tracin-path",
     "local-retrain",
+    "local-newton",
     "degree",
     "path",
     "random",
@@ -146,6 +147,7 @@ def test_registry_lists_every_method_with_its_documented_needs():
         "tracin-margin-path": (True, True, True, True, True),
         "tracin-path": (True, False, False, False, False),
         "local-retrain": (True, False, False, False, True),  # TracIn pre-ranks its search
+        "local-newton": (True, False, False, False, True),  # the same search, Newton steps for refits
         "degree": (False, False, False, False, False),
         "path": (False, False, False, False, False),
         "random": (False, False, False, False, False),
@@ -673,7 +675,7 @@ def test_local_retrain_gets_the_runs_settings_and_tracin_as_its_pre_ranking(tmp_
             devices.append(a[-1])
             super().__init__(*a)
 
-    monkeypatch.setattr(M, "LocalRefit", Spy)
+    monkeypatch.setitem(M.LOCAL_SEARCHES, "local-retrain", Spy)
     lrs = (0.2,)
     paths = write_checkpoints(tmp_path, [(8, lrs[0])])
     facts, subsets = np.array([[0, 0, 3]]), [np.array([3, 8, 0, 2, 6, 4])]

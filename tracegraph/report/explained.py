@@ -26,6 +26,7 @@ SCORE_WORDS = {  # the header of a method's own score column (MethodScore)
     "tracin-cosine": "cosine score",
     "relatif": "RelatIF score",
     "local-retrain": "retrain score",
+    "local-newton": "Newton-step score",
 }
 WALK = "head–tail walk"
 

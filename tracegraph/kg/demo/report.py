@@ -25,6 +25,7 @@ RECOVERY_LABELS = {
     "tracin-path": "TracIn within path shells",
     "tracin-margin-path": "margin within path shells (explain's default)",
     "local-retrain": "local retrain (Kelpie-style)",
+    "local-newton": "local retrain by one Newton step",
     "random": "random order",
     "degree": "degree",
     "path": "short head–tail paths",

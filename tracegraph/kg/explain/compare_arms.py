@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 import numpy as np
 
@@ -150,13 +150,25 @@ def method_arms(store, cfg, facts, labels, train_ids, known, device, out) -> lis
     return arms
 
 
-def cached_method_arm(out: Path, method: str, facts_labels: list, store, row_of) -> Arm | None:
-    """The method arm explained earlier into ``explanations/`` for the same facts, or None."""
+def method_settings(cfg) -> dict:
+    """What a method arm's explanations depend on besides the run and the facts."""
+    return {
+        "k": cfg.k,
+        "candidates": cfg.candidates,
+        "loss": cfg.loss,
+        "layers": cfg.layers,
+        "seed": cfg.seed,
+        "local": asdict(cfg.local),
+    }
+
+
+def cached_method_arm(out: Path, method: str, facts_labels: list, store, row_of, settings: dict) -> Arm | None:
+    """The method arm explained earlier into ``explanations/`` for the same facts and settings, or None."""
     tsv, meta = out / "explanations" / f"{method}.tsv", out / "explanations" / f"{method}.json"
     if not (tsv.is_file() and meta.is_file()):
         return None
     info = read_json(meta)
-    if info.get("facts") != [list(f) for f in facts_labels]:
+    if info.get("facts") != [list(f) for f in facts_labels] or info.get("settings") != settings:
         return None
     rows = table_rows(read_explanation_table(tsv), facts_labels, store, row_of)
     return Arm(method, "method", rows, 0, info.get("seconds_per_explanation"))
@@ -169,7 +181,7 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), run_seed) for name, t in tables.items()}
     todo = []
     for m in cfg.methods:
-        cached = cached_method_arm(out, m, labels, store, row_of)
+        cached = cached_method_arm(out, m, labels, store, row_of, method_settings(cfg))
         if cached is None:
             todo.append(m)
         else:
@@ -180,6 +192,7 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
                 out / "explanations" / f"{arm.name}.json",
                 {
                     "facts": [list(f) for f in labels],
+                    "settings": method_settings(cfg),
                     "seconds_per_explanation": arm.seconds_per_explanation,
                     "device": str(device),
                 },

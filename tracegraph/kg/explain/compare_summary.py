@@ -160,6 +160,7 @@ def compare_markdown(res: dict) -> str:
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
 ARM_TITLES = {
     "local-retrain": "tracegraph `local-retrain`",
+    "local-newton": "tracegraph `local-newton`",
     "tracin-margin-path": "tracegraph `tracin-margin-path`",
     "tracin": "TracIn top-k (`tracin`)",
     "tracin-margin": "`tracin-margin`",

@@ -121,10 +121,33 @@ class LocalRefit:
             ``[len(removals)]`` margins: the answer's score minus its best filtered rival's.
         """
         e, q_rel, answer = query
+        data = self.removal_data(oriented, rows, removals)
+        if data is None:  # no mimic to fit (torch cannot shape an empty batch of them)
+            return np.zeros(0)
+        mimic = self.start.expand(len(removals), -1).clone().requires_grad_(True)
+        opt = torch.optim.Adam([mimic], lr=self.opts.learning_rate)
+        for _ in range(self.opts.steps):
+            loss = self.objective(mimic, data).sum()  # summed over mimics: independent fits
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return self.margin_at(mimic.detach(), e, q_rel, answer)
+
+    def removal_data(self, oriented: np.ndarray, rows: np.ndarray, removals: list[np.ndarray]):
+        """Per removal set, the smoothed 1-N targets of each of the entity's relations, and which are samples.
+
+        Args:
+            oriented: The entity's oriented training triples ``[n, 3]``.
+            rows: Their rows in ``train_ids``.
+            removals: Row sets to leave out, one objective each.
+
+        Returns:
+            ``(relation embeddings [P, d], smoothed targets [S, P, N], active [S, P])``, or None for no set.
+        """
         pairs, pair_of = np.unique(oriented[:, 1], return_inverse=True)  # one sample per relation of e
         S, P = len(removals), len(pairs)
-        if not S:  # no mimic to fit (torch cannot shape an empty batch of them)
-            return np.zeros(0)
+        if not S:
+            return None
         dev = self.device
         targets = torch.zeros(S, P, self.N, device=dev, dtype=self.start.dtype)
         keep = np.stack([~np.isin(rows, np.asarray(x, np.int64)) for x in removals])
@@ -134,27 +157,30 @@ class LocalRefit:
             torch.as_tensor(pair_of[t_idx], device=dev),
             torch.as_tensor(oriented[t_idx, 2], device=dev),
         ] = 1.0
-        active = (targets.sum(-1) > 0).float()  # a relation with no tail left is no sample (as in KvsAll)
+        active = (targets.sum(-1) > 0).to(targets.dtype)  # a relation with no tail left is no sample (as in KvsAll)
         smoothed = (1 - self.eps) * targets + self.eps / self.N
-        mimic = self.start.expand(S, -1).clone().requires_grad_(True)
         rel = self.model.relation.weight[torch.as_tensor(pairs, device=dev)]  # [P, d]
-        opt = torch.optim.Adam([mimic], lr=self.opts.learning_rate)
-        per_mimic = active.sum(1).clamp_min(1)
-        for _ in range(self.opts.steps):
-            x = self.model.encode(mimic[:, None, :].expand(S, P, -1).reshape(S * P, -1), rel.repeat(S, 1))
-            logits = self.model.score_hidden(x).view(S, P, self.N)
-            bce = F.binary_cross_entropy_with_logits(logits, smoothed, reduction="none").sum(-1)
-            loss = ((bce * active).sum(1) / per_mimic).sum()  # summed over mimics: independent fits
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        return rel, smoothed, active
+
+    def objective(self, mimic: torch.Tensor, data) -> torch.Tensor:
+        """Each set's 1-N BCE of its entity vector ``mimic[s]`` over the set's samples: ``[S]``."""
+        rel, smoothed, active = data
+        S, P = active.shape
+        x = self.model.encode(mimic[:, None, :].expand(S, P, -1).reshape(S * P, -1), rel.repeat(S, 1))
+        logits = self.model.score_hidden(x).view(S, P, self.N)
+        bce = F.binary_cross_entropy_with_logits(logits, smoothed, reduction="none").sum(-1)
+        return (bce * active).sum(1) / active.sum(1).clamp_min(1)
+
+    def margin_at(self, vectors: torch.Tensor, e: int, q_rel: int, answer: int) -> np.ndarray:
+        """The answer's score minus its best filtered rival's, for each entity vector in ``vectors``."""
         with torch.no_grad():
-            x = self.model.encode(mimic.detach(), self.model.relation.weight[q_rel].expand(S, -1))
+            S = vectors.shape[0]
+            x = self.model.encode(vectors, self.model.relation.weight[q_rel].expand(S, -1))
             s = self.model.score_hidden(x)  # [S, N]
-            others = torch.ones(self.N, dtype=torch.bool, device=dev)
-            others[torch.as_tensor(self.known.tails_of(e, q_rel), device=dev)] = False  # filtered
+            others = torch.ones(self.N, dtype=torch.bool, device=self.device)
+            others[torch.as_tensor(self.known.tails_of(e, q_rel), device=self.device)] = False  # filtered
             others[answer] = False
-            rival = s[:, others].max(1).values if bool(others.any()) else torch.zeros(S, device=dev)
+            rival = s[:, others].max(1).values if bool(others.any()) else torch.zeros(S, device=self.device)
             return (s[:, answer] - rival).double().cpu().numpy()
 
     # ---- the search for one fact

@@ -26,6 +26,8 @@
   cost necessity on UMLS (docs/explaining.md, "How to choose"), so they share the first shell;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
+* ``local-newton``: the same search with each re-fit replaced by one damped Newton step from the
+  trained embedding (kg/explain/local_newton.py): one gradient per set instead of Adam steps;
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
 
 Every method returns, per fact, a list of key arrays aligned with the fact's candidates: sorted
@@ -41,6 +43,7 @@ from typing import Callable
 import numpy as np
 
 from tracegraph.errors import TracegraphError
+from tracegraph.kg.explain.local_newton import LocalNewton
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.explain.ranking import (  # noqa: F401  (margin_shell: methods.margin_shell stays importable)
     degrees,
@@ -154,10 +157,13 @@ REGISTRY: dict[str, Method] = {
         ),
         Method("tracin-path", walk_shells_over(_tracin, lambda w: path_shell(w)), signed=False),
         Method("local-retrain", lambda x, j: [], signed=True),  # keys from LocalRefit, see method_keys_all
+        Method("local-newton", lambda x, j: [], signed=True),  # keys from LocalNewton
         *(Method(b, _baseline(b), needs_influence=False, signed=False) for b in BASELINE_METHODS),
     )
 }
 METHODS = tuple(REGISTRY)
+# the methods that search removal sets by re-fitting the fact's entities (TracIn pre-ranks their candidates)
+LOCAL_SEARCHES = {"local-retrain": LocalRefit, "local-newton": LocalNewton}
 # the original research scripts ranked by plain TracIn over the 1-N training loss; `--loss train-loss`
 # alone brings that back (one flag away), so with it the method left unnamed is plain tracin
 EARLIER_CONVENTION = ("tracin", "train-loss")
@@ -500,17 +506,18 @@ def method_keys_all(
         ),
     )
     for m in methods:
-        if m != "local-retrain":
+        if m not in LOCAL_SEARCHES:
             out[m] = [REGISTRY[m].keys(inputs, j) for j in range(len(facts))]
-    if "local-retrain" in methods:
-        refit = LocalRefit(model, train_ids, known, opts.label_smoothing, opts.local, device)
+    for m in (m for m in methods if m in LOCAL_SEARCHES):
+        search = LOCAL_SEARCHES[m](model, train_ids, known, opts.label_smoothing, opts.local, device)
         keys, records = [], []
         for f, rows, pre in zip(facts, subsets, parts.tracin):
-            k, rec = refit.explain(tuple(int(x) for x in f), rows, pre, fact_rows(train_ids, f))
+            k, rec = search.explain(tuple(int(x) for x in f), rows, pre, fact_rows(train_ids, f))
             keys.append([k])
             records.append(rec)
-        out["local-retrain"] = keys
-        out["_local_retrain_records"] = records
+        out[m] = keys
+        if m == "local-retrain":
+            out["_local_retrain_records"] = records
     for m, per in out.items():  # a fact never explains itself
         if m.startswith("_"):
             continue
