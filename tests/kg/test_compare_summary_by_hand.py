@@ -1,0 +1,129 @@
+"""The side-by-side statistics and pages against figures worked out by hand on a few facts."""
+
+import numpy as np
+import pytest
+
+from tracegraph.kg.explain import compare_summary as CS
+from tracegraph.kg.explain.necessity_summary import bootstrap_mean
+
+TRAIN = np.array([[0, 0, 1], [0, 0, 2], [0, 0, 3], [1, 1, 2], [3, 1, 2], [4, 1, 2], [2, 2, 0], [4, 3, 5], [5, 3, 4]])
+
+
+def test_relation_kinds_by_tails_per_head_and_heads_per_tail():
+    # r0: 1 head, 3 tails -> 3 tails per head, 1 head per tail: 1-N; r1: 3 heads, 1 tail: N-1; r2: 1-1; r3: 1-1
+    assert CS.relation_kinds(TRAIN) == {0: "1-N", 1: "N-1", 2: "1-1", 3: "1-1"}
+
+
+def test_fact_groups_split_head_degree_and_margin_at_their_medians():
+    facts = np.array([[0, 0, 4], [1, 1, 0], [4, 3, 0], [5, 9, 0]])
+    # degrees: 0 -> 4, 1 -> 2, 4 -> 3, 5 -> 2; median of (4, 2, 3, 2) = 2.5
+    g = CS.fact_groups(facts, TRAIN, np.array([0.1, 2.0, 0.5, 3.0]))  # median 1.25
+    assert g["head_degree"] == ["> 2.5", "≤ 2.5", "> 2.5", "≤ 2.5"]
+    assert g["relation_kind"] == ["1-N", "N-1", "1-1", "unseen"]
+    assert g["margin"] == ["near tie", "confident", "near tie", "confident"]
+    assert "margin" not in CS.fact_groups(facts, TRAIN)
+
+
+def test_summary_changes_beyond_noise_and_groups_by_hand():
+    before = np.ones(4)
+    records = {
+        "x": {
+            "facts_removed": 7,
+            "explanation_sizes": [2, 1, 0, 4],
+            "seconds_per_explanation": 0.5,
+            "retrain_seconds": 3,
+            "ranks": {"original": [1, 2, 1, 4], "reduced": [3, 2, 1, 4]},
+        },
+        "noise": {
+            "facts_removed": 0,
+            "explanation_sizes": [0] * 4,
+            "seconds_per_explanation": None,
+            "retrain_seconds": 2,
+            "ranks": {"original": [1, 1, 1, 2], "reduced": [1, 1, 1, 2]},
+        },
+    }
+    groups = {"head_degree": ["a", "a", "b", "b"]}
+    s = CS.summarize(records, before, groups, 50, 0)["x"]
+    assert (s["facts_removed"], s["mean_size"], s["seconds_per_explanation"]) == (7, 1.75, 0.5)
+    o, r = s["original"], s["reduced"]
+    assert (o["hits@1"], o["fell"], r["hits@1"], r["fell"]) == (0.5, 2, 0.25, 3)
+    assert o["mrr"] == pytest.approx((1 + 0.5 + 1 + 0.25) / 4) and o["change_mrr"] == pytest.approx(o["mrr"] - 1)
+    assert o["change_hits@1"] == -0.5 and r["change_hits@1"] == -0.75
+    # beyond noise, paired by fact: x's hits (1, 0, 1, 0) minus noise's (1, 1, 1, 0)
+    m, lo, hi = bootstrap_mean(np.array([0.0, -1.0, 0.0, 0.0]), 50, 0)
+    assert (o["beyond_noise_hits@1"], o["beyond_noise_hits@1_ci95"]) == (m, [lo, hi]) and m == -0.25
+    assert s["groups"] == {"head_degree": {"a": -0.5, "b": -0.5}}
+    assert "beyond_noise_hits@1" not in CS.summarize(records, before, groups, 50, 0)["noise"]["original"]
+
+
+def results():
+    arm = {
+        "facts_removed": 3,
+        "mean_size": 1.5,
+        "seconds_per_explanation": 0.25,
+        "retrain_seconds": 1,
+        "groups": {"head_degree": {"≤ 2": -0.5, "> 2": 0.0}},
+    }
+    for f, v in (("original", -0.5), ("reduced", -1.0)):
+        arm[f] = {
+            "change_hits@1": v,
+            "change_hits@1_ci95": [v - 0.25, 0.0],
+            "change_mrr": v / 2,
+            "change_mrr_ci95": [v, 0.0],
+            "beyond_noise_hits@1": 0.125,
+            "beyond_noise_hits@1_ci95": [-0.5, 0.75],
+        }
+    return {
+        "datasets": {
+            "umls": {
+                "test_both": {"mrr": 0.9},
+                "fact_sets": {
+                    "own-facts": {
+                        "n_facts": 2,
+                        "offered": 5,
+                        "arms": ["noise", "tracin", "kelpie"],
+                        "finished": ["tracin"],
+                        "summary": {"tracin": arm},
+                        "groups": {"head_degree": ["≤ 2", "> 2"]},
+                    }
+                },
+            }
+        }
+    }
+
+
+def test_the_page_table_word_for_word():
+    assert CS.side_by_side_table(results(), "own-facts").splitlines() == [
+        "**UMLS**: 2 of the test set's 5 facts ranked first by the original model (test MRR 0.900, both sides); "
+        "1 of 3 arms measured.",
+        "",
+        "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
+        "| ΔH@1 beyond noise (original) | s / explanation |",
+        "|---|---|---|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`) | 3 (1.50) | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] "
+        "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | 0.25 |",
+        "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | — |",
+        "| noise floor: another seed, nothing removed | — | not measured | not measured | not measured "
+        "| not measured | not measured | — |",
+    ]
+    assert CS.side_by_side_table(results(), "kelpie-facts") == ""
+
+
+def test_the_page_groups_and_compare_md_word_for_word():
+    assert CS.side_by_side_groups(results(), "own-facts").splitlines() == [
+        "**UMLS**, ΔH@1 (original filtering) by group:",
+        "",
+        "| explanations | head degree > 2 (1 facts) | head degree ≤ 2 (1 facts) |",
+        "|---|---|---|",
+        "| TracIn top-k (`tracin`) | +0.00 | -0.50 |",
+    ]
+    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
+    md = CS.compare_markdown(
+        {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
+    )
+    assert md.startswith("# Necessity, side by side\n\nRun `runs/x`; 2 facts graded (5 offered;")
+    assert (
+        "| tracin | 3 | 1.50 | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] | "
+        "-0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | 0.250 |" in md
+    )
+    assert md.endswith("| arm | > 2 (1 facts) | ≤ 2 (1 facts) |\n|---|---|---|\n| tracin | +0.00 | -0.50 |\n")
