@@ -79,3 +79,12 @@ def test_written_as_written_by_hand_and_labels_that_cannot_be_written_refused(tm
         with pytest.raises(DataError, match=r"t2.tsv: label .* holds a tab, '\|' or ';' and cannot be written"):
             write_explanation_table(tmp_path / "t2.tsv", ExplanationTable([("a", "r", "b")], [[("a", bad, "x")]]))
         assert not (tmp_path / "t2.tsv").exists()
+
+
+def test_an_empty_last_column_and_labels_ending_in_any_letter_read_back(tmp_path):
+    p = tmp_path / "e.tsv"
+    p.write_text("head\trelation\ttail\texplanation\nAX\tRX\tBX\t\nAX\tRX\tCX\tAX|SX|DX\n")
+    t = read_explanation_table(p)
+    assert t.facts == [("AX", "RX", "BX"), ("AX", "RX", "CX")] and t.explanations == [[], [("AX", "SX", "DX")]]
+    write_explanation_table(tmp_path / "w.tsv", t)  # X is no separator
+    assert read_explanation_table(tmp_path / "w.tsv").explanations == t.explanations
