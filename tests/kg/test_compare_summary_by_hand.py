@@ -127,3 +127,37 @@ def test_the_page_groups_and_compare_md_word_for_word():
         "-0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | 0.250 |" in md
     )
     assert md.endswith("| arm | > 2 (1 facts) | ≤ 2 (1 facts) |\n|---|---|---|\n| tracin | +0.00 | -0.50 |\n")
+
+
+def test_relation_kinds_at_the_threshold_of_one_and_a_half():
+    tph = np.array([[0, 0, 1], [0, 0, 2], [1, 0, 3]])  # 3 triples, 2 heads, 3 tails: 1.5 tails per head
+    hpt = np.array([[0, 1, 5], [1, 1, 5], [2, 1, 6]])  # 3 triples, 3 heads, 2 tails: 1.5 heads per tail
+    assert CS.relation_kinds(tph) == {0: "1-N"} and CS.relation_kinds(hpt) == {1: "N-1"}
+
+
+def test_a_fact_whose_head_never_trained_has_degree_zero():
+    g = CS.fact_groups(np.array([[9, 0, 1], [0, 0, 1]]), TRAIN)  # entity 9 is in no training triple
+    assert g["head_degree"] == ["≤ 2", "> 2"]  # degrees 0 and 4, median 2
+
+
+def test_change_counts_only_facts_that_were_first_and_its_intervals_use_the_seed():
+    before, after = np.array([1, 2, 1, 3]), np.array([2, 1, 1, 3])
+    c = CS.change(before, after, 40, 7)
+    assert (c["fell"], c["hits@1"]) == (1, 0.5)  # the second fact rose to first; the fourth stayed third
+    assert c["change_hits@1"] == 0.0 and c["change_mrr"] == pytest.approx(((0.5 - 1) + (1 - 0.5)) / 4)
+    assert c["change_hits@1_ci95"] == list(bootstrap_mean(np.array([-1.0, 1.0, 0.0, 0.0]), 40, 7)[1:])
+
+
+def test_an_arm_without_sizes_and_the_kelpie_wording():
+    rec = {
+        "facts_removed": 0,
+        "explanation_sizes": [],
+        "seconds_per_explanation": None,
+        "retrain_seconds": 4.5,
+        "ranks": {"original": [1.0], "reduced": [1.0]},
+    }
+    s = CS.summarize({"noise": rec}, np.ones(1), {}, 20, 0)["noise"]
+    assert (s["mean_size"], s["retrain_seconds"], s["original"]["change_hits@1"]) == (0.0, 4.5, 0.0)
+    res = results()
+    res["datasets"]["umls"]["fact_sets"] = {"kelpie-facts": res["datasets"]["umls"]["fact_sets"]["own-facts"]}
+    assert CS.side_by_side_table(res).startswith("**UMLS**: 2 of Kelpie's 5 facts ranked first")
