@@ -3,7 +3,8 @@
 ``benchmarks/gpu/device_run.py --pack DIR`` brings back ``gpu_results.tar.gz``; this unpacks what
 the docs table is read from — per dataset and fact set, ``compare.json``, ``compare.md``, every
 finished arm's record and every explanation file — into ``benchmarks/results/necessity_kelpie/``,
-and writes ``benchmarks/results/necessity_kelpie.json`` with the command, commit and machine.
+and writes ``benchmarks/results/necessity_kelpie.json`` with, per dataset, the command, commit,
+machine and load. A run of one dataset replaces that dataset's files and figures and keeps the others.
 The faithfulness page's table is rendered from that file
 (:func:`tracegraph.kg.explain.compare_summary.side_by_side_table`; a test holds the page to it).
 
@@ -24,29 +25,32 @@ DEST = ROOT / "benchmarks" / "results"
 KEEP = ("compare.json", "compare.md", "test_results.json", "config.json")
 
 
-def collect(archive: Path, commit: str) -> dict:
+COMMAND = "python3 benchmarks/gpu/device_run.py --inputs .gpuin --work .gpuwork --deadline 520 --pack $OUT"
+
+
+def collect(archive: Path, commit: str, previous: dict, load: str | None = None) -> dict:
+    """``previous`` with the datasets of ``archive`` replaced (each dataset keeps its own commit and machine)."""
     out = DEST / "necessity_kelpie"
+    datasets = dict(previous.get("datasets", {}))
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(archive) as tf:
             tf.extractall(tmp, filter="data")
         work = Path(tmp)
         run_info = json.loads((work / "device_run.json").read_text())
-        shutil.rmtree(out, ignore_errors=True)
-        for p in sorted(work.rglob("*")):
-            rel = p.relative_to(work)
-            wanted = (
-                p.name in KEEP
-                and ("retrains" not in rel.parts)
-                or rel.parts[-2:-1] in (("arms",), ("explanations",))
-                or rel == Path("logs/suite.log")
-            )
-            if p.is_file() and wanted:
-                (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(p, out / rel)
-        (out / "device_run.json").write_text(json.dumps(run_info, indent=1) + "\n")
-        datasets = {}
         for ds in sorted(d.name for d in work.iterdir() if (d / "run").is_dir()):
+            shutil.rmtree(out / ds, ignore_errors=True)  # this dataset's earlier files: replaced, the others kept
+            for p in sorted((work / ds).rglob("*")):
+                rel = p.relative_to(work)
+                wanted = (
+                    p.name in KEEP and "retrains" not in rel.parts or rel.parts[-2:-1] in (("arms",), ("explanations",))
+                )
+                if p.is_file() and wanted:
+                    (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(p, out / rel)
+            if (work / "logs" / "suite.log").is_file():
+                (out / ds / "suite.log").write_text((work / "logs" / "suite.log").read_text())
             test = json.loads((work / ds / "run" / "test_results.json").read_text())
+            metrics = test.get("metrics", test)  # nested since test_results.json took evaluation.json's layout
             sets = {}
             for fs in ("kelpie-facts", "own-facts"):
                 p = work / ds / fs / "compare.json"
@@ -54,28 +58,41 @@ def collect(archive: Path, commit: str) -> dict:
                     c = json.loads(p.read_text())
                     sets[fs] = {k: c[k] for k in ("offered", "n_facts", "arms", "finished", "summary", "groups")}
                     sets[fs]["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
-            datasets[ds] = {"test_tail": test["tail"], "test_both": test["both"], "fact_sets": sets}
-    return {
-        "command": "python3 benchmarks/gpu/device_run.py --inputs .gpuin --work .gpuwork --deadline 520 "
-        "--concurrency 5 --threads 3 --pack $OUT",
-        "commit": commit,
-        "machine": run_info["machine"],
-        "load": "five processes shared the GPU (the schedule's --concurrency 5); seconds are wall time under that load",
-        "status": run_info["status"],
-        "datasets": datasets,
-    }
+            datasets[ds] = {
+                "command": COMMAND,
+                "commit": commit,
+                "machine": run_info["machine"],
+                "load": load or describe_load(run_info),
+                "status": {k: v for k, v in run_info["status"].items() if k.startswith(f"{ds}/") or "/" not in k},
+                "test_tail": metrics["tail"],
+                "test_both": metrics["both"],
+                "fact_sets": sets,
+            }
+    return {"about": ABOUT, "datasets": dict(sorted(datasets.items()))}
+
+
+def describe_load(run_info: dict) -> str:
+    """What shared the GPU, from the schedule's settings that device_run.json records."""
+    n = run_info.get("args", {}).get("concurrency")
+    who = f"up to {n} processes" if n else "several processes"
+    return f"{who} shared the GPU (the schedule's --concurrency); seconds are wall time under that load"
+
+
+ABOUT = "The side-by-side necessity protocol on Kelpie's facts and on 100 of ours, per dataset as last measured."
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("archive", type=Path, nargs="?")
     ap.add_argument("--commit", help="the commit whose working tree the device ran (needed unless --docs-only)")
+    ap.add_argument("--load", help="what shared the machine, when the archive does not say")
     ap.add_argument("--docs-only", action="store_true", help="only rewrite the page's tables from the results file")
     args = ap.parse_args()
     if not args.docs_only:
         if not args.archive or not args.commit:
             ap.error("give the archive and --commit (or --docs-only)")
-        res = collect(args.archive, args.commit)
+        path = DEST / "necessity_kelpie.json"
+        res = collect(args.archive, args.commit, json.loads(path.read_text()) if path.is_file() else {}, args.load)
         (DEST / "necessity_kelpie.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
     update_docs()
 

@@ -210,10 +210,12 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
         if fs is None:
             continue
         what = "Kelpie's" if fact_set == "kelpie-facts" else "the test set's"
+        where = d if "machine" in d else results  # per dataset, or one machine for the whole file
         out += [
             f"**{DATASET_TITLES.get(ds, ds)}**: {fs['n_facts']} of {what} {fs['offered']} facts ranked first by the "
             f"original model (test MRR {d['test_both']['mrr']:.3f}, both sides); {len(fs['finished'])} of "
-            f"{len(fs['arms'])} arms measured.",
+            f"{len(fs['arms'])} arms measured"
+            + (f" ({where['machine'].split(',')[0]}, commit {where['commit']})." if "machine" in where else "."),
             "",
             "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
             "| ΔH@1 beyond noise (original) | s / explanation |",
