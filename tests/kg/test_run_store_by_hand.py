@@ -122,6 +122,22 @@ def test_known_tails_are_the_files_triples_and_their_reciprocals(run, data):
             assert known.tails_of(h, r).tolist() == want, (h, r)
 
 
+def test_known_tails_leave_out_every_copy_of_the_triples_named_and_their_reciprocals(run, data, tmp_path):
+    s = RunStore(run)
+    f = tmp_path / "extra.txt"
+    f.write_text("e0\tr0\te1\nnew\tr0\te1\n")  # a second copy of a training triple; an unseen entity
+    gone = ids([("e0", "r0", "e1"), ("e5", "r1", "e1")])
+    known = s.known_tails([data / "train.txt", f], leave_out=np.array(gone))
+    R = len(REL)
+    truth = [t for t in ids(TRIPLES) if t not in gone]
+    for h in range(len(ENT)):
+        for r in range(2 * R):
+            want = sorted(
+                {t for hh, rr, t in truth if (hh, rr) == (h, r)} | {hh for hh, rr, t in truth if (t, rr + R) == (h, r)}
+            )
+            assert known.tails_of(h, r).tolist() == want, (h, r)
+
+
 def test_opening_reads_no_weights_and_a_checkpoint_file_means_that_checkpoint(run, monkeypatch):
     import tracegraph.kg.model.store as store_module
 

@@ -93,7 +93,7 @@ class CompareConfig:
     device: str = "auto"
 
 
-def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable], known, train_ids) -> tuple:
+def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable], known) -> tuple:
     """The facts graded: those of ``--facts`` (or of the explanation files) the run ranks first.
 
     Args:
@@ -101,10 +101,9 @@ def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable],
         cfg: The settings.
         tables: The explanations files read.
         known: The original filter index.
-        train_ids: Training triples (a fact that is a training triple is dropped).
 
     Returns:
-        ``(facts as ids [n, 3], facts as labels, how many were offered, their ranks)``.
+        ``(facts as ids [n, 3], facts as labels, how many were offered)``.
 
     Raises:
         DataError: If there is nothing to grade.
@@ -129,12 +128,7 @@ def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable],
             "no fact is ranked first by the run (filtered, tail side)",
             cfg.facts or next(iter(cfg.explanations.values())),
         )
-    return ids[pick], [usable[i] for i in pick], len(offered), ranks
-
-
-def reduced_index(store, filter_labels: list, removed_labels: set):
-    """The known triples minus an arm's removals (Kelpie's filter after removal)."""
-    return store.known_tails([[t for t in filter_labels if t not in removed_labels]])
+    return ids[pick], [usable[i] for i in pick], len(offered)
 
 
 def run_arm(arm: Arm, ctx: dict) -> dict:
@@ -143,7 +137,7 @@ def run_arm(arm: Arm, ctx: dict) -> dict:
     Args:
         arm: The arm.
         ctx: What every arm shares: ``store``, ``facts``, ``labels``, ``train_ids``, ``known``,
-            ``filter_labels``, ``retrainer``.
+            ``files`` (the filter's files), ``retrainer``.
 
     Returns:
         The arm's record (written to ``arms/NAME.json``).
@@ -158,7 +152,8 @@ def run_arm(arm: Arm, ctx: dict) -> dict:
     head_side = np.zeros(len(facts), bool)
     ranks = {
         "original": fact_ranks(model, facts, head_side, ctx["known"]),
-        "reduced": fact_ranks(model, facts, head_side, reduced_index(store, ctx["filter_labels"], set(removed_labels))),
+        # Kelpie's filter after removal: the removed facts are no longer known true
+        "reduced": fact_ranks(model, facts, head_side, store.known_tails(ctx["files"], leave_out=train_ids[removed])),
     }
     return {
         "name": arm.name,
@@ -190,7 +185,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     """
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
     from tracegraph.kg.explain.methods import check_methods
-    from tracegraph.kg.explain.necessity import Retrainer
+    from tracegraph.kg.explain.necessity import Retrainer, fact_margins
     from tracegraph.kg.model.store import RunStore, run_files
     from tracegraph.runtime.precision import resolve_device
     from tracegraph.runtime.progress import step_callback
@@ -210,7 +205,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), store.entities, store.relations)
     files = run_files(store)
     known = store.known_tails(files)
-    facts, labels, offered, _ = graded_facts(store, cfg, tables, known, train_ids)
+    facts, labels, offered = graded_facts(store, cfg, tables, known)
     device = resolve_device(cfg.device)
     arms = build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     wanted = list(arms) if cfg.arms is None else cfg.arms
@@ -224,13 +219,14 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "labels": labels,
         "train_ids": train_ids,
         "known": known,
-        "filter_labels": [t for f in files for t in zip(*_columns(f))],
+        "files": files,
         "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=False),
     }
-    todo = [] if explain_only else [a for a in wanted if _stale(out, arms[a], labels)]
+    records = {a: rec for a in arms if (rec := _finished(out, arms[a], labels)) is not None}
+    todo = [] if explain_only else [a for a in wanted if a not in records]
     tick = step_callback(progress, "retrain", len(todo))
     for name in todo:
-        rec = run_arm(arms[name], ctx)
+        rec = records[name] = run_arm(arms[name], ctx)
         atomic_write_json(out / "arms" / f"{name}.json", rec)
         tick(name)
         o = np.asarray(rec["ranks"]["original"])
@@ -238,9 +234,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
             f"compare: {name} removed {rec['facts_removed']} facts, H@1 after {np.mean(o <= 1):.3f} "
             f"(original filtering), retrain {rec['retrain_seconds']:.0f}s"
         )
-    records = {a: read_json(out / "arms" / f"{a}.json") for a in arms if not _stale(out, arms[a], labels)}
-    from tracegraph.kg.explain.necessity import fact_margins
-
+    # in table order, with the arms other processes sharing this folder finished meanwhile
+    records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
     groups = fact_groups(facts, train_ids, fact_margins(store.model, facts, known))
     res = {
         "model_dir": str(mdir),
@@ -260,14 +255,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     return res
 
 
-def _stale(out: Path, arm: Arm, labels: list) -> bool:
-    """Whether the arm has no finished record for these facts and removals."""
+def _finished(out: Path, arm: Arm, labels: list) -> dict | None:
+    """The arm's record when it finished for these facts and removals, else None."""
     p = out / "arms" / f"{arm.name}.json"
-    return not p.is_file() or read_json(p).get("digest") != removal_digest(arm, labels)
-
-
-def _columns(path) -> tuple[list, list, list]:
-    from tracegraph.kg.data.triples import read_labeled_triples
-
-    lt = read_labeled_triples(path)
-    return lt.heads, lt.relations, lt.tails
+    rec = read_json(p) if p.is_file() else None
+    return rec if rec is not None and rec.get("digest") == removal_digest(arm, labels) else None

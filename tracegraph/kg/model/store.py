@@ -253,6 +253,11 @@ class RunStore:
     def _check_maps(self, model_config: dict, path) -> None:
         check_maps(self.entities, self.relations, model_config, path)
 
+    def _triple_keys(self, ids: np.ndarray) -> np.ndarray:
+        """One integer per id triple (for set operations on triples)."""
+        n, r = len(self.entities), len(self.relations)
+        return (ids[:, 0] * r + ids[:, 1]) * n + ids[:, 2]
+
     # ------------------------------------------------------------------ labels <-> ids
 
     def encode(self, triples) -> np.ndarray:
@@ -300,7 +305,7 @@ class RunStore:
             q = resolve(rows, self.labels, self.entities, self.relations, kinds=kinds)
         return q.check()
 
-    def known_tails(self, sources: Iterable) -> KnownTails:
+    def known_tails(self, sources: Iterable, leave_out: np.ndarray | None = None) -> KnownTails:
         """The filter index of the true triples in ``sources``, with reciprocals for reciprocal models.
 
         A file's triple naming a label the model has no id for filters nothing (a run trained with
@@ -308,6 +313,8 @@ class RunStore:
 
         Args:
             sources: Triples files or label triples.
+            leave_out: Id triples ``[M, 3]`` that are not known true however often ``sources`` list
+                them (the facts a necessity arm removed, for the filter after removal); None: none.
 
         Returns:
             The index.
@@ -319,6 +326,8 @@ class RunStore:
             for s in sources
         ]
         ids = np.concatenate(ids) if ids else np.zeros((0, 3), np.int64)
+        if leave_out is not None and len(leave_out):
+            ids = ids[~np.isin(self._triple_keys(ids), self._triple_keys(np.asarray(leave_out, np.int64)))]
         c = self.model.config
         return KnownTails([with_reciprocals(ids, c.num_relations) if c.reciprocal else ids], c.num_relation_rows)
 
