@@ -18,6 +18,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_metrics(run: Path) -> dict:
+    """A run's test metrics (``test_results.json``, nested under ``metrics`` or, in older runs, flat)."""
+    test = json.loads((run / "test_results.json").read_text())
+    return test.get("metrics", test)
+
+
+def fact_set(compare_dir: Path) -> dict:
+    """What the faithfulness page reads of one ``compare.json``."""
+    c = json.loads((compare_dir / "compare.json").read_text())
+    out = {k: c[k] for k in ("offered", "n_facts", "arms", "finished", "summary", "groups")}
+    out["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name")
@@ -28,14 +42,11 @@ def main():
         ap.add_argument(f"--{k}", required=True)
     args = ap.parse_args()
     out = ROOT / "benchmarks" / "results" / args.name
-    test = json.loads((args.run / "test_results.json").read_text())
-    metrics = test.get("metrics", test)
+    metrics = run_metrics(args.run)
     sets = {}
     for item in args.compare:
         fs, _, d = item.partition("=")
-        c = json.loads((Path(d) / "compare.json").read_text())
-        sets[fs] = {k: c[k] for k in ("offered", "n_facts", "arms", "finished", "summary", "groups")}
-        sets[fs]["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
+        sets[fs] = fact_set(Path(d))
         for sub in ("arms", "explanations"):
             shutil.copytree(Path(d) / sub, out / args.dataset / fs / sub, dirs_exist_ok=True)
         for f in ("compare.json", "compare.md"):

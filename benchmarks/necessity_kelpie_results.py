@@ -20,6 +20,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from compare_results import fact_set, run_metrics  # the script beside this one
+
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results"
 KEEP = ("compare.json", "compare.md", "test_results.json", "config.json")
@@ -49,15 +51,11 @@ def collect(archive: Path, commit: str, previous: dict, load: str | None = None)
                     shutil.copy(p, out / rel)
             if (work / "logs" / "suite.log").is_file():
                 (out / ds / "suite.log").write_text((work / "logs" / "suite.log").read_text())
-            test = json.loads((work / ds / "run" / "test_results.json").read_text())
-            metrics = test.get("metrics", test)  # nested since test_results.json took evaluation.json's layout
+            metrics = run_metrics(work / ds / "run")
             sets = {}
             for fs in ("kelpie-facts", "own-facts"):
-                p = work / ds / fs / "compare.json"
-                if p.is_file():
-                    c = json.loads(p.read_text())
-                    sets[fs] = {k: c[k] for k in ("offered", "n_facts", "arms", "finished", "summary", "groups")}
-                    sets[fs]["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
+                if (work / ds / fs / "compare.json").is_file():
+                    sets[fs] = fact_set(work / ds / fs)
             datasets[ds] = {
                 "command": COMMAND,
                 "commit": commit,
