@@ -301,9 +301,9 @@ def test_method_explanations_are_reused_only_for_the_same_facts_and_settings(run
     calls = []
     real = cmp.build_arms.__globals__["method_arms"]
 
-    def counting(store, cfg, *a):
-        calls.append(list(cfg.methods))
-        return real(store, cfg, *a)
+    def counting(store, cfg, methods, *a):
+        calls.append(list(methods))
+        return real(store, cfg, methods, *a)
 
     monkeypatch.setitem(cmp.build_arms.__globals__, "method_arms", counting)
     base = dict(model_dir=str(run / "run"), output_dir=str(run / "cache"), facts=str(run / "facts.txt"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 import numpy as np
 
@@ -114,8 +114,12 @@ def removal_digest(arm: Arm, facts: list) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def method_arms(store, cfg, facts, labels, train_ids, known, device, out) -> list[Arm]:
-    """One arm per method: each fact's top-k candidates, timed; written to ``explanations/METHOD.tsv``."""
+def method_arms(store, cfg, methods, facts, labels, train_ids, known, device, out, seed) -> list[Arm]:
+    """One arm per method of ``methods``: each fact's top-k candidates, timed.
+
+    Each is written to ``explanations/METHOD.tsv``, with ``METHOD.json`` beside it: the facts,
+    settings and time that :func:`cached_method_arm` checks.
+    """
     from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
     from tracegraph.kg.explain.necessity import top_rows
     from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
@@ -128,7 +132,7 @@ def method_arms(store, cfg, facts, labels, train_ids, known, device, out) -> lis
     checkpoints = resolve_checkpoint_list(Path(cfg.model_dir), None)
     e, r = store.entities.labels, store.relations.labels
     arms = []
-    for m in cfg.methods:
+    for m in methods:
         t0 = time.perf_counter()
         keys = method_keys_all(
             [m],
@@ -145,8 +149,17 @@ def method_arms(store, cfg, facts, labels, train_ids, known, device, out) -> lis
         per = (time.perf_counter() - t0) / len(facts)
         table = ExplanationTable(list(labels), [[(e[a], r[b], e[c]) for a, b, c in train_ids[x]] for x in rows])
         write_explanation_table(out / "explanations" / f"{m}.tsv", table)
+        atomic_write_json(
+            out / "explanations" / f"{m}.json",
+            {
+                "facts": [list(f) for f in labels],
+                "settings": method_settings(cfg),
+                "seconds_per_explanation": per,
+                "device": str(device),
+            },
+        )
         log.info(f"compare: {m} explained {len(facts)} facts, {per:.3f}s each")
-        arms.append(Arm(m, "method", rows, 0, per))
+        arms.append(Arm(m, "method", rows, seed, per))
     return arms
 
 
@@ -162,7 +175,9 @@ def method_settings(cfg) -> dict:
     }
 
 
-def cached_method_arm(out: Path, method: str, facts_labels: list, store, row_of, settings: dict) -> Arm | None:
+def cached_method_arm(
+    out: Path, method: str, facts_labels: list, store, row_of, settings: dict, seed: int
+) -> Arm | None:
     """The method arm explained earlier into ``explanations/`` for the same facts and settings, or None."""
     tsv, meta = out / "explanations" / f"{method}.tsv", out / "explanations" / f"{method}.json"
     if not (tsv.is_file() and meta.is_file()):
@@ -171,7 +186,7 @@ def cached_method_arm(out: Path, method: str, facts_labels: list, store, row_of,
     if info.get("facts") != [list(f) for f in facts_labels] or info.get("settings") != settings:
         return None
     rows = table_rows(read_explanation_table(tsv), facts_labels, store, row_of)
-    return Arm(method, "method", rows, 0, info.get("seconds_per_explanation"))
+    return Arm(method, "method", rows, seed, info.get("seconds_per_explanation"))
 
 
 def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
@@ -179,28 +194,12 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     run_seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
     row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
     arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), run_seed) for name, t in tables.items()}
-    todo = []
-    for m in cfg.methods:
-        cached = cached_method_arm(out, m, labels, store, row_of, method_settings(cfg))
-        if cached is None:
-            todo.append(m)
-        else:
-            arms[m] = cached
-    if todo:
-        for arm in method_arms(store, replace_methods(cfg, todo), facts, labels, train_ids, known, device, out):
-            atomic_write_json(
-                out / "explanations" / f"{arm.name}.json",
-                {
-                    "facts": [list(f) for f in labels],
-                    "settings": method_settings(cfg),
-                    "seconds_per_explanation": arm.seconds_per_explanation,
-                    "device": str(device),
-                },
-            )
-            arms[arm.name] = arm
+    cached = {m: cached_method_arm(out, m, labels, store, row_of, method_settings(cfg), run_seed) for m in cfg.methods}
+    todo = [m for m, arm in cached.items() if arm is None]
+    fresh = method_arms(store, cfg, todo, facts, labels, train_ids, known, device, out, run_seed) if todo else []
+    arms.update({m: arm for m, arm in cached.items() if arm is not None})
+    arms.update({arm.name: arm for arm in fresh})
     arms = {name: arms[name] for name in [*tables, *cfg.methods]}
-    for a in arms.values():
-        a.seed = run_seed
     like = cfg.random_like or (next(iter(tables)) if tables else None)
     if like is not None and like not in arms:
         raise TracegraphError(f"--random-like {like}: no such arm (arms: {', '.join(arms) or 'none'})")
@@ -210,8 +209,3 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     noise_seed = run_seed + 1 if cfg.noise_seed is None else cfg.noise_seed
     arms["noise"] = Arm("noise", "noise", [np.zeros(0, np.int64)] * len(facts), noise_seed)
     return arms
-
-
-def replace_methods(cfg, methods: list[str]):
-    """``cfg`` with only ``methods`` (the ones not explained yet)."""
-    return replace(cfg, methods=methods)

@@ -26,6 +26,10 @@ DAMPING = 1e-3  # smallest eigenvalue kept, relative to the largest
 class LocalNewton(LocalRefit):
     """A :class:`LocalRefit` whose refits are damped Newton steps from the trained entity vector."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hessians: dict = {}  # (entity, its data's rows) -> the damped Hessian
+
     def margins(
         self, query: tuple[int, int, int], oriented: np.ndarray, rows: np.ndarray, removals: list[np.ndarray]
     ) -> np.ndarray:
@@ -52,12 +56,11 @@ class LocalNewton(LocalRefit):
 
     def hessian(self, e: int, e0: torch.Tensor, oriented: np.ndarray, rows: np.ndarray) -> torch.Tensor:
         """∇²L(e₀) on all the entity's triples, its eigenvalues raised to ``DAMPING`` × the largest."""
-        cache = self.__dict__.setdefault("_hessians", {})
         key = (e, rows.tobytes())  # the entity's data: all its triples but the explained fact
-        if key not in cache:
+        if key not in self.hessians:
             data = self.removal_data(oriented, rows, [np.zeros(0, np.int64)])
             h = torch.func.hessian(lambda v: self.objective(v[None, :], data)[0])(e0)
             vals, vecs = torch.linalg.eigh((h + h.T) / 2)
             floor = DAMPING * vals.abs().max().clamp_min(1e-12)
-            cache[key] = (vecs * vals.clamp_min(floor)) @ vecs.T
-        return cache[key]
+            self.hessians[key] = (vecs * vals.clamp_min(floor)) @ vecs.T
+        return self.hessians[key]
