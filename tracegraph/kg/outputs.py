@@ -12,14 +12,14 @@ import csv
 from pathlib import Path
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.questions import UNRESOLVED_HEADER, describe
+from tracegraph.kg.data.questions import UNRESOLVED_FILE, UNRESOLVED_HEADER, describe
 from tracegraph.kg.explain.tracin.explain import ExplainConfig, run_explain
 from tracegraph.kg.explain.tracin.rows import ROLE_COLUMN, ExplainResult
 from tracegraph.kg.model.run_evaluation import evaluate_files
 from tracegraph.runtime.checkpoints import atomic_path, atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.distributed import is_main_process
 
-UNRESOLVED = "unresolved.tsv"  # the questions explain set aside (--skip-unresolved); the report reads it
+UNRESOLVED = UNRESOLVED_FILE  # the questions explain set aside (--skip-unresolved); the report reads it
 N_TEXT = 12  # the label columns of an explanation CSV; then floats, written exactly, and the Role
 # what a --skip-existing run must share with the run that wrote the folder, or the folder would mix two listings
 SETTINGS_KEPT = ("method", "engine", "loss", "side", "top_k")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracegraph.errors import DataError
+from tracegraph.kg.data.questions import UNRESOLVED_FILE
 
 PROPONENT, OPPONENT = "proponent", "opponent"
 
@@ -84,7 +85,7 @@ def read_explanations(directory: str | Path) -> list[ExplainedTriple]:
         )
         entries = [{"json": n} for n in names]
     if not entries:
-        if (d / "unresolved.tsv").is_file():  # explain explained none of the questions: it says why there
+        if (d / UNRESOLVED_FILE).is_file():  # explain explained none of the questions: it says why there
             return []
         raise DataError(
             "--explanations: no triple_*_tracin.json here (give the -o directory of `tracegraph explain`)", d

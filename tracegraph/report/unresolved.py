@@ -12,10 +12,11 @@ import csv
 from pathlib import Path
 
 from tracegraph.errors import DataError
+from tracegraph.kg.data.questions import UNRESOLVED_FILE, UNRESOLVED_HEADER
 from tracegraph.report.html import Section, breakable, e, table
 
-UNRESOLVED = "unresolved.tsv"
-HEADER = ["line", "question", "reason"]
+UNRESOLVED = UNRESOLVED_FILE
+HEADER = list(UNRESOLVED_HEADER)
 
 
 def read_unresolved(directory: str | Path) -> list[tuple[str, str, str]]:

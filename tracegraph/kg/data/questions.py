@@ -22,7 +22,8 @@ from tracegraph.kg.data.triples import IdMap, UnknownLabelError, read_labeled_tr
 TRIPLE = ("entity", "relation", "entity")
 QUERY = ("entity", "relation")
 SHOWN = 20  # unresolved questions spelled out in one error line; the rest are counted
-#: the columns of ``unresolved.tsv``, which ``explain --skip-unresolved`` writes beside its explanations
+#: the file ``explain --skip-unresolved`` writes beside its explanations, and its columns (the report reads it)
+UNRESOLVED_FILE = "unresolved.tsv"
 UNRESOLVED_HEADER = ("line", "question", "reason")
 
 
