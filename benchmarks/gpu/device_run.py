@@ -161,7 +161,8 @@ def jobs(args) -> list[Job]:
                     *thr,
                     "-o",
                     str(d / "run"),
-                    "--overwrite",
+                    # an interrupted training (a CPU run spread over days) continues where it stopped
+                    "--resume" if (d / "run" / "checkpoints" / "resume.pt").is_file() else "--overwrite",
                 ),
                 args.train_cap,
                 done=d / "run" / "final_model.pt",
@@ -204,8 +205,12 @@ def jobs(args) -> list[Job]:
     # explanations first (timed with the least else on the GPU), then arms by priority
     for name, (kel, own, d) in plans.items():
         out.append(Job(f"{name}/kelpie-facts/explain", [*kel, "--explain-only"], args.arm_cap, [f"{name}/train"]))
-    for name, (kel, own, d) in plans.items():
-        out.append(Job(f"{name}/own-facts/explain", [*own, "--explain-only"], args.arm_cap, [f"{name}/train"]))
+    own_explain = [
+        Job(f"{name}/own-facts/explain", [*own, "--explain-only"], args.arm_cap, [f"{name}/train"])
+        for name, (kel, own, d) in plans.items()
+    ]
+    if dev == "cuda":  # beside the rest on a GPU; one process at a time on a CPU: after Kelpie's facts' arms
+        out, own_explain = out + own_explain, []
     names = list(datasets(args))
     first = ["kelpie", OURS[0], "noise", "random-head"] if not args.quick else ["kelpie", OURS[0], "noise"]
     later = [*OURS[1:], *KELPIE[1:]] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
@@ -214,6 +219,9 @@ def jobs(args) -> list[Job]:
     for name, facts, arm in order:
         if arm in KELPIE and arm not in datasets(args)[name]["kelpie"]:
             continue
+        if facts == "own-facts" and dev != "cuda" and own_explain:
+            out += own_explain  # a CPU explains our own facts once Kelpie's arms are done
+            own_explain = []
         kel, own, d = plans[name]
         cmd = kel if facts == "kelpie-facts" else own
         out.append(
@@ -237,7 +245,7 @@ def jobs(args) -> list[Job]:
                     after_any=True,
                 )
             )
-    if not args.quick:
+    if not args.quick and dev == "cuda":  # a GPU figure only
         out.append(
             Job(
                 "tracin_speed",
