@@ -95,6 +95,8 @@ def test_each_arm_removes_by_hand_sets_and_ranks_under_both_filterings(run, monk
     want = sorted({t for rows in expl for t in rows})
     assert calls["ext"] == (want, SEED)
     assert calls["noise"] == ([], SEED + 1)
+    ends = {f[0] for f in facts} | {f[2] for f in facts}
+    assert calls["far"][1] == SEED and not [t for t in calls["far"][0] if {t[0], t[2]} & ends]
     # random head facts: as many per fact as ext's explanation, each featuring the fact's head, never the fact
     rand = json.loads((out / "arms" / "random-head.json").read_text())
     assert rand["explanation_sizes"] == [len(r) for r in expl]
@@ -117,6 +119,22 @@ def test_each_arm_removes_by_hand_sets_and_ranks_under_both_filterings(run, monk
     s = res["summary"]["ext"]
     assert s["reduced"]["change_hits@1"] == pytest.approx(np.mean(np.array(arm["ranks"]["reduced"]) <= 1) - 1)
     assert s["facts_removed"] == len(want)
+
+
+def test_far_rows_avoid_every_graded_end_are_disjoint_seeded_and_sized_as_asked():
+    rng = np.random.default_rng(0)
+    train_ids = np.stack([rng.integers(0, 30, 400), rng.integers(0, 4, 400), rng.integers(0, 30, 400)], 1)
+    facts = np.array([[0, 1, 2], [3, 0, 4], [0, 2, 5]])
+    sizes = [4, 0, 3]
+    rows = cmp.far_rows(train_ids, facts, sizes, seed=7)
+    pool = [i for i, (h, _, t) in enumerate(train_ids) if h not in (0, 2, 3, 4, 5) and t not in (0, 2, 3, 4, 5)]
+    assert [len(r) for r in rows] == sizes
+    flat = np.concatenate(rows)
+    assert set(flat) <= set(pool) and len(set(flat)) == len(flat)  # far from every fact, disjoint across facts
+    assert all((a == b).all() for a, b in zip(rows, cmp.far_rows(train_ids, facts, sizes, seed=7)))
+    assert not all((a == b).all() for a, b in zip(rows, cmp.far_rows(train_ids, facts, sizes, seed=8)))
+    short = cmp.far_rows(train_ids, facts, [len(pool) - 1, 5], seed=7)  # the pool runs out on the second
+    assert [len(r) for r in short] == [len(pool) - 1, 1]
 
 
 def test_finished_arms_are_skipped_and_changed_removals_retrained(run, monkeypatch):

@@ -24,7 +24,7 @@ def test_fact_groups_split_head_degree_and_margin_at_their_medians():
     assert "margin" not in CS.fact_groups(facts, TRAIN)
 
 
-def test_summary_changes_beyond_noise_and_groups_by_hand():
+def test_summary_changes_beyond_noise_and_far_and_groups_by_hand():
     before = np.ones(4)
     records = {
         "x": {
@@ -41,6 +41,13 @@ def test_summary_changes_beyond_noise_and_groups_by_hand():
             "retrain_seconds": 2,
             "ranks": {"original": [1, 1, 1, 2], "reduced": [1, 1, 1, 2]},
         },
+        "far": {
+            "facts_removed": 7,
+            "explanation_sizes": [2, 1, 0, 4],
+            "seconds_per_explanation": None,
+            "retrain_seconds": 2,
+            "ranks": {"original": [2, 1, 1, 1], "reduced": [2, 1, 1, 1]},
+        },
     }
     groups = {"head_degree": ["a", "a", "b", "b"]}
     s = CS.summarize(records, before, groups, 50, 0)["x"]
@@ -52,8 +59,13 @@ def test_summary_changes_beyond_noise_and_groups_by_hand():
     # beyond noise, paired by fact: x's hits (1, 0, 1, 0) minus noise's (1, 1, 1, 0)
     m, lo, hi = bootstrap_mean(np.array([0.0, -1.0, 0.0, 0.0]), 50, 0)
     assert (o["beyond_noise_hits@1"], o["beyond_noise_hits@1_ci95"]) == (m, [lo, hi]) and m == -0.25
+    # beyond far: x's hits (1, 0, 1, 0) minus far's (0, 1, 1, 1)
+    m, lo, hi = bootstrap_mean(np.array([1.0, -1.0, 0.0, -1.0]), 50, 0)
+    assert (o["beyond_far_hits@1"], o["beyond_far_hits@1_ci95"]) == (m, [lo, hi]) and m == -0.25
     assert s["groups"] == {"head_degree": {"a": -0.5, "b": -0.5}}
-    assert "beyond_noise_hits@1" not in CS.summarize(records, before, groups, 50, 0)["noise"]["original"]
+    both = CS.summarize(records, before, groups, 50, 0)
+    for floor in ("noise", "far"):  # a floor is not measured against a floor
+        assert not [k for k in both[floor]["original"] if k.startswith("beyond")]
 
 
 def results():
@@ -72,6 +84,8 @@ def results():
             "change_mrr_ci95": [v, 0.0],
             "beyond_noise_hits@1": 0.125,
             "beyond_noise_hits@1_ci95": [-0.5, 0.75],
+            "beyond_far_hits@1": -0.25,
+            "beyond_far_hits@1_ci95": [-1.0, 0.5],
         }
     return {
         "datasets": {
@@ -81,7 +95,7 @@ def results():
                     "own-facts": {
                         "n_facts": 2,
                         "offered": 5,
-                        "arms": ["noise", "tracin", "kelpie"],
+                        "arms": ["noise", "tracin", "far", "kelpie"],
                         "finished": ["tracin"],
                         "summary": {"tracin": arm},
                         "groups": {"head_degree": ["≤ 2", "> 2"]},
@@ -95,16 +109,18 @@ def results():
 def test_the_page_table_word_for_word():
     assert CS.side_by_side_table(results(), "own-facts").splitlines() == [
         "**UMLS**: 2 of the test set's 5 facts ranked first by the original model (test MRR 0.900, both sides); "
-        "1 of 3 arms measured.",
+        "1 of 4 arms measured.",
         "",
         "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
-        "| ΔH@1 beyond noise (original) | s / explanation |",
-        "|---|---|---|---|---|---|---|---|",
+        "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | s / explanation |",
+        "|---|---|---|---|---|---|---|---|---|",
         "| TracIn top-k (`tracin`) | 3 (1.50) | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] "
-        "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | 0.25 |",
-        "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | — |",
+        "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.25 |",
+        "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | not measured | — |",
+        "| far facts: as many, featuring neither end of a graded fact | — | not measured | not measured "
+        "| not measured | not measured | not measured | not measured | — |",
         "| noise floor: another seed, nothing removed | — | not measured | not measured | not measured "
-        "| not measured | not measured | — |",
+        "| not measured | not measured | not measured | — |",
     ]
     assert CS.side_by_side_table(results(), "kelpie-facts") == ""
 
@@ -124,7 +140,7 @@ def test_the_page_groups_and_compare_md_word_for_word():
     assert md.startswith("# Necessity, side by side\n\nRun `runs/x`; 2 facts graded (5 offered;")
     assert (
         "| tracin | 3 | 1.50 | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] | "
-        "-0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | 0.250 |" in md
+        "-0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.250 |" in md
     )
     assert md.endswith("| arm | > 2 (1 facts) | ≤ 2 (1 facts) |\n|---|---|---|\n| tracin | +0.00 | -0.50 |\n")
 

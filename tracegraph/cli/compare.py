@@ -64,7 +64,7 @@ def compare_cmd(
     random_like: Optional[str] = typer.Option(
         None,
         "--random-like",
-        help="The arm whose explanation sizes the random arm copies, fact by fact (default: the first --explanations, else --k).",
+        help="The arm whose explanation sizes the random arm copies, fact by fact, and the far arm in all (default: the first --explanations, else --k).",
     ),
     noise_seed: Optional[int] = typer.Option(
         None, "--noise-seed", help="The noise arm's training seed (nothing removed; default: the run's seed + 1)."
@@ -82,7 +82,11 @@ def compare_cmd(
     device: str = DeviceOpt,
     num_threads: int = ThreadsOpt,
 ):
-    """Necessity side by side: remove each arm's explanations at once, retrain, rank under both filterings."""
+    """Necessity side by side: remove each arm's explanations at once, retrain, rank under both filterings.
+
+    The arms: each --explanations file, each --method, random head facts (sized like --random-like),
+    far facts (as many, touching no graded fact, the run's seed) and the noise floor (another seed).
+    """
     from tracegraph.kg.explain.compare import CompareConfig, run_compare
     from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
     from tracegraph.runtime.progress import make_progress, setup_logging

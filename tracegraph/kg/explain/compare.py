@@ -11,6 +11,9 @@ of *arms* in one output folder, each a removal set and one retrain:
 * an **explanation method** of ours per arm: each fact's top-``k`` among its candidates (the
   training facts featuring its head, as Kelpie's explanations do, or its head or tail);
 * ``random-head`` (or ``random-head-tail``): per fact, as many random candidates as another arm's explanation of it holds;
+* ``far``: as many random training facts as the random arm removes, featuring neither end of any
+  graded fact, with the run's seed — what removing that many unrelated facts does by itself (the
+  retrain's own noise under this protocol, where every removal arm keeps the run's seed and batches);
 * ``noise``: nothing removed, another training seed — how many facts fall with no removal at all
   (Kelpie reports no such floor).
 
@@ -32,10 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError, require_file
-from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows, table_rows: compare's own words too)
+from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows, far_rows, table_rows: compare's own words too)
     Arm,
     build_arms,
     candidate_rows,
+    far_rows,
     removal_digest,
     table_rows,
 )
@@ -194,7 +198,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         raise TracegraphError(f"--candidates must be one of {', '.join(CANDIDATES)}, not {cfg.candidates!r}")
     if cfg.methods:
         check_methods(cfg.methods)
-    clash = set(cfg.explanations) & {*cfg.methods, f"random-{cfg.candidates}", "noise"}
+    clash = set(cfg.explanations) & {*cfg.methods, f"random-{cfg.candidates}", "far", "noise"}
     if clash:
         raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
     t_start = time.perf_counter()

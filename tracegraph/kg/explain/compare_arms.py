@@ -108,6 +108,30 @@ def random_rows(train_ids: np.ndarray, facts: np.ndarray, sizes: list[int], scop
     return out
 
 
+def far_rows(train_ids: np.ndarray, facts: np.ndarray, sizes: list[int], seed: int) -> list[np.ndarray]:
+    """Per fact, ``sizes[j]`` random training rows featuring neither end of any graded fact.
+
+    The far arm retrains with the run's seed, as every removal arm does, so it measures what
+    removing that many facts unrelated to the graded ones does by itself: the retrain's own noise
+    under this protocol (the noise arm's other seed measures a different-seed retrain). The draws
+    are disjoint across facts, so the arm removes as many facts in all as it is asked to.
+
+    Args:
+        train_ids: Training triples.
+        facts: Graded facts as ids.
+        sizes: How many rows to draw per fact.
+        seed: Sampling seed.
+
+    Returns:
+        One sorted row array per fact (shorter when the pool runs out).
+    """
+    ends = np.unique(np.asarray(facts, np.int64).reshape(-1, 3)[:, [0, 2]])
+    pool = np.flatnonzero(~np.isin(train_ids[:, 0], ends) & ~np.isin(train_ids[:, 2], ends))
+    drawn = np.random.default_rng([seed, 5]).permutation(pool)
+    cuts = np.cumsum([0, *sizes])
+    return [np.sort(drawn[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
 def removal_digest(arm: Arm, facts: list) -> str:
     """A fingerprint of what an arm's retrain depends on: its facts, removals and seed."""
     text = repr((facts, [list(map(int, r)) for r in arm.rows], arm.seed))
@@ -190,7 +214,7 @@ def cached_method_arm(
 
 
 def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
-    """Every arm's removals, in table order: files, methods, random, noise (see the module doc)."""
+    """Every arm's removals, in table order: files, methods, random, far, noise (see the module doc)."""
     run_seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
     row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
     arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), run_seed) for name, t in tables.items()}
@@ -206,6 +230,7 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     sizes = [len(r) for r in arms[like].rows] if like else [cfg.k] * len(facts)
     rand = f"random-{cfg.candidates}"
     arms[rand] = Arm(rand, "random", random_rows(train_ids, facts, sizes, cfg.candidates, cfg.seed), run_seed)
+    arms["far"] = Arm("far", "far", far_rows(train_ids, facts, sizes, cfg.seed), run_seed)
     noise_seed = run_seed + 1 if cfg.noise_seed is None else cfg.noise_seed
     arms["noise"] = Arm("noise", "noise", [np.zeros(0, np.int64)] * len(facts), noise_seed)
     return arms

@@ -10,6 +10,7 @@ import numpy as np
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 
 FILTERINGS = ("original", "reduced")
+FLOORS = ("noise", "far")  # arms that measure what a retrain does without the explanations
 
 
 def relation_kinds(train_ids: np.ndarray) -> dict[int, str]:
@@ -68,7 +69,11 @@ def change(before: np.ndarray, after: np.ndarray, n_boot: int, seed: int) -> dic
 
 
 def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot: int, seed: int) -> dict:
-    """Per arm and filtering: H@1/MRR after, their change, the change beyond the noise arm's, per group.
+    """Per arm and filtering: H@1/MRR after, their change, the change beyond each floor arm's, per group.
+
+    The floors are the ``noise`` arm (another seed) and the ``far`` arm (unrelated facts removed,
+    the run's seed); ``beyond_noise_hits@1`` and ``beyond_far_hits@1`` are ΔH@1 minus the floor's,
+    paired by fact, for every other arm when the floor has finished.
 
     Args:
         records: Arm name -> its record (``arms/NAME.json``).
@@ -80,7 +85,7 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
     Returns:
         Arm name -> summary.
     """
-    noise = records.get("noise")
+    floors = {name: records[name] for name in FLOORS if name in records}
     out = {}
     for name, rec in records.items():
         s = {
@@ -92,10 +97,13 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
         for f in FILTERINGS:
             after = np.asarray(rec["ranks"][f], np.float64)
             s[f] = change(before, after, n_boot, seed)
-            if noise is not None and name != "noise":
-                floor = np.asarray(noise["ranks"][f], np.float64) <= 1
-                m, lo, hi = bootstrap_mean((after <= 1).astype(float) - floor, n_boot, seed)
-                s[f]["beyond_noise_hits@1"], s[f]["beyond_noise_hits@1_ci95"] = m, [lo, hi]
+            for floor_name, floor in floors.items():
+                if name in FLOORS:
+                    continue
+                held = np.asarray(floor["ranks"][f], np.float64) <= 1
+                m, lo, hi = bootstrap_mean((after <= 1).astype(float) - held, n_boot, seed)
+                key = f"beyond_{floor_name}_hits@1"
+                s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
         after = np.asarray(rec["ranks"]["original"], np.float64)
         s["groups"] = {
             g: {v: float(np.mean(after[np.asarray(labels) == v] <= 1) - 1) for v in sorted(set(labels))}
@@ -121,11 +129,12 @@ def compare_markdown(res: dict) -> str:
         "first, filtered, tail side). Each arm removes its explanations of all graded facts at once and "
         "retrains once; Δ = after − before (negative: the predictions fell), with bootstrap 95 % intervals. "
         "*original*: ranks filtered with the original known triples; *reduced*: with the arm's removals "
-        "taken out of them (Kelpie's filter). *beyond noise*: ΔH@1 minus the noise arm's, paired by fact.",
+        "taken out of them (Kelpie's filter). *beyond noise*, *beyond far*: ΔH@1 minus the noise or far arm's, "
+        "paired by fact.",
         "",
         "| arm | facts removed | mean size | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
-        "| beyond noise (original) | s / explanation |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| beyond noise (original) | beyond far (original) | s / explanation |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in res["summary"].items():
         o, r = s["original"], s["reduced"]
@@ -133,7 +142,7 @@ def compare_markdown(res: dict) -> str:
         lines.append(
             f"| {name} | {s['facts_removed']} | {s['mean_size']:.2f} | {_ci(o, 'change_hits@1')} | "
             f"{_ci(o, 'change_mrr')} | {_ci(r, 'change_hits@1')} | {_ci(r, 'change_mrr')} | "
-            f"{_ci(o, 'beyond_noise_hits@1')} | {'—' if spe is None else f'{spe:.3f}'} |"
+            f"{_ci(o, 'beyond_noise_hits@1')} | {_ci(o, 'beyond_far_hits@1')} | {'—' if spe is None else f'{spe:.3f}'} |"
         )
     titles = {
         "head_degree": "head degree",
@@ -170,6 +179,7 @@ ARM_TITLES = {
     "k1": "K1",
     "random-head": "random head facts",
     "random-head-tail": "random head or tail facts",
+    "far": "far facts: as many, featuring neither end of a graded fact",
     "noise": "noise floor: another seed, nothing removed",
 }
 DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR", "umls": "UMLS"}
@@ -218,8 +228,8 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             + (f" ({where['machine'].split(',')[0]}, commit {where['commit']})." if "machine" in where else "."),
             "",
             "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
-            "| ΔH@1 beyond noise (original) | s / explanation |",
-            "|---|---|---|---|---|---|---|---|",
+            "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | s / explanation |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
             s = fs["summary"].get(arm)
@@ -229,6 +239,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
                 f"| {arm_title(arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
                 f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
                 f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{_cell(s, 'original', 'beyond_far_hits@1')} | "
                 f"{'—' if spe is None else f'{spe:.2f}'} |"
             )
         out.append("")
