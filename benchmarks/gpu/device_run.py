@@ -5,7 +5,7 @@ Steps, each a process with its own time cap, scheduled by priority on one GPU:
 1. the CUDA suite (``pytest -m gpu`` and the CUDA-parametrised tests), beside everything else;
 2. per dataset, ConvE trained with Kelpie's settings (the necessity protocol's original model);
 3. ``tracegraph fidelity compare`` on Kelpie's 100 facts: the methods' explanations first, then one
-   retrain per arm (Kelpie, its baselines, ours, random head facts, the noise floor), several at once;
+   retrain per arm (Kelpie, its baselines, ours, random head facts, far facts, the noise floor), several at once;
    then the same on our own 100 rank-1 test facts;
 4. TracIn's speed at FB15k-237 scale, if time is left.
 
@@ -212,10 +212,10 @@ def jobs(args) -> list[Job]:
     if dev == "cuda":  # beside the rest on a GPU; one process at a time on a CPU: after Kelpie's facts' arms
         out, own_explain = out + own_explain, []
     names = list(datasets(args))
-    first = ["kelpie", OURS[0], "noise", "random-head"] if not args.quick else ["kelpie", OURS[0], "noise"]
+    first = ["kelpie", OURS[0], "far", "noise", "random-head"] if not args.quick else ["kelpie", OURS[0], "noise"]
     later = [*OURS[1:], *KELPIE[1:]] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
     order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
-    order += [(name, "own-facts", arm) for name in names for arm in (OURS[0], "random-head", "noise")]
+    order += [(name, "own-facts", arm) for name in names for arm in (OURS[0], "random-head", "far", "noise")]
     for name, facts, arm in order:
         if arm in KELPIE and arm not in datasets(args)[name]["kelpie"]:
             continue
