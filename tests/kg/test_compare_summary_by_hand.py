@@ -117,7 +117,7 @@ def test_the_page_table_word_for_word():
         "| TracIn top-k (`tracin`) | 3 (1.50) | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] "
         "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.25 |",
         "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | not measured | — |",
-        "| far facts: as many, featuring neither end of a graded fact | — | not measured | not measured "
+        "| far facts: featuring neither end of a graded fact | — | not measured | not measured "
         "| not measured | not measured | not measured | not measured | — |",
         "| noise floor: another seed, nothing removed | — | not measured | not measured | not measured "
         "| not measured | not measured | not measured | — |",

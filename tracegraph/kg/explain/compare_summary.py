@@ -179,7 +179,7 @@ ARM_TITLES = {
     "k1": "K1",
     "random-head": "random head facts",
     "random-head-tail": "random head or tail facts",
-    "far": "far facts: as many, featuring neither end of a graded fact",
+    "far": "far facts: featuring neither end of a graded fact",
     "noise": "noise floor: another seed, nothing removed",
 }
 DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR", "umls": "UMLS"}
