@@ -8,7 +8,10 @@ machine and load. A run of one dataset replaces that dataset's files and figures
 The faithfulness page's table is rendered from that file
 (:func:`tracegraph.kg.explain.compare_summary.side_by_side_table`; a test holds the page to it).
 
-Usage: python benchmarks/necessity_kelpie_results.py gpu_results.tar.gz --commit HASH [--docs-only]
+A series run on a CPU (``device_run.py --device cpu``, spread over days) is filed beside the GPU's
+under its own name (``--as fb15k-237-cpu``), with the command that ran it (``--command``).
+
+Usage: python benchmarks/necessity_kelpie_results.py gpu_results.tar.gz --commit HASH [--as NAME] [--docs-only]
 """
 
 from __future__ import annotations
@@ -30,8 +33,14 @@ KEEP = ("compare.json", "compare.md", "test_results.json", "config.json")
 COMMAND = "python3 benchmarks/gpu/device_run.py --inputs .gpuin --work .gpuwork --deadline 520 --pack $OUT"
 
 
-def collect(archive: Path, commit: str, previous: dict, load: str | None = None) -> dict:
-    """``previous`` with the datasets of ``archive`` replaced (each dataset keeps its own commit and machine)."""
+def collect(
+    archive: Path, commit: str, previous: dict, load: str | None = None, name: str | None = None, command: str = ""
+) -> dict:
+    """``previous`` with the datasets of ``archive`` replaced (each dataset keeps its own commit and machine).
+
+    ``name`` files the archive's one dataset under that name instead of its own (a CPU series
+    beside a GPU one); ``command`` is what ran it (default: the GPU call's).
+    """
     out = DEST / "necessity_kelpie"
     datasets = dict(previous.get("datasets", {}))
     with tempfile.TemporaryDirectory() as tmp:
@@ -39,25 +48,30 @@ def collect(archive: Path, commit: str, previous: dict, load: str | None = None)
             tf.extractall(tmp, filter="data")
         work = Path(tmp)
         run_info = json.loads((work / "device_run.json").read_text())
-        for ds in sorted(d.name for d in work.iterdir() if (d / "run").is_dir()):
-            shutil.rmtree(out / ds, ignore_errors=True)  # this dataset's earlier files: replaced, the others kept
+        found = sorted(d.name for d in work.iterdir() if (d / "run").is_dir())
+        if name and len(found) != 1:
+            raise SystemExit(f"error: --as names one dataset, the archive holds {len(found)}")
+        for ds in found:
+            key = name or ds
+            shutil.rmtree(out / key, ignore_errors=True)  # this dataset's earlier files: replaced, the others kept
             for p in sorted((work / ds).rglob("*")):
                 rel = p.relative_to(work)
                 wanted = (
                     p.name in KEEP and "retrains" not in rel.parts or rel.parts[-2:-1] in (("arms",), ("explanations",))
                 )
                 if p.is_file() and wanted:
-                    (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy(p, out / rel)
+                    dest = out / key / rel.relative_to(ds)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(p, dest)
             if (work / "logs" / "suite.log").is_file():
-                (out / ds / "suite.log").write_text((work / "logs" / "suite.log").read_text())
+                (out / key / "suite.log").write_text((work / "logs" / "suite.log").read_text())
             metrics = run_metrics(work / ds / "run")
             sets = {}
             for fs in ("kelpie-facts", "own-facts"):
                 if (work / ds / fs / "compare.json").is_file():
                     sets[fs] = fact_set(work / ds / fs)
-            datasets[ds] = {
-                "command": COMMAND,
+            datasets[key] = {
+                "command": command or COMMAND,
                 "commit": commit,
                 "machine": run_info["machine"],
                 "load": load or describe_load(run_info),
@@ -84,13 +98,16 @@ def main():
     ap.add_argument("archive", type=Path, nargs="?")
     ap.add_argument("--commit", help="the commit whose working tree the device ran (needed unless --docs-only)")
     ap.add_argument("--load", help="what shared the machine, when the archive does not say")
+    ap.add_argument("--as", dest="name", help="file the archive's one dataset under this name (e.g. fb15k-237-cpu)")
+    ap.add_argument("--command", default="", help="the command that ran the series (default: the GPU call's)")
     ap.add_argument("--docs-only", action="store_true", help="only rewrite the page's tables from the results file")
     args = ap.parse_args()
     if not args.docs_only:
         if not args.archive or not args.commit:
             ap.error("give the archive and --commit (or --docs-only)")
         path = DEST / "necessity_kelpie.json"
-        res = collect(args.archive, args.commit, json.loads(path.read_text()) if path.is_file() else {}, args.load)
+        previous = json.loads(path.read_text()) if path.is_file() else {}
+        res = collect(args.archive, args.commit, previous, args.load, args.name, args.command)
         (DEST / "necessity_kelpie.json").write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
     update_docs()
 

@@ -292,6 +292,7 @@ def run(args) -> dict:
                     (work / "suite.ok").write_text("ok\n")
                 print(f"[{now:6.0f}s] {name}: {status[name]} after {now - start:.0f}s", flush=True)
                 del running[name]
+                write_summary(work, {**status, **{n: "running" for n in running}}, t0, args)
         pending = [j for j in todo if j.name not in status and j.name not in running]
         if (not pending and not running) or now > args.deadline:
             for j in pending:
@@ -321,6 +322,15 @@ def run(args) -> dict:
     part = work / "tracin_speed.jsonl.part"
     if status.get("tracin_speed") == "done" and part.is_file():
         part.rename(work / "tracin_speed.jsonl")
+    return write_summary(work, status, t0, args)
+
+
+def write_summary(work: Path, status: dict, t0: float, args) -> dict:
+    """``device_run.json``: each step's status so far, the machine, the commit and the settings.
+
+    Written whenever a step ends, so a run stopped from outside (a session's end on a CPU) still
+    says what finished.
+    """
     summary = {
         "status": status,
         "seconds": time.monotonic() - t0,
@@ -336,10 +346,22 @@ def machine() -> str:
     try:
         import torch
 
-        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-        return f"{gpu}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.machine()}"
+        if torch.cuda.is_available():
+            return f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.machine()}"
+        return f"{os.cpu_count()} CPU cores ({cpu_model()}), no GPU, torch {torch.__version__}, {platform.machine()}"
     except Exception as e:  # the summary must be written whatever torch says
         return f"unknown ({e})"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux), else the platform's word for it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip().replace(",", "")
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def commit() -> str:
@@ -376,11 +398,15 @@ def main():
     ap.add_argument("--train-cap", type=float, default=300)
     ap.add_argument("--arm-cap", type=float, default=400)
     ap.add_argument("--pack", default=None, help="write gpu_results.tar.gz here at the end")
+    ap.add_argument("--pack-only", default=None, help="only pack what --work holds now into this folder")
     ap.add_argument("--quick", action="store_true", help="UMLS, 3 epochs: a dry run of the schedule")
     ap.add_argument("--datasets", default="wn18rr", help="comma-separated, in priority order (one fits a lent call)")
     args = ap.parse_args()
     global ARGS
     ARGS = args
+    if args.pack_only:
+        pack(Path(args.work), Path(args.pack_only))
+        return
     summary = run(args)
     if args.pack:
         pack(Path(args.work), Path(args.pack))

@@ -182,7 +182,13 @@ ARM_TITLES = {
     "far": "far facts: featuring neither end of a graded fact",
     "noise": "noise floor: another seed, nothing removed",
 }
-DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR", "umls": "UMLS"}
+DATASET_TITLES = {
+    "fb15k-237": "FB15k-237",
+    "wn18rr": "WN18RR",
+    "umls": "UMLS",
+    "fb15k-237-cpu": "FB15k-237 on a CPU",
+    "wn18rr-cpu": "WN18RR on a CPU",
+}
 
 
 def arm_title(arm: str) -> str:
