@@ -1,0 +1,133 @@
+"""Does ``local-retrain`` pick the same facts when its refits take more steps?
+
+``local-retrain`` fits a mimic of the fact's head with Adam for ``--local-steps`` steps and keeps
+the ≤ k head facts whose removal costs the mimic's margin most. If the mimics have converged,
+the choice is a property of the model; if not, of the step budget. For the facts a run ranks
+first (tail side), each step budget's greedy choice among the same TracIn-pre-ranked candidates
+is compared with the others' (Jaccard of the chosen sets, the share of identical sets), with the
+full mimic's margin (the mimic fitted on all the head's facts; it moves while the fit moves).
+
+Prints one JSON line (and appends it to ``--out`` when given).
+
+Usage: python benchmarks/local_refit_stability.py --model-dir RUN --facts FACTS.txt [--n 20]
+    [--steps 30,60,240] [--candidates 16] [--threads 2] [--out FILE.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
+from tracegraph.kg.explain.compare_arms import candidate_rows
+from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
+from tracegraph.kg.explain.methods import MethodOptions, fact_rows, method_keys_all
+from tracegraph.kg.explain.necessity import fact_ranks
+from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
+from tracegraph.kg.model.model_io import run_label_smoothing
+from tracegraph.kg.model.store import RunStore, run_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def first_ranked(store, path: str, n: int, known) -> np.ndarray:
+    """The first ``n`` facts of ``path`` (in file order) that the run ranks first, tail side, filtered."""
+    lt = read_labeled_triples(path)
+    ents, rels = store.entities, store.relations
+    usable = [(h, r, t) for h, r, t in zip(lt.heads, lt.relations, lt.tails) if h in ents and t in ents and r in rels]
+    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in usable], np.int64).reshape(-1, 3)
+    ranks = fact_ranks(store.model, ids, np.zeros(len(ids), bool), known)
+    return ids[ranks <= 1][:n]
+
+
+def choices(store, train_ids, known, facts, pre, steps: int, candidates: int, eps: float) -> tuple[list, list, float]:
+    """Each fact's greedy choice (training rows) and full head-mimic margin at one step budget, and seconds per fact."""
+    search = LocalRefit(
+        store.model, train_ids, known, eps, LocalRetrainOptions(candidates=candidates, steps=steps), torch.device("cpu")
+    )
+    chosen, full, t0 = [], [], time.perf_counter()
+    for f, p in zip(facts, pre):
+        cands = candidate_rows(train_ids, f, "head")
+        _, rec = search.explain(tuple(int(x) for x in f), cands, p, fact_rows(train_ids, f))
+        chosen.append(set(rec["chosen_rows"]))
+        full.append(rec["margin_full"]["head"])
+    return chosen, full, (time.perf_counter() - t0) / len(facts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument(
+        "--facts", required=True, help="triples (h r t, tab-separated); the first --n ranked first are used"
+    )
+    ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--steps", default="30,60,240")
+    ap.add_argument("--candidates", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    mdir = Path(args.model_dir)
+    store = RunStore(mdir / "final_model.pt")
+    run_cfg = json.loads((mdir / "config.json").read_text())["train"]
+    train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), store.entities, store.relations)
+    known = store.known_tails(run_files(store))
+    facts = first_ranked(store, args.facts, args.n, known)
+    cands = [candidate_rows(train_ids, f, "head") for f in facts]
+    t0 = time.perf_counter()
+    pre = method_keys_all(
+        ["tracin"],
+        model=store.model,
+        checkpoints=resolve_checkpoint_list(mdir, None),
+        train_ids=train_ids,
+        facts=facts,
+        subsets=cands,
+        known=known,
+        opts=MethodOptions(),
+        device=torch.device("cpu"),
+    )["tracin"]
+    pre_seconds = (time.perf_counter() - t0) / len(facts)
+    eps = run_label_smoothing(mdir)
+    budgets = [int(s) for s in args.steps.split(",")]
+    runs = {s: choices(store, train_ids, known, facts, [p[0] for p in pre], s, args.candidates, eps) for s in budgets}
+    pairs = {}
+    for a, b in itertools.combinations(budgets, 2):
+        ca, cb = runs[a][0], runs[b][0]
+        pairs[f"{a}-{b}"] = {
+            "jaccard": float(np.mean([len(x & y) / max(1, len(x | y)) for x, y in zip(ca, cb)])),
+            "same_set": float(np.mean([x == y for x, y in zip(ca, cb)])),
+            "full_margin_mean_abs_change": float(np.mean(np.abs(np.subtract(runs[a][1], runs[b][1])))),
+        }
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    line = {
+        "benchmark": "local_refit_stability",
+        "model_dir": str(mdir),
+        "facts": args.facts,
+        "n_facts": len(facts),
+        "candidates": args.candidates,
+        "tracin_seconds_per_fact": pre_seconds,
+        "budgets": {
+            str(s): {"seconds_per_fact": r[2], "full_margin_mean": float(np.mean(r[1]))} for s, r in runs.items()
+        },
+        "pairs": pairs,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "commit": commit.stdout.strip(),
+    }
+    print(json.dumps(line))
+    if args.out:
+        with open(args.out, "a") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+
+if __name__ == "__main__":
+    main()
