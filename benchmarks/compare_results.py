@@ -29,6 +29,11 @@ def fact_set(compare_dir: Path) -> dict:
     c = json.loads((compare_dir / "compare.json").read_text())
     out = {k: c[k] for k in ("offered", "n_facts", "arms", "finished", "summary", "groups")}
     out["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
+    # each method's time per explanation, also for arms whose retrain has not finished
+    out["explained"] = {
+        p.stem: json.loads(p.read_text()).get("seconds_per_explanation")
+        for p in sorted((compare_dir / "explanations").glob("*.json"))
+    }
     return out
 
 

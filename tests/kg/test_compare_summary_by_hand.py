@@ -95,7 +95,8 @@ def results():
                     "own-facts": {
                         "n_facts": 2,
                         "offered": 5,
-                        "arms": ["noise", "tracin", "far", "kelpie"],
+                        "arms": ["noise", "tracin", "far", "kelpie", "local-retrain"],
+                        "explained": {"tracin": 9.0, "local-retrain": 3.5},
                         "finished": ["tracin"],
                         "summary": {"tracin": arm},
                         "groups": {"head_degree": ["≤ 2", "> 2"]},
@@ -109,11 +110,13 @@ def results():
 def test_the_page_table_word_for_word():
     assert CS.side_by_side_table(results(), "own-facts").splitlines() == [
         "**UMLS**: 2 of the test set's 5 facts ranked first by the original model (test MRR 0.900, both sides); "
-        "1 of 4 arms measured.",
+        "1 of 5 arms measured.",
         "",
         "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
         "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | s / explanation |",
         "|---|---|---|---|---|---|---|---|---|",
+        "| tracegraph `local-retrain` | — | not measured | not measured | not measured | not measured | not measured "
+        "| not measured | 3.50 |",
         "| TracIn top-k (`tracin`) | 3 (1.50) | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] "
         "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.25 |",
         "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | not measured | — |",

@@ -218,7 +218,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
 
     Returns:
         Markdown: per dataset, a line on the facts and one row per planned arm (``not measured``
-        where the arm has not finished).
+        where the arm has not finished; a method's seconds per explanation even then).
     """
     out = []
     for ds, d in results["datasets"].items():
@@ -240,7 +240,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
         for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
             s = fs["summary"].get(arm)
             removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
-            spe = None if s is None else s["seconds_per_explanation"]
+            spe = fs.get("explained", {}).get(arm) if s is None else s["seconds_per_explanation"]
             out.append(
                 f"| {arm_title(arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
                 f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
