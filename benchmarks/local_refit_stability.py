@@ -7,10 +7,12 @@ first (tail side), each step budget's greedy choice among the same TracIn-pre-ra
 is compared with the others' (Jaccard of the chosen sets, the share of identical sets), with the
 full mimic's margin (the mimic fitted on all the head's facts; it moves while the fit moves).
 
-Prints one JSON line (and appends it to ``--out`` when given).
+Prints one JSON line (and appends it to ``--out`` when given); ``--file-as NAME`` also files it
+under that name in ``benchmarks/results/local_refit_stability.json``, which the faithfulness
+page's table is rendered from.
 
 Usage: python benchmarks/local_refit_stability.py --model-dir RUN --facts FACTS.txt [--n 20]
-    [--steps 30,60,240] [--candidates 16] [--threads 2] [--out FILE.jsonl]
+    [--steps 30,60,240] [--candidates 16] [--threads 2] [--out FILE.jsonl] [--file-as NAME]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -37,6 +40,15 @@ from tracegraph.kg.model.model_io import run_label_smoothing
 from tracegraph.kg.model.store import RunStore, run_files
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "local_refit_stability.json"
+
+
+def file_result(name: str, line: dict) -> None:
+    """Put ``line`` under ``name`` in the results file, keeping the other datasets."""
+    res = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    datasets = {**res.get("datasets", {}), name: line}
+    about = "Whether local-retrain's choice moves with its refits' step budget, per dataset as last measured."
+    RESULTS.write_text(json.dumps({"about": about, "datasets": dict(sorted(datasets.items()))}, indent=1) + "\n")
 
 
 def first_ranked(store, path: str, n: int, known) -> np.ndarray:
@@ -74,6 +86,7 @@ def main():
     ap.add_argument("--candidates", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--file-as", help="file the line under this dataset name in benchmarks/results/")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     mdir = Path(args.model_dir)
@@ -110,6 +123,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     line = {
         "benchmark": "local_refit_stability",
+        "command": "python benchmarks/local_refit_stability.py " + " ".join(sys.argv[1:]),
         "model_dir": str(mdir),
         "facts": args.facts,
         "n_facts": len(facts),
@@ -127,6 +141,8 @@ def main():
     if args.out:
         with open(args.out, "a") as fh:
             fh.write(json.dumps(line) + "\n")
+    if args.file_as:
+        file_result(args.file_as, line)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,10 @@ def update_docs() -> None:
 
     page = ROOT / "docs" / "faithfulness.md"
     text = page.read_text()
-    results = {n: json.loads((DEST / f"{n}.json").read_text()) for n in ("necessity_kelpie", "compare_umls")}
+    results = {
+        n: json.loads((DEST / f"{n}.json").read_text())
+        for n in ("necessity_kelpie", "compare_umls", "local_refit_stability")
+    }
     for (start, end), block in page_blocks(results).items():
         i, j = text.index(start) + len(start), text.index(end)
         text = text[:i] + "\n" + block + text[j:]

@@ -9,7 +9,7 @@ from tracegraph.kg.explain.compare_summary import page_blocks
 ROOT = Path(__file__).resolve().parents[1]
 ALL = {
     n: json.loads((ROOT / "benchmarks" / "results" / f"{n}.json").read_text())
-    for n in ("necessity_kelpie", "compare_umls")
+    for n in ("necessity_kelpie", "compare_umls", "local_refit_stability")
 }
 RESULTS = ALL["necessity_kelpie"]
 PAGE = (ROOT / "docs" / "faithfulness.md").read_text()

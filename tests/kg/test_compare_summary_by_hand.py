@@ -180,3 +180,17 @@ def test_an_arm_without_sizes_and_the_kelpie_wording():
     res = results()
     res["datasets"]["umls"]["fact_sets"] = {"kelpie-facts": res["datasets"]["umls"]["fact_sets"]["own-facts"]}
     assert CS.side_by_side_table(res).startswith("**UMLS**: 2 of Kelpie's 5 facts ranked first")
+
+
+def test_the_refit_stability_table_word_for_word():
+    line = {
+        "n_facts": 10,
+        "budgets": {"60": {"seconds_per_fact": 5.04}, "240": {"seconds_per_fact": 21.25}},
+        "pairs": {"60-240": {"same_set": 0.1, "jaccard": 0.345, "full_margin_mean_abs_change": 0.5}},
+    }
+    assert CS.stability_table({"datasets": {"fb15k-237-cpu": line, "toy": line}}).splitlines() == [
+        "| dataset | facts | steps | identical sets | Jaccard of the sets | full mimic's margin moves by | s / fact |",
+        "|---|---|---|---|---|---|---|",
+        "| FB15k-237 on a CPU | 10 | 60 vs 240 | 0.10 | 0.34 | 0.50 | 5.0 / 21.2 |",
+        "| toy | 10 | 60 vs 240 | 0.10 | 0.34 | 0.50 | 5.0 / 21.2 |",
+    ]

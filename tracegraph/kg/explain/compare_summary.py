@@ -284,18 +284,44 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     return "\n".join(out)
 
 
+def stability_table(results: dict) -> str:
+    """How much ``local-retrain``'s choice moves with its refits' step budget, per dataset.
+
+    Args:
+        results: ``benchmarks/results/local_refit_stability.json`` (per dataset, one line of
+            ``benchmarks/local_refit_stability.py``).
+
+    Returns:
+        Markdown: one row per dataset and pair of step budgets.
+    """
+    out = [
+        "| dataset | facts | steps | identical sets | Jaccard of the sets | full mimic's margin moves by | s / fact |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ds, line in results["datasets"].items():
+        for pair, x in line["pairs"].items():
+            a, b = pair.split("-")
+            secs = " / ".join(f"{line['budgets'][s]['seconds_per_fact']:.1f}" for s in (a, b))
+            out.append(
+                f"| {DATASET_TITLES.get(ds, ds)} | {line['n_facts']} | {a} vs {b} | {x['same_set']:.2f} | "
+                f"{x['jaccard']:.2f} | {x['full_margin_mean_abs_change']:.2f} | {secs} |"
+            )
+    return "\n".join(out) + "\n"
+
+
 def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
     """The faithfulness page's generated blocks: (start marker, end marker) -> markdown.
 
     Args:
         results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
-            ``compare_umls``).
+            ``compare_umls``, ``local_refit_stability``).
 
     Returns:
         The blocks.
     """
     kelpie, umls = results["necessity_kelpie"], results["compare_umls"]
     return {
+        ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
         ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
