@@ -290,6 +290,14 @@ def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_size
     lm = load_model(run / "run" / "final_model.pt")
     rec = Recorder(lm.model)
     monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    far_asked = []
+    real_far = cmp.far_rows
+
+    def far_rows(train_ids, facts, sizes, seed):
+        far_asked.append((list(sizes), seed))
+        return real_far(train_ids, facts, sizes, seed)
+
+    monkeypatch.setattr("tracegraph.kg.explain.compare_arms.far_rows", far_rows)
     write_triples(run / "facts.txt", TRIPLES + TEST)
     out = run / "methods"
     c = cmp.CompareConfig(
@@ -312,6 +320,8 @@ def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_size
     assert calls["noise"][1] == 11 and "random-head-tail" in calls
     rand = json.loads((out / "arms" / "random-head-tail.json").read_text())
     assert rand["explanation_sizes"] == [len(e) for e in table.explanations]
+    # --random-like sizes the far arm too (its draws: test_far_rows_avoid_every_graded_end_…)
+    assert far_asked == [(rand["explanation_sizes"], c.seed)] and calls["far"][1] == SEED
 
 
 def test_method_explanations_are_reused_only_for_the_same_facts_and_settings(run, monkeypatch):
