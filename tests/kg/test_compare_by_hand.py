@@ -207,6 +207,19 @@ def test_malformed_explanations_file_is_one_error_line_naming_file_and_line(run)
     )
 
 
+@pytest.mark.parametrize("name", ["noise", "far", "random-head", "degree"])
+def test_an_explanations_name_taken_by_another_arm_is_refused(run, name):
+    lm = load_model(run / "run" / "final_model.pt")
+    explanations_file(run / "named.tsv", brute_first(lm, run, TRIPLES + TEST + VALID), lambda t: True)
+    out = run / f"clash_{name}"
+    run_cli_error(
+        ["fidelity", "compare", "--model-dir", run / "run", "-o", out, "--explanations", f"{name}={run / 'named.tsv'}"]
+        + ["--method", "degree"],
+        out,
+        contains=f"--explanations name '{name}' is taken by another arm",
+    )
+
+
 def test_explanation_fact_outside_the_training_set_is_refused_with_its_line(run):
     path = run / "stranger.tsv"
     path.write_text("head\trelation\ttail\texplanation\ne1\tr1\te4\te0|r1|e5\n")
