@@ -30,14 +30,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
+from tracegraph.kg.data.triples import read_labeled_triples
+from tracegraph.kg.explain.compare import open_run, tail_ranks
 from tracegraph.kg.explain.compare_arms import candidate_rows
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.explain.methods import MethodOptions, fact_rows, method_keys_all
-from tracegraph.kg.explain.necessity import fact_ranks
 from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
 from tracegraph.kg.model.model_io import run_label_smoothing
-from tracegraph.kg.model.store import RunStore, run_files
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "local_refit_stability.json"
@@ -49,16 +48,6 @@ def file_result(name: str, line: dict) -> None:
     datasets = {**res.get("datasets", {}), name: line}
     about = "Whether local-retrain's choice moves with its refits' step budget, per dataset as last measured."
     RESULTS.write_text(json.dumps({"about": about, "datasets": dict(sorted(datasets.items()))}, indent=1) + "\n")
-
-
-def first_ranked(store, path: str, n: int, known) -> np.ndarray:
-    """The first ``n`` facts of ``path`` (in file order) that the run ranks first, tail side, filtered."""
-    lt = read_labeled_triples(path)
-    ents, rels = store.entities, store.relations
-    usable = [(h, r, t) for h, r, t in zip(lt.heads, lt.relations, lt.tails) if h in ents and t in ents and r in rels]
-    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in usable], np.int64).reshape(-1, 3)
-    ranks = fact_ranks(store.model, ids, np.zeros(len(ids), bool), known)
-    return ids[ranks <= 1][:n]
 
 
 def choices(store, train_ids, known, facts, pre, steps: int, candidates: int, eps: float) -> tuple[list, list, float]:
@@ -90,11 +79,10 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     mdir = Path(args.model_dir)
-    store = RunStore(mdir / "final_model.pt")
-    run_cfg = json.loads((mdir / "config.json").read_text())["train"]
-    train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), store.entities, store.relations)
-    known = store.known_tails(run_files(store))
-    facts = first_ranked(store, args.facts, args.n, known)
+    _, store, train_ids, _, known = open_run(mdir)
+    lt = read_labeled_triples(args.facts)
+    ids, _, ranks = tail_ranks(store, list(zip(lt.heads, lt.relations, lt.tails)), known)
+    facts = ids[ranks <= 1][: args.n]  # the first --n the run ranks first, in file order
     cands = [candidate_rows(train_ids, f, "head") for f in facts]
     t0 = time.perf_counter()
     pre = method_keys_all(

@@ -346,9 +346,10 @@ def machine() -> str:
     try:
         import torch
 
+        rest = f"torch {torch.__version__}, {platform.machine()}"
         if torch.cuda.is_available():
-            return f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.machine()}"
-        return f"{os.cpu_count()} CPU cores ({cpu_model()}), no GPU, torch {torch.__version__}, {platform.machine()}"
+            return f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPU cores, {rest}"
+        return f"{os.cpu_count()} CPU cores ({cpu_model()}), no GPU, {rest}"
     except Exception as e:  # the summary must be written whatever torch says
         return f"unknown ({e})"
 

@@ -16,6 +16,7 @@ from tests.kg.test_necessity_by_hand import brute_side, id_set, ids_of
 from tests.kg.tiny_graph import TEST, TRIPLES, VALID, cfg, write_triples
 from tracegraph.errors import DataError
 from tracegraph.kg.explain import compare as cmp
+from tracegraph.kg.explain.compare_arms import far_rows
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
 from tracegraph.kg.model.model_io import load_model
 from tracegraph.kg.model.train import train
@@ -126,14 +127,14 @@ def test_far_rows_avoid_every_graded_end_are_disjoint_seeded_and_sized_as_asked(
     train_ids = np.stack([rng.integers(0, 30, 400), rng.integers(0, 4, 400), rng.integers(0, 30, 400)], 1)
     facts = np.array([[0, 1, 2], [3, 0, 4], [0, 2, 5]])
     sizes = [4, 0, 3]
-    rows = cmp.far_rows(train_ids, facts, sizes, seed=7)
+    rows = far_rows(train_ids, facts, sizes, seed=7)
     pool = [i for i, (h, _, t) in enumerate(train_ids) if h not in (0, 2, 3, 4, 5) and t not in (0, 2, 3, 4, 5)]
     assert [len(r) for r in rows] == sizes
     flat = np.concatenate(rows)
     assert set(flat) <= set(pool) and len(set(flat)) == len(flat)  # far from every fact, disjoint across facts
-    assert all((a == b).all() for a, b in zip(rows, cmp.far_rows(train_ids, facts, sizes, seed=7)))
-    assert not all((a == b).all() for a, b in zip(rows, cmp.far_rows(train_ids, facts, sizes, seed=8)))
-    short = cmp.far_rows(train_ids, facts, [len(pool) - 1, 5], seed=7)  # the pool runs out on the second
+    assert all((a == b).all() for a, b in zip(rows, far_rows(train_ids, facts, sizes, seed=7)))
+    assert not all((a == b).all() for a, b in zip(rows, far_rows(train_ids, facts, sizes, seed=8)))
+    short = far_rows(train_ids, facts, [len(pool) - 1, 5], seed=7)  # the pool runs out on the second
     assert [len(r) for r in short] == [len(pool) - 1, 1]
 
 
@@ -304,13 +305,12 @@ def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_size
     rec = Recorder(lm.model)
     monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
     far_asked = []
-    real_far = cmp.far_rows
 
-    def far_rows(train_ids, facts, sizes, seed):
+    def recorded(train_ids, facts, sizes, seed):
         far_asked.append((list(sizes), seed))
-        return real_far(train_ids, facts, sizes, seed)
+        return far_rows(train_ids, facts, sizes, seed)
 
-    monkeypatch.setattr("tracegraph.kg.explain.compare_arms.far_rows", far_rows)
+    monkeypatch.setattr("tracegraph.kg.explain.compare_arms.far_rows", recorded)
     write_triples(run / "facts.txt", TRIPLES + TEST)
     out = run / "methods"
     c = cmp.CompareConfig(

@@ -35,11 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError, require_file
-from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows, far_rows, table_rows: compare's own words too)
+from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows, table_rows: compare's own words too)
     Arm,
     build_arms,
     candidate_rows,
-    far_rows,
     removal_digest,
     table_rows,
 )
@@ -97,6 +96,33 @@ class CompareConfig:
     device: str = "auto"
 
 
+def open_run(mdir: Path) -> tuple:
+    """What every use of a trained run here starts from.
+
+    Returns:
+        ``(training config, RunStore, training triples as ids [M, 3], filter files, filter index)``.
+    """
+    from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
+    from tracegraph.kg.model.store import RunStore, run_files
+
+    run_cfg = read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"]
+    store = RunStore(mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir)
+    train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), store.entities, store.relations)
+    files = run_files(store)
+    return run_cfg, store, train_ids, files, store.known_tails(files)
+
+
+def tail_ranks(store, offered: list, known) -> tuple[np.ndarray, list, np.ndarray]:
+    """The label triples of ``offered`` the run has ids for, as ids and labels, with their filtered tail ranks."""
+    from tracegraph.kg.explain.necessity import fact_ranks
+
+    ents, rels = store.entities, store.relations
+    usable = [f for f in offered if f[0] in ents and f[2] in ents and f[1] in rels]
+    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in usable], np.int64).reshape(-1, 3)
+    ranks = fact_ranks(store.model, ids, np.zeros(len(ids), bool), known) if len(ids) else np.zeros(0)
+    return ids, usable, ranks
+
+
 def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable], known) -> tuple:
     """The facts graded: those of ``--facts`` (or of the explanation files) the run ranks first.
 
@@ -113,7 +139,7 @@ def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable],
         DataError: If there is nothing to grade.
     """
     from tracegraph.kg.data.triples import read_labeled_triples
-    from tracegraph.kg.explain.necessity import choose_facts, fact_ranks
+    from tracegraph.kg.explain.necessity import choose_facts
 
     if cfg.facts:
         lt = read_labeled_triples(cfg.facts)
@@ -122,10 +148,7 @@ def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable],
         offered = list(dict.fromkeys(f for t in tables.values() for f in t.facts))
     else:
         raise TracegraphError("name the facts to grade: --facts FILE, or at least one --explanations NAME=FILE")
-    ents, rels = store.entities, store.relations
-    usable = [f for f in offered if f[0] in ents and f[2] in ents and f[1] in rels]
-    ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in usable], np.int64).reshape(-1, 3)
-    ranks = fact_ranks(store.model, ids, np.zeros(len(ids), bool), known) if len(ids) else np.zeros(0)
+    ids, usable, ranks = tail_ranks(store, offered, known)
     pick = choose_facts(ranks, cfg.n, cfg.seed) if cfg.facts else np.flatnonzero(ranks <= 1)
     if not len(pick):
         raise DataError(
@@ -187,10 +210,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         TracegraphError: On a bad setting (an unknown arm, method or candidate scope).
         DataError: On a malformed or inconsistent explanations file, or no fact to grade.
     """
-    from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
     from tracegraph.kg.explain.methods import check_methods
     from tracegraph.kg.explain.necessity import Retrainer, fact_margins
-    from tracegraph.kg.model.store import RunStore, run_files
     from tracegraph.runtime.precision import resolve_device
     from tracegraph.runtime.progress import step_callback
 
@@ -203,12 +224,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
     t_start = time.perf_counter()
     mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)
-    run_cfg = read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"]
-    store = RunStore(mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir)
+    run_cfg, store, train_ids, files, known = open_run(mdir)
     tables = {name: read_explanation_table(path) for name, path in cfg.explanations.items()}
-    train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), store.entities, store.relations)
-    files = run_files(store)
-    known = store.known_tails(files)
     facts, labels, offered = graded_facts(store, cfg, tables, known)
     device = resolve_device(cfg.device)
     arms = build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)

@@ -97,9 +97,7 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
         for f in FILTERINGS:
             after = np.asarray(rec["ranks"][f], np.float64)
             s[f] = change(before, after, n_boot, seed)
-            for floor_name, floor in floors.items():
-                if name in FLOORS:
-                    continue
+            for floor_name, floor in ({} if name in FLOORS else floors).items():  # a floor is not held to a floor
                 held = np.asarray(floor["ranks"][f], np.float64) <= 1
                 m, lo, hi = bootstrap_mean((after <= 1).astype(float) - held, n_boot, seed)
                 key = f"beyond_{floor_name}_hits@1"
