@@ -194,8 +194,13 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
     known = id_set(lm, run / "train.txt", run / "valid.txt", run / "test.txt")
     arm = json.loads((out / "arms" / "k.json").read_text())
     assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
-    md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the three group tables
-    assert md.count("\n| k |") == 4 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+    md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the four group tables
+    assert md.count("\n| k |") == 5 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+    # the query-answers groups with the default k = 4, counted here from the training file
+    train_triples = [tuple(t) for t in TRIPLES]
+    others = [sum(1 for h, r, t in train_triples if (h, r) == (f[0], f[1]) and t != f[2]) for f in facts]
+    want = ["none" if n == 0 else "1–4" if n <= 4 else "> 4" for n in others]
+    assert json.loads((out / "compare.json").read_text())["groups"]["answers"] == want
 
 
 def test_malformed_explanations_file_is_one_error_line_naming_file_and_line(run):

@@ -24,6 +24,15 @@ def test_fact_groups_split_head_degree_and_margin_at_their_medians():
     assert "margin" not in CS.fact_groups(facts, TRAIN)
 
 
+def test_fact_groups_count_the_other_training_answers_of_each_facts_query():
+    # (0, 0, ?) answers 1, 2, 3 in training; (1, 1, ?) answers 2; (4, 3, ?) answers 5; (2, 2, ?) answers 0
+    facts = np.array([[0, 0, 4], [0, 0, 3], [1, 1, 0], [4, 3, 5], [5, 9, 0], [2, 2, 0]])
+    # by hand: 3 others; 2 others (3 is the fact itself); 1; none (5 is the fact); none (unseen relation); none
+    assert CS.fact_groups(facts, TRAIN, k=2)["answers"] == ["> 2", "1–2", "1–2", "none", "none", "none"]
+    assert CS.fact_groups(facts, TRAIN, k=3)["answers"][0] == "1–3"
+    assert "answers" not in CS.fact_groups(facts, TRAIN)
+
+
 def test_summary_changes_beyond_noise_and_far_and_groups_by_hand():
     before = np.ones(4)
     records = {

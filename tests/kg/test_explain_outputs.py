@@ -343,3 +343,13 @@ def test_label_columns_come_from_the_runs_recorded_name_files(run3, tmp_path):
     assert set(why["TrainHead_label"]) == {f"Name of {h}" for h in why["TrainHead"]}
     assert set(why["TestRel_label"]) == {"P:r"}
     assert set(why["TrainRel_label"]) == {"P:r" if r == "r" else r for r in why["TrainRel"]}
+
+
+@pytest.mark.parametrize("side, first", [("tail", ("a", "r", "b")), ("head", ("b", "r", "c"))])
+def test_tracin_margin_query_lists_the_answers_of_the_explained_sides_query_first(run3, side, first):
+    """(a, r, c): on the tail side (a, r, ?) has the training answer b; on the head side (?, r, c) has b."""
+    import tracegraph
+
+    why = tracegraph.open_run(run3 / "run").explain([TESTS[0]], method="tracin-margin-query", side=side)
+    assert tuple(why[["TrainHead", "TrainRel", "TrainTail"]].iloc[0]) == first
+    assert set(why["Role"]) == {"proponent"}  # a rank, not an influence: no opponents

@@ -17,7 +17,8 @@ What it holds, and against what:
 * the queries, the rival, the filtered rank and both logits against scoring every entity one triple
   at a time, on both sides, with and without a filter;
 * ``method_keys_all``: every method's keys for two facts (one on each side), the margin against the
-  float64 loop with the brute-force rival, degrees counted by a loop, walks by a breadth-first search
+  float64 loop with the brute-force rival, the answers to the fact's own query by a loop (tail and head
+  side), degrees counted by a loop, walks by a breadth-first search
   written here, the fact itself never on top; local-retrain wired to its search with the run's
   settings and TracIn as the pre-ranking.
 """
@@ -46,6 +47,7 @@ ALL_NAMES = (
     "tracin-margin",
     "tracin-margin-path",
     "tracin-path",
+    "tracin-margin-query",
     "local-retrain",
     "local-newton",
     "degree",
@@ -136,7 +138,7 @@ def test_registry_lists_every_method_with_its_documented_needs():
     assert all(M.REGISTRY[n].name == n for n in ALL_NAMES)
     assert M.INFLUENCE_METHODS == ("tracin", "tracin-cosine", "relatif")
     assert M.BASELINE_METHODS == ("degree", "path", "random")
-    assert M.MARGIN_METHODS == ("tracin-margin", "tracin-margin-path")
+    assert M.MARGIN_METHODS == ("tracin-margin", "tracin-margin-path", "tracin-margin-query")
     flags = {n: (m.needs_influence, m.needs_rival, m.walk_shells, m.in_pass, m.signed) for n, m in M.REGISTRY.items()}
     assert flags == {
         # influence, rival, walk shells (HeadTailWalk column), in explain's pass (torchrun), signed
@@ -146,6 +148,7 @@ def test_registry_lists_every_method_with_its_documented_needs():
         "tracin-margin": (True, True, False, True, True),
         "tracin-margin-path": (True, True, True, True, True),
         "tracin-path": (True, False, False, False, False),
+        "tracin-margin-query": (True, True, False, False, False),  # the query's answers first, then the margin
         "local-retrain": (True, False, False, False, True),  # TracIn pre-ranks its search
         "local-newton": (True, False, False, False, True),  # the same search, Newton steps for refits
         "degree": (False, False, False, False, False),
@@ -214,7 +217,8 @@ def hand_inputs():
         1: {"degree": [np.array([1.0])], "path": [np.array([0.0])], "random": [np.zeros(1)]},
         2: {"random": [np.zeros(4)]},
     }
-    return M.MethodInputs(parts, margins, lambda j: walks[j], lambda j: base[j])
+    answers = {0: np.array([False, True, False, False, True]), 1: np.array([True])}
+    return M.MethodInputs(parts, margins, lambda j: walks[j], lambda j: base[j], lambda j: answers[j])
 
 
 def as_lists(keys):
@@ -233,11 +237,14 @@ def test_each_methods_keys_from_hand_built_inputs():
     # path shells: every finite length its own shell, no walk after all of them; TracIn in float64
     assert k["tracin-path"] == [[-1.0, -2.0, -1e9, -3.0, -2.0], [0.5, -1.0, 2.0, 0.25, 0.0]]
     assert M.REGISTRY["tracin-path"].keys(x, 0)[1].dtype == np.float64
+    # the fact's own query's answers first (as 1.0), the margin orders each group
+    assert k["tracin-margin-query"] == [[0.0, 1.0, 0.0, 0.0, 1.0], [1.0, 4.0, -2.0, 3.0, 0.5]]
     assert k["local-retrain"] == []
     assert k["degree"] == [[5.0, 1, 2, 3, 4]] and k["path"] == [[-1.0, -2, -3, -4, -5]] and k["random"] == [[0.0] * 5]
     # the second fact reads its own inputs
     assert as_lists(M.REGISTRY["tracin-margin-path"].keys(x, 1)) == [[-1e9], [-1.0]]
     assert as_lists(M.REGISTRY["relatif"].keys(x, 1)) == [[3.0]]
+    assert as_lists(M.REGISTRY["tracin-margin-query"].keys(x, 1)) == [[1.0], [-1.0]]
     assert as_lists(M.REGISTRY["degree"].keys(x, 1)) == [[1.0]]
 
 
@@ -548,7 +555,7 @@ def test_method_keys_all_every_method_against_float64_and_loops(tmp_path):
     subsets = [np.array([8, 0, 2, 4, 6, 9, 5]), np.array([3, 1, 6, 4, 5, 7, 0, 9])]
     known = KnownTails([with_reciprocals(TRAIN, R)], 2 * R)
     asked = ["tracin-margin-path", "tracin", "path", "tracin-margin", "degree", "random", "tracin", "tracin-path"]
-    asked += ["tracin-cosine", "relatif"]
+    asked += ["tracin-cosine", "relatif", "tracin-margin-query"]
     keys = M.method_keys_all(
         asked,
         model=model,
@@ -574,7 +581,7 @@ def test_method_keys_all_every_method_against_float64_and_loops(tmp_path):
         walk = walk_lengths(TRAIN[rows], f[0], f[2])
         d = deg[TRAIN[rows, 0]] + deg[TRAIN[rows, 2]]
         k = {m: [np.asarray(a, np.float64) for a in v[j]] for m, v in keys.items()}
-        assert [len(v) for v in k.values()] == [2, 1, 2, 1, 1, 1, 2, 1, 1]
+        assert [len(v) for v in k.values()] == [2, 1, 2, 1, 1, 1, 2, 1, 1, 2]
         close(k["tracin"][0], tracin, is_fact)
         close(k["tracin-margin"][0], margin, is_fact)
         close(k["tracin-cosine"][0], cosine[j, p], is_fact)
@@ -587,6 +594,14 @@ def test_method_keys_all_every_method_against_float64_and_loops(tmp_path):
         assert k["degree"][0].tolist() == never(d).tolist()
         assert k["path"][0].tolist() == never(-np.where(np.isfinite(walk), walk, 1e9)).tolist()
         assert k["path"][1].tolist() == d.tolist() and k["random"][0].tolist() == never(np.zeros(len(rows))).tolist()
+        # the answers to the fact's own query, by a loop: (h, r, t′ ≠ t) on the tail side, (h′ ≠ h, r, t) on the head
+        answers = []
+        for a, b, c in TRAIN[rows]:
+            same = (b == f[1] and c == f[2] and a != f[0]) if side[j] else (a == f[0] and b == f[1] and c != f[2])
+            answers.append(1.0 if same else 0.0)
+        assert k["tracin-margin-query"][0].tolist() == never(np.array(answers)).tolist()
+        close(k["tracin-margin-query"][1], margin)
+        assert sum(answers) == (1 if j == 0 else 2)  # the test sees answers on both sides
         assert is_fact.sum() == (j == 0) and len(set(walk.tolist())) >= 3  # the test sees the fact and several shells
     assert [tuple(x) for x in rivals] != [tuple(f) for f in facts]
 

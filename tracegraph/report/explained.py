@@ -27,6 +27,7 @@ SCORE_WORDS = {  # the header of a method's own score column (MethodScore)
     "relatif": "RelatIF score",
     "local-retrain": "retrain score",
     "local-newton": "Newton-step score",
+    "tracin-margin-query": "query-first order",
 }
 WALK = "head–tail walk"
 

@@ -257,7 +257,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         )
     # in table order, with the arms other processes sharing this folder finished meanwhile
     records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
-    groups = fact_groups(facts, train_ids, fact_margins(store.model, facts, known))
+    groups = fact_groups(facts, train_ids, fact_margins(store.model, facts, known), cfg.k)
     res = {
         "model_dir": str(mdir),
         "config": {**asdict(cfg), "local": asdict(cfg.local)},

@@ -31,17 +31,23 @@ def relation_kinds(train_ids: np.ndarray) -> dict[int, str]:
     return out
 
 
-def fact_groups(facts: np.ndarray, train_ids: np.ndarray, margins: np.ndarray | None = None) -> dict[str, list[str]]:
-    """Per fact, its group by head degree (halves at the median), relation kind and margin half.
+def fact_groups(
+    facts: np.ndarray, train_ids: np.ndarray, margins: np.ndarray | None = None, k: int | None = None
+) -> dict[str, list[str]]:
+    """Per fact, its group by head degree (halves at the median), relation kind, margin half and query answers.
 
     Args:
         facts: Graded facts ``[n, 3]``.
         train_ids: Training triples.
         margins: The run's lead of each fact's answer over its strongest filtered rival (logits);
             None leaves the margin groups out.
+        k: The explanations' size budget: facts whose query (h, r, ?) has no other training
+            answer, at most ``k`` (an explanation can remove them all) or more; None leaves
+            this grouping out.
 
     Returns:
-        ``{"head_degree": [...], "relation_kind": [...], "margin": [...]}``, one label per fact.
+        ``{"head_degree": [...], "relation_kind": [...], "margin": [...], "answers": [...]}``, one
+        label per fact.
     """
     deg = np.bincount(np.concatenate([train_ids[:, 0], train_ids[:, 2]]), minlength=int(facts.max(initial=0)) + 1)
     head_deg = deg[facts[:, 0]] if len(facts) else np.zeros(0, np.int64)
@@ -55,6 +61,10 @@ def fact_groups(facts: np.ndarray, train_ids: np.ndarray, margins: np.ndarray | 
         # near-ties flip on any retrain; a confident prediction only when its support goes
         m = float(np.median(margins))
         out["margin"] = ["near tie" if x <= m else "confident" for x in margins]
+    if k is not None:
+        # in a 1-N model the query's other answers label the sample the prediction is read from
+        n = [int(np.sum((train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] != t))) for h, r, t in facts]
+        out["answers"] = ["none" if x == 0 else f"1–{k}" if x <= k else f"> {k}" for x in n]
     return out
 
 
@@ -146,6 +156,7 @@ def compare_markdown(res: dict) -> str:
         "head_degree": "head degree",
         "relation_kind": "relation kind",
         "margin": "margin half (the run's lead over the rival)",
+        "answers": "the query's other training answers (h, r, t′)",
     }
     for g, title in ((g, t) for g, t in titles.items() if g in res["groups"]):
         values = sorted({v for s in res["summary"].values() for v in s["groups"][g]})
@@ -169,6 +180,7 @@ ARM_TITLES = {
     "local-retrain": "tracegraph `local-retrain`",
     "local-newton": "tracegraph `local-newton`",
     "tracin-margin-path": "tracegraph `tracin-margin-path`",
+    "tracin-margin-query": "tracegraph `tracin-margin-query`",
     "tracin": "TracIn top-k (`tracin`)",
     "tracin-margin": "`tracin-margin`",
     "kelpie": "Kelpie",
@@ -265,7 +277,12 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
         fs = d["fact_sets"].get(fact_set)
         if not fs or not fs["finished"]:
             continue
-        name = {"head_degree": "head degree", "relation_kind": "relation", "margin": "margin"}
+        name = {
+            "head_degree": "head degree",
+            "relation_kind": "relation",
+            "margin": "margin",
+            "answers": "other answers",
+        }
         cols = [(g, v) for g in name if g in fs["groups"] for v in sorted(set(fs["groups"][g]))]
         out += [
             f"**{DATASET_TITLES.get(ds, ds)}**, ΔH@1 (original filtering) by group:",

@@ -24,6 +24,11 @@
   the shells put the walks that join head and tail first, so a mechanism's middle edges, which
   touch neither end, are not buried under the head's other triples. Forcing direct edges first
   cost necessity on UMLS (docs/explaining.md, "How to choose"), so they share the first shell;
+* ``tracin-margin-query``: the fact's own query first — the training facts (h, r, t′) that answer
+  (h, r, ?) with another tail (on the head side (h′, r, t)) — then the margin orders each group.
+  A 1-N model trains a query as one sample labelled with its answers, so these are the labels of
+  the very sample the prediction is read from; removing all of them removes the sample, a step
+  that first-order influence, which sees one label at a time, does not rank first;
 * ``local-retrain``: re-fit the head's (and tail's) embedding without candidate subsets and keep
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``local-newton``: the same search with each re-fit replaced by one damped Newton step from the
@@ -48,6 +53,7 @@ from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.explain.ranking import (  # noqa: F401  (margin_shell: methods.margin_shell stays importable)
     degrees,
     margin_shell,
+    same_query,
     method_keys,
     path_lengths,
     path_shell,
@@ -66,6 +72,7 @@ class MethodInputs:
     margins: list | None  # TracIn(fact) − TracIn(rival)
     walks: Callable[[int], np.ndarray]  # head–tail walk length of each candidate
     baselines: Callable[[int], dict]  # degree / path / random keys
+    answers: Callable[[int], np.ndarray] | None = None  # which candidates answer the fact's own query
 
 
 @dataclass(frozen=True)
@@ -130,13 +137,29 @@ def walk_shells_over(base, shell):
     return lambda x, j: [-shell(x.walks(j)), *base(x, j)]
 
 
+def answers_first_over(base):
+    """Compose keys: candidates answering the fact's own query first, then ``base``'s keys in each group.
+
+    Args:
+        base: ``base(inputs, j) -> keys``.
+
+    Returns:
+        ``keys(inputs, j)``: ``[answers(j), *base keys]``.
+    """
+    return lambda x, j: [x.answers(j).astype(np.float64), *base(x, j)]
+
+
 def _baseline(name: str):
     return lambda x, j: x.baselines(j)[name]
 
 
 INFLUENCE_METHODS = ("tracin", "tracin-cosine", "relatif")
 BASELINE_METHODS = ("degree", "path", "random")
-MARGIN_METHODS = ("tracin-margin", "tracin-margin-path")  # the rival rides along as an extra test triple
+MARGIN_METHODS = (
+    "tracin-margin",
+    "tracin-margin-path",
+    "tracin-margin-query",
+)  # the rival rides along as an extra test triple
 # explain's, fidelity necessity's and the demo's default: chosen by necessity and recovery (docs/explaining.md,
 # "How to choose"); the CLI repeats it as a literal (tests/kg/test_necessity.py checks)
 DEFAULT_EXPLAINER = "tracin-margin-path"
@@ -156,6 +179,7 @@ REGISTRY: dict[str, Method] = {
             in_pass=True,
         ),
         Method("tracin-path", walk_shells_over(_tracin, lambda w: path_shell(w)), signed=False),
+        Method("tracin-margin-query", answers_first_over(_margin), needs_rival=True, signed=False),
         Method("local-retrain", lambda x, j: [], signed=True),  # keys from LocalRefit, see method_keys_all
         Method("local-newton", lambda x, j: [], signed=True),  # keys from LocalNewton
         *(Method(b, _baseline(b), needs_influence=False, signed=False) for b in BASELINE_METHODS),
@@ -497,6 +521,7 @@ def method_keys_all(
             walk_cache[j] = path_lengths(train_ids[subsets[j]][:, [0, 2]], int(facts[j][0]), int(facts[j][2]))
         return walk_cache[j]
 
+    sides = np.zeros(len(facts), bool) if head_side is None else np.asarray(head_side, bool)
     inputs = MethodInputs(
         parts,
         margins,
@@ -504,6 +529,7 @@ def method_keys_all(
         lambda j: method_keys(
             np.zeros(len(subsets[j])), train_ids[subsets[j]], int(facts[j][0]), int(facts[j][2]), deg
         ),
+        lambda j: same_query(train_ids[subsets[j]], facts[j], bool(sides[j])),
     )
     for m in methods:
         if m not in LOCAL_SEARCHES:

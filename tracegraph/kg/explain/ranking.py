@@ -185,6 +185,28 @@ def margin_shell(walk: np.ndarray) -> np.ndarray:
     return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
+def same_query(cand: np.ndarray, fact, head_side: bool = False) -> np.ndarray:
+    """Which candidates answer the fact's own query with another answer.
+
+    On the tail side the query is (h, r, ?) and they are (h, r, t′), t′ ≠ t; on the head side
+    (?, r, t) and they are (h′, r, t), h′ ≠ h. A 1-N model trains each query as one sample whose
+    labels are its answers, so these are the labels of the very sample the prediction is read from.
+
+    Args:
+        cand: The candidate triples ``[n, 3]``.
+        fact: The fact ``(h, r, t)``.
+        head_side: The fact is predicted on the head side.
+
+    Returns:
+        ``[n]`` booleans.
+    """
+    h, r, t = (int(x) for x in fact)
+    c = np.asarray(cand, np.int64).reshape(-1, 3)
+    if head_side:
+        return (c[:, 1] == r) & (c[:, 2] == t) & (c[:, 0] != h)
+    return (c[:, 0] == h) & (c[:, 1] == r) & (c[:, 2] != t)
+
+
 def method_keys(tracin_scores: np.ndarray, cand: np.ndarray, head: int, tail: int, degree: np.ndarray) -> dict:
     """Sort keys (descending) of TracIn and the baselines for one test triple's candidates.
 

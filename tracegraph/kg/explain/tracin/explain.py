@@ -330,6 +330,7 @@ def method_order(cfg, store, inputs: _Inputs, sel: _Selection, test_ids, device)
         known=filter_index(store, _filter_files(cfg, store)),
         opts=opts,
         device=device,
+        head_side=np.full(len(test_ids), cfg.side == "head"),
     )[cfg.method]
     return [single_score(k, seed=j) for j, k in enumerate(keys)]
 
