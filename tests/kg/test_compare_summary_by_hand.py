@@ -31,6 +31,9 @@ def test_fact_groups_count_the_other_training_answers_of_each_facts_query():
     assert CS.fact_groups(facts, TRAIN, k=2)["answers"] == ["> 2", "1–2", "1–2", "none", "none", "none"]
     assert CS.fact_groups(facts, TRAIN, k=3)["answers"][0] == "1–3"
     assert "answers" not in CS.fact_groups(facts, TRAIN)
+    # tables list them from none to more than k; other groupings by name
+    assert CS.group_values("answers", ["> 2", "1–2", "none", "1–2"]) == ["none", "1–2", "> 2"]
+    assert CS.group_values("margin", ["near tie", "confident"]) == ["confident", "near tie"]
 
 
 def test_summary_changes_beyond_noise_and_far_and_groups_by_hand():

@@ -68,6 +68,14 @@ def fact_groups(
     return out
 
 
+def group_values(group: str, labels) -> list[str]:
+    """A grouping's labels in table order: by name, the query-answers groups from none to more than k."""
+    values = sorted(set(labels))
+    if group == "answers":  # "none", "1–k", "> k"
+        values.sort(key=lambda v: 0 if v == "none" else 2 if v.startswith(">") else 1)
+    return values
+
+
 def change(before: np.ndarray, after: np.ndarray, n_boot: int, seed: int) -> dict:
     """H@1 and MRR after, and their change (after − before) with bootstrap 95 % intervals."""
     b, a = np.asarray(before, np.float64), np.asarray(after, np.float64)
@@ -159,7 +167,7 @@ def compare_markdown(res: dict) -> str:
         "answers": "the query's other training answers (h, r, t′)",
     }
     for g, title in ((g, t) for g, t in titles.items() if g in res["groups"]):
-        values = sorted({v for s in res["summary"].values() for v in s["groups"][g]})
+        values = group_values(g, [v for s in res["summary"].values() for v in s["groups"][g]])
         counts = {v: res["groups"][g].count(v) for v in values}
         lines += [
             "",
@@ -283,7 +291,7 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
             "margin": "margin",
             "answers": "other answers",
         }
-        cols = [(g, v) for g in name if g in fs["groups"] for v in sorted(set(fs["groups"][g]))]
+        cols = [(g, v) for g in name if g in fs["groups"] for v in group_values(g, fs["groups"][g])]
         out += [
             f"**{DATASET_TITLES.get(ds, ds)}**, ΔH@1 (original filtering) by group:",
             "",
