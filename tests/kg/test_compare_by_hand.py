@@ -6,6 +6,7 @@ seed), ranked by brute force under the original known triples and under those mi
 the noise arm is the full graph with the run's seed + 1.
 """
 
+import dataclasses
 import json
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from tests.conftest import run_cli, run_cli_error
 from tests.kg.test_necessity_by_hand import brute_side, id_set, ids_of
 from tests.kg.tiny_graph import TEST, TRIPLES, VALID, cfg, write_triples
-from tracegraph.errors import DataError
+from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.explain import compare as cmp
 from tracegraph.kg.explain.compare_arms import far_rows
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
@@ -120,6 +121,31 @@ def test_each_arm_removes_by_hand_sets_and_ranks_under_both_filterings(run, monk
     s = res["summary"]["ext"]
     assert s["reduced"]["change_hits@1"] == pytest.approx(np.mean(np.array(arm["ranks"]["reduced"]) <= 1) - 1)
     assert s["facts_removed"] == len(want)
+
+
+def test_versus_pairs_every_other_arm_with_the_named_arm_fact_by_fact(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    explanations_file(run / "vs.tsv", facts, lambda t: t[1] == "r0")
+    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: Recorder(lm.model))
+    out = run / "versus"
+    c = cmp.CompareConfig(
+        model_dir=str(run / "run"), output_dir=str(out), explanations={"ext": str(run / "vs.tsv")}, versus=["ext"]
+    )
+    res = cmp.run_compare(c)
+    arms = {a: json.loads((out / "arms" / f"{a}.json").read_text())["ranks"] for a in ("ext", "random-head")}
+    for f in ("original", "reduced"):  # the random arm's hits minus ext's, fact by fact
+        diff = (np.array(arms["random-head"][f]) <= 1).astype(float) - (np.array(arms["ext"][f]) <= 1)
+        got = res["summary"]["random-head"][f]
+        assert got["beyond_ext_hits@1"] == pytest.approx(diff.mean())
+        assert "beyond_ext_hits@1" not in res["summary"]["ext"][f]  # not against itself
+        assert "beyond_ext_hits@1" not in res["summary"]["noise"][f]  # nor a floor against it
+    assert "beyond_far_hits@1" in res["summary"]["ext"]["original"]  # the reference itself against the floors
+    md = (out / "compare.md").read_text()
+    assert "| beyond ext (original) | beyond ext (reduced) |" in md and "*beyond ext*" in md
+    with pytest.raises(TracegraphError) as e:
+        cmp.run_compare(dataclasses.replace(c, versus=["zz"]), explain_only=True)
+    assert str(e.value).startswith("--versus zz: no such arm (arms: ext, random-head, far, noise)")
 
 
 def test_far_rows_avoid_every_graded_end_are_disjoint_seeded_and_sized_as_asked():
@@ -279,6 +305,12 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
         "a",
         "--noise-seed",
         "9",
+        "--versus",
+        "a",
+        "--versus",
+        "y",
+        "--versus",
+        "a",
         "--arm",
         "a",
         "--arm",
@@ -302,6 +334,7 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
     assert c.explanations == {"a": "x.tsv", "y": "y.tsv"} and c.methods == ["tracin", "degree"]
     assert (c.facts, c.n, c.k, c.candidates, c.random_like) == (str(run / "test.txt"), 7, 3, "head-tail", "a")
     assert (c.noise_seed, c.arms, seen["explain_only"], c.bootstrap, c.seed) == (9, ["a", "noise"], True, 20, 5)
+    assert c.versus == ["a", "y"]
     assert (c.local.candidates, c.local.steps, c.local.k, c.local.seed, c.device) == (11, 13, 3, 5, "cpu")
 
 

@@ -78,6 +78,17 @@ def test_summary_changes_beyond_noise_and_far_and_groups_by_hand():
     both = CS.summarize(records, before, groups, 50, 0)
     for floor in ("noise", "far"):  # a floor is not measured against a floor
         assert not [k for k in both[floor]["original"] if k.startswith("beyond")]
+    # an arm named in versus is a reference like the floors: x's hits (1, 0, 1, 0) minus far's (0, 1, 1, 1)
+    vs = CS.summarize(records, before, groups, 50, 0, versus=("far", "x"))
+    m, lo, hi = bootstrap_mean(np.array([1.0, -1.0, 0.0, -1.0]), 50, 0)
+    assert (vs["x"]["original"]["beyond_far_hits@1"], vs["x"]["original"]["beyond_far_hits@1_ci95"]) == (m, [lo, hi])
+    assert "beyond_x_hits@1" not in vs["x"]["original"] and "beyond_x_hits@1" not in vs["noise"]["reduced"]
+    y = dict(records["x"], ranks={"original": [1, 1, 2, 2], "reduced": [1, 2, 2, 2]})
+    vy = CS.summarize({**records, "y": y}, before, groups, 50, 0, versus=("x",))["y"]
+    # y's hits minus x's: original (1, 1, 0, 0) - (1, 0, 1, 0); reduced (1, 0, 0, 0) - (0, 0, 1, 0)
+    for f, diff in (("original", [0.0, 1.0, -1.0, 0.0]), ("reduced", [1.0, 0.0, -1.0, 0.0])):
+        m, lo, hi = bootstrap_mean(np.array(diff), 50, 0)
+        assert (vy[f]["beyond_x_hits@1"], vy[f]["beyond_x_hits@1_ci95"]) == (m, [lo, hi])
 
 
 def results():
@@ -98,6 +109,8 @@ def results():
             "beyond_noise_hits@1_ci95": [-0.5, 0.75],
             "beyond_far_hits@1": -0.25,
             "beyond_far_hits@1_ci95": [-1.0, 0.5],
+            "beyond_kelpie_hits@1": v / 4,
+            "beyond_kelpie_hits@1_ci95": [v / 2, 0.5],
         }
     return {
         "datasets": {
@@ -125,18 +138,30 @@ def test_the_page_table_word_for_word():
         "1 of 5 arms measured.",
         "",
         "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
-        "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | s / explanation |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | ΔH@1 beyond Kelpie (original / reduced) "
+        "| s / explanation |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         "| tracegraph `local-retrain` | — | not measured | not measured | not measured | not measured | not measured "
-        "| not measured | 3.50 |",
+        "| not measured | not measured | 3.50 |",
         "| TracIn top-k (`tracin`) | 3 (1.50) | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] "
-        "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.25 |",
-        "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | not measured | — |",
+        "| -0.50 [-1.00, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] "
+        "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] | 0.25 |",
+        "| Kelpie | — | not measured | not measured | not measured | not measured | not measured | not measured "
+        "| not measured | — |",
         "| far facts: featuring neither end of a graded fact | — | not measured | not measured "
-        "| not measured | not measured | not measured | not measured | — |",
+        "| not measured | not measured | not measured | not measured | not measured | — |",
         "| noise floor: another seed, nothing removed | — | not measured | not measured | not measured "
-        "| not measured | not measured | not measured | — |",
+        "| not measured | not measured | not measured | not measured | — |",
     ]
+    unpaired = results()  # a run compared without --versus kelpie: a dash, not a figure
+    for f in ("original", "reduced"):
+        del unpaired["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"][f]["beyond_kelpie_hits@1"]
+    row = next(r for r in CS.side_by_side_table(unpaired, "own-facts").splitlines() if r.startswith("| TracIn"))
+    assert row.endswith("| -0.25 [-1.00, +0.50] | — | 0.25 |")
+    alone = results()  # no Kelpie arm planned: no column beyond it
+    alone["datasets"]["umls"]["fact_sets"]["own-facts"]["arms"].remove("kelpie")
+    table = CS.side_by_side_table(alone, "own-facts")
+    assert "beyond Kelpie" not in table and table.splitlines()[3] == "|---" * 9 + "|"
     assert CS.side_by_side_table(results(), "kelpie-facts") == ""
 
 

@@ -66,6 +66,11 @@ def compare_cmd(
         "--random-like",
         help="The arm whose explanation sizes the random arm copies, fact by fact, and the far arm in all (default: the first --explanations, else --k).",
     ),
+    versus: Optional[List[str]] = typer.Option(
+        None,
+        "--versus",
+        help="An arm (say kelpie) every other arm is paired against fact by fact, as against the floors: ΔH@1 beyond it under both filterings; repeat.",
+    ),
     noise_seed: Optional[int] = typer.Option(
         None, "--noise-seed", help="The noise arm's training seed (nothing removed; default: the run's seed + 1)."
     ),
@@ -103,6 +108,7 @@ def compare_cmd(
         k=k,
         candidates=candidates,
         random_like=random_like,
+        versus=list(dict.fromkeys(versus or [])),
         noise_seed=noise_seed,
         arms=list(arm) if arm else None,
         bootstrap=bootstrap,

@@ -67,6 +67,8 @@ class CompareConfig:
         candidates: ``head`` (training facts featuring the head) or ``head-tail``.
         random_like: The arm whose per-fact explanation sizes the random arm copies; None: the
             first explanations file, else ``k``.
+        versus: Arms every other arm is paired against by fact, as against the floors (say
+            ``kelpie``): ΔH@1 beyond each under both filterings.
         noise_seed: The noise arm's training seed; None: the run's seed + 1.
         arms: The arms to retrain now; None: all (the summary covers every finished arm).
         bootstrap: Bootstrap resamples of the facts for the 95 % intervals.
@@ -86,6 +88,7 @@ class CompareConfig:
     k: int = 4
     candidates: str = "head"
     random_like: str | None = None
+    versus: list[str] = field(default_factory=list)
     noise_seed: int | None = None
     arms: list[str] | None = None
     bootstrap: int = 1000
@@ -230,9 +233,10 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     device = resolve_device(cfg.device)
     arms = build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     wanted = list(arms) if cfg.arms is None else cfg.arms
-    unknown = [a for a in wanted if a not in arms]
-    if unknown:
-        raise TracegraphError(f"--arm {unknown[0]}: no such arm (arms: {', '.join(arms)})")
+    for flag, asked in (("--arm", wanted), ("--versus", cfg.versus)):
+        unknown = [a for a in asked if a not in arms]
+        if unknown:
+            raise TracegraphError(f"{flag} {unknown[0]}: no such arm (arms: {', '.join(arms)})")
     before = np.ones(len(facts))  # graded facts are those the run ranks first
     ctx = {
         "store": store,
@@ -267,7 +271,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "groups": groups,
         "arms": list(arms),
         "finished": list(records),
-        "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed),
+        "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus),
         "device": str(device),
         "seconds": time.perf_counter() - t_start,
     }

@@ -86,12 +86,13 @@ def change(before: np.ndarray, after: np.ndarray, n_boot: int, seed: int) -> dic
     return out
 
 
-def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot: int, seed: int) -> dict:
+def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot: int, seed: int, versus=()) -> dict:
     """Per arm and filtering: H@1/MRR after, their change, the change beyond each floor arm's, per group.
 
     The floors are the ``noise`` arm (another seed) and the ``far`` arm (unrelated facts removed,
     the run's seed); ``beyond_noise_hits@1`` and ``beyond_far_hits@1`` are ΔH@1 minus the floor's,
-    paired by fact, for every other arm when the floor has finished.
+    paired by fact, for every other arm when the floor has finished. Each arm of ``versus`` (say
+    Kelpie's) is a reference the same way: ``beyond_NAME_hits@1`` for every arm but the floors and itself.
 
     Args:
         records: Arm name -> its record (``arms/NAME.json``).
@@ -99,11 +100,12 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
         groups: :func:`fact_groups`.
         n_boot: Bootstrap resamples.
         seed: Resampling seed.
+        versus: Arms every other arm is paired against, as against the floors.
 
     Returns:
         Arm name -> summary.
     """
-    floors = {name: records[name] for name in FLOORS if name in records}
+    refs = {name: records[name] for name in (*FLOORS, *versus) if name in records}
     out = {}
     for name, rec in records.items():
         s = {
@@ -115,10 +117,12 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
         for f in FILTERINGS:
             after = np.asarray(rec["ranks"][f], np.float64)
             s[f] = change(before, after, n_boot, seed)
-            for floor_name, floor in ({} if name in FLOORS else floors).items():  # a floor is not held to a floor
-                held = np.asarray(floor["ranks"][f], np.float64) <= 1
+            for ref_name, ref in ({} if name in FLOORS else refs).items():  # a floor is not held to a floor
+                if ref_name == name:
+                    continue
+                held = np.asarray(ref["ranks"][f], np.float64) <= 1
                 m, lo, hi = bootstrap_mean((after <= 1).astype(float) - held, n_boot, seed)
-                key = f"beyond_{floor_name}_hits@1"
+                key = f"beyond_{ref_name}_hits@1"
                 s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
         after = np.asarray(rec["ranks"]["original"], np.float64)
         s["groups"] = {
@@ -138,6 +142,7 @@ def _ci(x: dict, key: str) -> str:
 
 def compare_markdown(res: dict) -> str:
     """``compare.md``: the protocol, one row per finished arm, and where the facts resist."""
+    versus = [v for v in res.get("config", {}).get("versus", []) if v in res["summary"]]
     lines = [
         "# Necessity, side by side",
         "",
@@ -145,12 +150,15 @@ def compare_markdown(res: dict) -> str:
         "first, filtered, tail side). Each arm removes its explanations of all graded facts at once and "
         "retrains once; Δ = after − before (negative: the predictions fell), with bootstrap 95 % intervals. "
         "*original*: ranks filtered with the original known triples; *reduced*: with the arm's removals "
-        "taken out of them (Kelpie's filter). *beyond noise*, *beyond far*: ΔH@1 minus the noise or far arm's, "
-        "paired by fact.",
+        "taken out of them (Kelpie's filter). *beyond noise*, *beyond far*"
+        + "".join(f", *beyond {v}*" for v in versus)
+        + ": ΔH@1 minus that arm's, paired by fact.",
         "",
         "| arm | facts removed | mean size | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
-        "| beyond noise (original) | beyond far (original) | s / explanation |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| beyond noise (original) | beyond far (original) | "
+        + "".join(f"beyond {v} (original) | beyond {v} (reduced) | " for v in versus)
+        + "s / explanation |",
+        "|---|---|---|---|---|---|---|---|---|" + "---|---|" * len(versus) + "---|",
     ]
     for name, s in res["summary"].items():
         o, r = s["original"], s["reduced"]
@@ -158,7 +166,9 @@ def compare_markdown(res: dict) -> str:
         lines.append(
             f"| {name} | {s['facts_removed']} | {s['mean_size']:.2f} | {_ci(o, 'change_hits@1')} | "
             f"{_ci(o, 'change_mrr')} | {_ci(r, 'change_hits@1')} | {_ci(r, 'change_mrr')} | "
-            f"{_ci(o, 'beyond_noise_hits@1')} | {_ci(o, 'beyond_far_hits@1')} | {'—' if spe is None else f'{spe:.3f}'} |"
+            f"{_ci(o, 'beyond_noise_hits@1')} | {_ci(o, 'beyond_far_hits@1')} | "
+            + "".join(f"{_ci(o, f'beyond_{v}_hits@1')} | {_ci(r, f'beyond_{v}_hits@1')} | " for v in versus)
+            + f"{'—' if spe is None else f'{spe:.3f}'} |"
         )
     titles = {
         "head_degree": "head degree",
@@ -227,6 +237,14 @@ def _cell(s: dict | None, filtering: str, key: str) -> str:
     return f"{x[key]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
+def _versus_cell(s: dict | None, ref: str) -> str:
+    """ΔH@1 beyond the ``ref`` arm, original / reduced (``—`` where the run did not pair them)."""
+    if s is None:
+        return "not measured"
+    cells = [_cell(s, f, f"beyond_{ref}_hits@1") for f in FILTERINGS]
+    return "—" if cells == ["—", "—"] else " / ".join(cells)
+
+
 def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
     """The faithfulness page's table, from ``benchmarks/results/necessity_kelpie.json``.
 
@@ -236,7 +254,8 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
 
     Returns:
         Markdown: per dataset, a line on the facts and one row per planned arm (``not measured``
-        where the arm has not finished; a method's seconds per explanation even then).
+        where the arm has not finished; a method's seconds per explanation even then), with a
+        column beyond Kelpie's arm, paired by fact, where the fact set has one.
     """
     out = []
     for ds, d in results["datasets"].items():
@@ -245,6 +264,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             continue
         what = "Kelpie's" if fact_set == "kelpie-facts" else "the test set's"
         where = d if "machine" in d else results  # per dataset, or one machine for the whole file
+        paired = "kelpie" in fs["arms"]  # a column beyond Kelpie's arm where there is one
         out += [
             f"**{DATASET_TITLES.get(ds, ds)}**: {fs['n_facts']} of {what} {fs['offered']} facts ranked first by the "
             f"original model (test MRR {d['test_both']['mrr']:.3f}, both sides); {len(fs['finished'])} of "
@@ -252,8 +272,10 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             + (f" ({where['machine'].split(',')[0]}, commit {where['commit']})." if "machine" in where else "."),
             "",
             "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
-            "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | s / explanation |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | "
+            + ("ΔH@1 beyond Kelpie (original / reduced) | " if paired else "")
+            + "s / explanation |",
+            "|---|---|---|---|---|---|---|---|---|" + ("---|" if paired else ""),
         ]
         for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
             s = fs["summary"].get(arm)
@@ -264,7 +286,8 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
                 f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
                 f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
                 f"{_cell(s, 'original', 'beyond_far_hits@1')} | "
-                f"{'—' if spe is None else f'{spe:.2f}'} |"
+                + (f"{_versus_cell(s, 'kelpie')} | " if paired else "")
+                + f"{'—' if spe is None else f'{spe:.2f}'} |"
             )
         out.append("")
     return "\n".join(out)
