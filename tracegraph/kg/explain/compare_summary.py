@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
+from tracegraph.kg.explain.ranking import same_query
 
 FILTERINGS = ("original", "reduced")
 FLOORS = ("noise", "far")  # arms that measure what a retrain does without the explanations
@@ -63,7 +64,7 @@ def fact_groups(
         out["margin"] = ["near tie" if x <= m else "confident" for x in margins]
     if k is not None:
         # in a 1-N model the query's other answers label the sample the prediction is read from
-        n = [int(np.sum((train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] != t))) for h, r, t in facts]
+        n = [int(same_query(train_ids, f).sum()) for f in facts]
         out["answers"] = ["none" if x == 0 else f"1–{k}" if x <= k else f"> {k}" for x in n]
     return out
 
