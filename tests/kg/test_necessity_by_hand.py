@@ -441,6 +441,36 @@ def test_retrainer_keeps_the_runs_settings_and_warns_of_another_training_file(ru
     assert not list((tmp_path / "re" / "x" / "run").glob("*.pt"))
 
 
+def test_an_interrupted_retrain_continues_from_its_last_epoch_to_the_same_weights(run, tmp_path, monkeypatch):
+    import tracegraph.kg.model.train as train_module
+
+    removed = [("e0", "r0", "e1")]
+    whole, _ = nec.Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "a", keep_models=False).run(
+        "x", removed, seed=3
+    )
+    save = train_module._save
+
+    def stop_after_the_first_epoch(s, epoch, *a):
+        save(s, epoch, *a)
+        raise KeyboardInterrupt  # as a killed process: the epoch's resume checkpoint is on disk
+
+    r = nec.Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "b", keep_models=False)
+    monkeypatch.setattr(train_module, "_save", stop_after_the_first_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        r.run("x", removed, seed=3)
+    monkeypatch.setattr(train_module, "_save", save)
+    with log_lines() as logs:
+        resumed, _ = r.run("x", removed, seed=3)
+    assert "retrain x: resuming from its last epoch" in logs
+    history = json.loads((tmp_path / "b" / "x" / "run" / "training_history.json").read_text())
+    assert [e["epoch"] for e in history] == [1, 2]  # the first epoch is not trained twice
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with log_lines() as logs:  # another seed is another retrain: it starts afresh
+        r.run("x", removed, seed=4)
+    assert not any("resuming" in m for m in logs)
+
+
 def test_retrainer_with_patience_keeps_validation_and_drops_the_runs_own_exclusion(run, tmp_path):
     d = tmp_path / "patient"
     write_triples(tmp_path / "ex.txt", TRIPLES[:1])

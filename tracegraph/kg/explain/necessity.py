@@ -280,13 +280,14 @@ class Retrainer:
         from tracegraph.kg.model.model_io import load_model
         from tracegraph.kg.data.split import write_triples
         from tracegraph.kg.model.train import train
+        from tracegraph.kg.model.training_files import RESUME_CHECKPOINT
 
         d = self.out / name
         d.mkdir(parents=True, exist_ok=True)
         wanted = "".join(f"{h}\t{r}\t{t}\n" for h, r, t in excluded) + f"# seed {seed}\n"
         # an interrupted retrain of the same removals and seed continues from its last epoch
         again = (
-            (d / "run" / "resume.pt").is_file()
+            (d / "run" / "checkpoints" / RESUME_CHECKPOINT).is_file()
             and (d / "plan.txt").is_file()
             and (d / "plan.txt").read_text() == wanted
         )
