@@ -33,6 +33,7 @@ from tests.kg.tiny_graph import TINY
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import KnownTails, with_reciprocals
 from tracegraph.kg.explain import methods as M
+from tracegraph.kg.explain import rivals as RV
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.model_io import model_payload
@@ -306,11 +307,11 @@ def test_single_score_is_the_one_key_or_minus_the_rank_with_seeded_ties():
 
 def test_queries_turn_head_side_facts_around():
     facts = np.array([[0, 1, 2], [3, 0, 4], [5, 1, 6]], np.int32)
-    assert M.queries(facts, None, 2).tolist() == facts.tolist()
-    q = M.queries(facts, [False, True, True], 2)
+    assert RV.queries(facts, None, 2).tolist() == facts.tolist()
+    q = RV.queries(facts, [False, True, True], 2)
     assert q.dtype == np.int64 and q.tolist() == [[0, 1, 2], [4, 2, 3], [6, 3, 5]]
     assert facts.tolist() == [[0, 1, 2], [3, 0, 4], [5, 1, 6]]  # the input is left alone
-    assert M.queries([1, 0, 2], [1], 5).tolist() == [[2, 5, 1]]  # one fact, any truthy side
+    assert RV.queries([1, 0, 2], [1], 5).tolist() == [[2, 5, 1]]  # one fact, any truthy side
 
 
 def every_score(model, q_ent, q_rel):
@@ -358,48 +359,50 @@ def test_rank_and_rival_equal_scoring_every_entity_on_both_sides(filtered):
     for head in (False, True):
         side = np.full(len(facts), head)
         side[0] = False  # sides mixed in one call
-        ranks, s_fact, rivals, s_rival = M.rank_and_rival(model, facts, known, side)
+        ranks, s_fact, rivals, s_rival = RV.rank_and_rival(model, facts, known, side)
         assert rivals.dtype == np.int64 and ranks.dtype == np.float64
         for j, f in enumerate(facts):
             rank, sf, rival, sr = brute_rank_and_rival(model, f, known, bool(side[j]))
             assert ranks[j] == rank and tuple(rivals[j]) == rival
             assert s_fact[j] == pytest.approx(sf, abs=1e-5) and s_rival[j] == pytest.approx(sr, abs=1e-5)
-        assert M.competitors(model, facts, known, side).tolist() == rivals.tolist()
-    assert sorted({int(x) for x in M.rank_and_rival(model, facts, known)[0]}) != [1]  # ranks other than first
+        assert RV.competitors(model, facts, known, side).tolist() == rivals.tolist()
+    assert sorted({int(x) for x in RV.rank_and_rival(model, facts, known)[0]}) != [1]  # ranks other than first
     # no side given: every fact on the tail side
-    assert M.competitors(model, facts, known).tolist() == M.competitors(model, facts, known, np.zeros(8, bool)).tolist()
+    assert (
+        RV.competitors(model, facts, known).tolist() == RV.competitors(model, facts, known, np.zeros(8, bool)).tolist()
+    )
 
 
 def test_sides_given_as_zeros_and_ones_and_ranked_on_the_models_device(monkeypatch):
     model = tiny_model(11)
     facts = np.array([[0, 0, 1], [2, 1, 3], [4, 0, 5]])
-    as_bool = M.rank_and_rival(model, facts, None, np.array([False, True, True]))
-    as_int = M.rank_and_rival(model, facts, None, [0, 1, 1])
+    as_bool = RV.rank_and_rival(model, facts, None, np.array([False, True, True]))
+    as_int = RV.rank_and_rival(model, facts, None, [0, 1, 1])
     for a, b in zip(as_bool, as_int):
         assert np.asarray(a).tolist() == np.asarray(b).tolist()
     seen = []
-    real = M.rank_queries
-    monkeypatch.setattr(M, "rank_queries", lambda *a, **k: seen.append(k.get("device")) or real(*a, **k))
-    M.rank_and_rival(model, facts, None)
+    real = RV.rank_queries
+    monkeypatch.setattr(RV, "rank_queries", lambda *a, **k: seen.append(k.get("device")) or real(*a, **k))
+    RV.rank_and_rival(model, facts, None)
     assert seen == [torch.device("cpu")]
 
 
 def test_triple_logits_take_any_integer_ids():
     model = tiny_model(4)
     triples = np.array([[0, 0, 1], [2, 3, 4], [6, 1, 5]])
-    want = M.triple_logits(model, triples)
+    want = RV.triple_logits(model, triples)
     for dtype in (np.int16, np.uint8, np.int32):
-        np.testing.assert_array_equal(M.triple_logits(model, triples.astype(dtype)), want)
-    np.testing.assert_array_equal(M.triple_logits(model, triples.tolist()), want)
+        np.testing.assert_array_equal(RV.triple_logits(model, triples.astype(dtype)), want)
+    np.testing.assert_array_equal(RV.triple_logits(model, triples.tolist()), want)
 
 
 def test_head_side_facts_need_reciprocal_relations():
     model = tiny_model(2, reciprocal=False)
     facts = np.array([[0, 0, 1], [2, 1, 3]])
     with pytest.raises(TracegraphError) as e:
-        M.rank_and_rival(model, facts, None, [False, True])
+        RV.rank_and_rival(model, facts, None, [False, True])
     assert str(e.value) == "head-side facts need a model with reciprocal relations"
-    ranks, s_fact, rivals, _ = M.rank_and_rival(model, facts, None, [False, False])  # the tail side is fine
+    ranks, s_fact, rivals, _ = RV.rank_and_rival(model, facts, None, [False, False])  # the tail side is fine
     for j, f in enumerate(facts):
         assert tuple(rivals[j]) == brute_rank_and_rival(model, f, None, False)[2]
 
@@ -407,16 +410,16 @@ def test_head_side_facts_need_reciprocal_relations():
 def test_triple_logits_are_eval_mode_float64_and_side_logits_follow_the_side():
     model = tiny_model(4, input_dropout=0.5, feature_map_dropout=0.5, output_dropout=0.5).train()
     triples = np.array([[0, 0, 1], [2, 3, 4], [6, 1, 5]])
-    got = M.triple_logits(model, triples)
+    got = RV.triple_logits(model, triples)
     assert not model.training and got.dtype == np.float64
     want = [every_score(model, h, r)[t] for h, r, t in triples]
     np.testing.assert_allclose(got, want, rtol=1e-6)
     facts, rivals = np.array([[0, 0, 1], [2, 1, 3]]), np.array([[0, 0, 5], [6, 1, 3]])
-    f, r = M.side_logits(model, facts, rivals, np.array([False, True]))
+    f, r = RV.side_logits(model, facts, rivals, np.array([False, True]))
     s = every_score
     np.testing.assert_allclose(f, [s(model, 0, 0)[1], s(model, 3, 1 + R)[2]], rtol=1e-6)
     np.testing.assert_allclose(r, [s(model, 0, 0)[5], s(model, 3, 1 + R)[6]], rtol=1e-6)
-    f0, r0 = M.side_logits(model, facts, rivals, None)
+    f0, r0 = RV.side_logits(model, facts, rivals, None)
     np.testing.assert_allclose(f0, [s(model, 0, 0)[1], s(model, 2, 1)[3]], rtol=1e-6)
     np.testing.assert_allclose(r0, [s(model, 0, 0)[5], s(model, 6, 1)[3]], rtol=1e-6)
 

@@ -579,7 +579,7 @@ def test_tracin_margin_equals_float64_brute_force_against_the_filtered_rival(tin
     """tracin-margin = Σ_k η_k ⟨g_train, g(h,r,t) − g(rival)⟩, the rival (h,r,t*) with t* the best-scored
     tail that is neither t nor a known true tail — on the head side (h*,r,t), h* the best answer to
     (t, r⁻¹, ?) — found here by scoring every entity one triple at a time."""
-    from tracegraph.kg.explain.methods import competitors
+    from tracegraph.kg.explain.rivals import competitors
     from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)
@@ -641,7 +641,7 @@ def test_tracin_margin_path_orders_by_networkx_shell_then_brute_force_margin(tin
     """tracin-margin-path: shells of the networkx head–tail walk with a direct edge counted as a
     two-edge walk (no walk last), the float64 brute-force margin inside each; the fact itself last."""
     from tracegraph.kg.explain.ranking import ranked_order
-    from tracegraph.kg.explain.methods import competitors
+    from tracegraph.kg.explain.rivals import competitors
     from tracegraph.kg.model.model_io import load_model
 
     lm = load_model(tiny_umls)

@@ -39,12 +39,10 @@ from tracegraph.kg.explain.methods import (
     DEFAULT_EXPLAINER,
     MethodOptions,
     check_methods,
-    competitors,
     fact_rows,
     method_keys_all,
-    queries,
-    side_logits,
 )
+from tracegraph.kg.explain.rivals import competitors, queries, side_logits
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.kg.explain.ranking import ranked_order
 from tracegraph.kg.explain.removal import tail_ranks

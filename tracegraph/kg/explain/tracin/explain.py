@@ -31,9 +31,9 @@ from tracegraph.kg.explain.methods import (
     default_method,
     get_method,
     method_keys_all,
-    rank_and_rival,
     single_score,
 )
+from tracegraph.kg.explain.rivals import rank_and_rival
 from tracegraph.kg.explain.ranking import WalkLengths
 from tracegraph.kg.explain.tracin.checkpoints import (
     explained_checkpoints,
