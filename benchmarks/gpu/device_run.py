@@ -41,10 +41,10 @@ ARGS: argparse.Namespace
 KELPIE = ("kelpie", "data_poisoning", "criage", "k1")
 OURS = (
     "tracin-margin-query",
-    "local-retrain",
     "tracin-margin-path",
+    "local-retrain",
     "tracin",
-)  # tracin-margin-query: ahead of Kelpie's on FB15k-237 (CPU); local-retrain: the earlier candidate; tracin-margin-path: the default
+)  # tracin-margin-query: ahead of Kelpie's on FB15k-237 (CPU); tracin-margin-path: the default; local-retrain: the refit search
 
 
 @dataclass
