@@ -51,7 +51,6 @@ ALL_NAMES = (
     "tracin-margin-query",
     "local-retrain",
     "local-newton",
-    "local-choice",
     "degree",
     "path",
     "random",
@@ -153,7 +152,6 @@ def test_registry_lists_every_method_with_its_documented_needs():
         "tracin-margin-query": (True, True, False, False, False),  # the query's answers first, then the margin
         "local-retrain": (True, False, False, False, True),  # TracIn pre-ranks its search
         "local-newton": (True, False, False, False, True),  # the same search, Newton steps for refits
-        "local-choice": (True, True, False, False, False),  # the margin's and the query's rankings, one chosen
         "degree": (False, False, False, False, False),
         "path": (False, False, False, False, False),
         "random": (False, False, False, False, False),
@@ -242,7 +240,7 @@ def test_each_methods_keys_from_hand_built_inputs():
     assert M.REGISTRY["tracin-path"].keys(x, 0)[1].dtype == np.float64
     # the fact's own query's answers first (as 1.0), the margin orders each group
     assert k["tracin-margin-query"] == [[0.0, 1.0, 0.0, 0.0, 1.0], [1.0, 4.0, -2.0, 3.0, 0.5]]
-    assert k["local-retrain"] == [] and k["local-choice"] == []  # their keys come from their searches
+    assert k["local-retrain"] == []
     assert k["degree"] == [[5.0, 1, 2, 3, 4]] and k["path"] == [[-1.0, -2, -3, -4, -5]] and k["random"] == [[0.0] * 5]
     # the second fact reads its own inputs
     assert as_lists(M.REGISTRY["tracin-margin-path"].keys(x, 1)) == [[-1e9], [-1.0]]

@@ -28,7 +28,6 @@ SCORE_WORDS = {  # the header of a method's own score column (MethodScore)
     "local-retrain": "retrain score",
     "local-newton": "Newton-step score",
     "tracin-margin-query": "query-first order",
-    "local-choice": "chosen ranking's order",
 }
 WALK = "head–tail walk"
 

@@ -26,7 +26,6 @@ RECOVERY_LABELS = {
     "tracin-margin-path": "margin within path shells (explain's default)",
     "local-retrain": "local retrain (Kelpie-style)",
     "local-newton": "local retrain by one Newton step",
-    "local-choice": "the margin's or the query's ranking, chosen by a local retrain",
     "random": "random order",
     "degree": "degree",
     "path": "short head–tail paths",

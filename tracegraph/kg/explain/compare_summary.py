@@ -200,7 +200,6 @@ ARM_TITLES = {
     "local-newton": "tracegraph `local-newton`",
     "tracin-margin-path": "tracegraph `tracin-margin-path`",
     "tracin-margin-query": "tracegraph `tracin-margin-query`",
-    "local-choice": "tracegraph `local-choice`",
     "tracin": "TracIn top-k (`tracin`)",
     "tracin-margin": "`tracin-margin`",
     "kelpie": "Kelpie",

@@ -33,8 +33,6 @@
   the subset whose removal costs the prediction most (kg/explain/local_retrain.py);
 * ``local-newton``: the same search with each re-fit replaced by one damped Newton step from the
   trained embedding (kg/explain/local_newton.py): one gradient per set instead of Adam steps;
-* ``local-choice``: ``tracin-margin-path``'s ranking or ``tracin-margin-query``'s, whichever's top-k a
-  local-retrain refit says the prediction needs more (kg/explain/local_choice.py);
 * ``degree``, ``path``, ``random``: the baselines of the recovery check (kg/explain/fidelity.py).
 
 Every method returns, per fact, a list of key arrays aligned with the fact's candidates: sorted
@@ -50,7 +48,6 @@ from typing import Callable
 import numpy as np
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.explain.local_choice import LocalChoice
 from tracegraph.kg.explain.local_newton import LocalNewton
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.explain.ranking import (  # noqa: F401  (margin_shell: methods.margin_shell stays importable)
@@ -185,15 +182,12 @@ REGISTRY: dict[str, Method] = {
         Method("tracin-margin-query", answers_first_over(_margin), needs_rival=True, signed=False),
         Method("local-retrain", lambda x, j: [], signed=True),  # keys from LocalRefit, see method_keys_all
         Method("local-newton", lambda x, j: [], signed=True),  # keys from LocalNewton
-        Method("local-choice", lambda x, j: [], needs_rival=True, signed=False),  # keys from LocalChoice
         *(Method(b, _baseline(b), needs_influence=False, signed=False) for b in BASELINE_METHODS),
     )
 }
 METHODS = tuple(REGISTRY)
 # the methods that search removal sets by re-fitting the fact's entities (TracIn pre-ranks their candidates)
-LOCAL_SEARCHES = {"local-retrain": LocalRefit, "local-newton": LocalNewton, "local-choice": LocalChoice}
-# the rankings local-choice chooses among, per fact: the default's and the query-first one
-CHOICE_PROPOSALS = ("tracin-margin-path", "tracin-margin-query")
+LOCAL_SEARCHES = {"local-retrain": LocalRefit, "local-newton": LocalNewton}
 # the original research scripts ranked by plain TracIn over the 1-N training loss; `--loss train-loss`
 # alone brings that back (one flag away), so with it the method left unnamed is plain tracin
 EARLIER_CONVENTION = ("tracin", "train-loss")
@@ -439,8 +433,7 @@ def method_keys_all(
     for m in (m for m in methods if m in LOCAL_SEARCHES):
         search = LOCAL_SEARCHES[m](model, train_ids, known, opts.label_smoothing, opts.local, device)
         keys, records = [], []
-        for j, (f, rows) in enumerate(zip(facts, subsets)):
-            pre = [REGISTRY[p].order(inputs, j) for p in CHOICE_PROPOSALS] if m == "local-choice" else parts.tracin[j]
+        for f, rows, pre in zip(facts, subsets, parts.tracin):
             k, rec = search.explain(tuple(int(x) for x in f), rows, pre, fact_rows(train_ids, f))
             keys.append([k])
             records.append(rec)
