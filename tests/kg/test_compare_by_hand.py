@@ -148,6 +148,25 @@ def test_versus_pairs_every_other_arm_with_the_named_arm_fact_by_fact(run, monke
     assert str(e.value).startswith("--versus zz: no such arm (arms: ext, random-head, far, noise)")
 
 
+def test_compare_counts_the_facts_two_explanation_arms_remove_the_same_set_for(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    ext = explanations_file(run / "same_a.tsv", facts, lambda t: t[1] == "r0")
+    twin = explanations_file(run / "same_b.tsv", facts, lambda t: t[1] == "r0" or t == ("e2", "r1", "e0"))
+    same = sum(1 for a, b in zip(ext, twin) if a and sorted(a) == sorted(b))
+    assert 0 < same < len(facts)  # the check needs both kinds of fact
+    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: Recorder(lm.model))
+    files = {"ext": str(run / "same_a.tsv"), "twin": str(run / "same_b.tsv")}
+    res = cmp.run_compare(
+        cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(run / "same"), explanations=files)
+    )
+    # the returned model is the run's own: every fact stays first in both arms; random and floor arms are not paired
+    assert res["same_explanation"] == [
+        {"arms": ["ext", "twin"], "facts": same, "fell_in_both": 0, "fell_only_in": {"ext": 0, "twin": 0}}
+    ]
+    assert "fell in the first only" in (run / "same" / "compare.md").read_text()
+
+
 def test_far_rows_avoid_every_graded_end_are_disjoint_seeded_and_sized_as_asked():
     rng = np.random.default_rng(0)
     train_ids = np.stack([rng.integers(0, 30, 400), rng.integers(0, 4, 400), rng.integers(0, 30, 400)], 1)

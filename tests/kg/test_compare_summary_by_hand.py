@@ -231,3 +231,45 @@ def test_the_refit_stability_table_word_for_word():
         "| FB15k-237 on a CPU | 10 | 60 vs 240 | 0.10 | 0.34 | 0.50 | 5.0 / 21.2 |",
         "| toy | 10 | 60 vs 240 | 0.10 | 0.34 | 0.50 | 5.0 / 21.2 |",
     ]
+
+
+def test_same_explanations_count_by_hand_where_two_arms_remove_the_same_set():
+    removed = {
+        "a": [[1, 2], [3], [4, 5], [], [7]],
+        "b": [[2, 1], [3], [4], [], [7]],  # facts 0, 1 and 4 the same (order aside); fact 3 empty in both
+        "c": [[9], [8], [6], [0], [7]],  # fact 4 the same as a's and b's
+        "unfinished": [[1, 2], [3], [4, 5], [], [7]],
+    }
+    ranks = {"a": [1, 3, 1, 1, 2], "b": [2, 1, 1, 5, 4], "c": [1, 1, 1, 1, 1]}
+    records = {n: {"ranks": {"original": r, "reduced": [1] * 5}} for n, r in ranks.items()}
+    got = CS.same_explanations(removed, records)
+    # a, b on facts 0, 1, 4: fact 0 fell in b only, fact 1 in a only, fact 4 in both
+    # a, c on fact 4: fell in a only; b, c on fact 4: fell in b only
+    assert got == [
+        {"arms": ["a", "b"], "facts": 3, "fell_in_both": 1, "fell_only_in": {"a": 1, "b": 1}},
+        {"arms": ["a", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"a": 1, "c": 0}},
+        {"arms": ["b", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"b": 1, "c": 0}},
+    ]
+    assert CS.same_explanations({"a": removed["a"], "c": [[9], [8], [6], [0], [1]]}, records) == []
+
+
+def test_same_explanation_tables_word_for_word():
+    pairs = [{"arms": ["tracin", "kelpie"], "facts": 3, "fell_in_both": 1, "fell_only_in": {"tracin": 0, "kelpie": 2}}]
+    res = results()
+    res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"same_explanation": pairs}
+    assert CS.side_by_side_same(res).splitlines() == [
+        "**UMLS**:",
+        "",
+        "| arms | facts | fell in both | fell in the first only | fell in the second only |",
+        "|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`); Kelpie | 3 | 1 | 0 | 2 |",
+    ]
+    assert CS.side_by_side_same(results()) == ""
+    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
+    base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
+    md = CS.compare_markdown({**base, "same_explanation": pairs})
+    assert md.endswith(
+        f"\n\n{CS.SAME_INTRO}\n\n| arms | facts | fell in both | fell in the first only | fell in the second only |\n"
+        "|---|---|---|---|---|\n| tracin; kelpie | 3 | 1 | 0 | 2 |\n"
+    )
+    assert CS.SAME_INTRO not in CS.compare_markdown({**base, "same_explanation": []})

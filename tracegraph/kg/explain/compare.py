@@ -42,7 +42,7 @@ from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows,
     removal_digest,
     table_rows,
 )
-from tracegraph.kg.explain.compare_summary import compare_markdown, fact_groups, summarize
+from tracegraph.kg.explain.compare_summary import compare_markdown, fact_groups, same_explanations, summarize
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
@@ -272,6 +272,9 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "arms": list(arms),
         "finished": list(records),
         "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus),
+        "same_explanation": same_explanations(
+            {n: a.rows for n, a in arms.items() if a.kind in ("method", "file")}, records
+        ),
         "device": str(device),
         "seconds": time.perf_counter() - t_start,
     }

@@ -134,6 +134,46 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
     return out
 
 
+def same_explanations(removed: dict[str, list], records: dict[str, dict]) -> list[dict]:
+    """Per pair of finished arms: the facts both remove the same set for, and where those fell.
+
+    Where two arms remove the same training facts for a prediction, a difference in its outcome
+    comes from the rest of the retrain (the other predictions' removals, the trajectory's chaos),
+    not from its explanation: how often that happens bounds what a per-fact comparison of the
+    two arms can credit to the explanations.
+
+    Args:
+        removed: Arm name -> per graded fact, the training rows the arm removes (explanation arms).
+        records: Arm name -> its finished record (``arms/NAME.json``).
+
+    Returns:
+        One entry per pair with at least one such fact, in ``removed``'s order: ``arms`` (the
+        pair), ``facts``, and under the original filter ``fell_in_both`` and ``fell_only_in``
+        (arm name -> count).
+    """
+    names = [n for n in removed if n in records]
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            same = [
+                j
+                for j, (x, y) in enumerate(zip(removed[a], removed[b], strict=True))
+                if len(x) and np.array_equal(np.sort(np.asarray(x)), np.sort(np.asarray(y)))
+            ]
+            if not same:
+                continue
+            fa, fb = (np.asarray(records[n]["ranks"]["original"], np.float64)[same] > 1 for n in (a, b))
+            out.append(
+                {
+                    "arms": [a, b],
+                    "facts": len(same),
+                    "fell_in_both": int(np.sum(fa & fb)),
+                    "fell_only_in": {a: int(np.sum(fa & ~fb)), b: int(np.sum(fb & ~fa))},
+                }
+            )
+    return out
+
+
 def _ci(x: dict, key: str) -> str:
     if key not in x:
         return "—"
@@ -191,7 +231,28 @@ def compare_markdown(res: dict) -> str:
             lines.append(
                 f"| {name} | " + " | ".join(f"{s['groups'][g].get(v, float('nan')):+.2f}" for v in values) + " |"
             )
+    if res.get("same_explanation"):
+        lines += ["", SAME_INTRO, "", *same_table(res["same_explanation"], str)]
     return "\n".join(lines) + "\n"
+
+
+SAME_INTRO = (
+    "Facts two arms explain with the same removal set, and where they fell (original filtering): "
+    "there a difference is the retrain's (the other facts' removals, the trajectory), not the explanation's."
+)
+
+
+def same_table(pairs: list[dict], title) -> list[str]:
+    """The same-explanation pairs as markdown rows, each arm named by ``title(arm)``."""
+    out = [
+        "| arms | facts | fell in both | fell in the first only | fell in the second only |",
+        "|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        a, b = p["arms"]
+        only = p["fell_only_in"]
+        out.append(f"| {title(a)}; {title(b)} | {p['facts']} | {p['fell_in_both']} | {only[a]} | {only[b]} |")
+    return out
 
 
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
@@ -331,6 +392,24 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     return "\n".join(out)
 
 
+def side_by_side_same(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """Per dataset, the facts two measured arms explain with the same removal set (:func:`same_explanations`).
+
+    Args:
+        results: The results file's content.
+        fact_set: ``kelpie-facts`` or ``own-facts``.
+
+    Returns:
+        Markdown: one table per dataset with such a pair.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        pairs = d["fact_sets"].get(fact_set, {}).get("same_explanation")
+        if pairs:
+            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *same_table(pairs, arm_title), ""]
+    return "\n".join(out)
+
+
 def stability_table(results: dict) -> str:
     """How much ``local-retrain``'s choice moves with its refits' step budget, per dataset.
 
@@ -371,5 +450,6 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
         ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
+        ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(kelpie),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }
