@@ -116,6 +116,23 @@ def test_quiet_silences_bars_and_info_and_restores_both(monkeypatch, lines):
         assert P.log.level == logging.ERROR
 
 
+def test_a_note_shows_inside_quiet_blocks_as_the_level_outside_them_allows(lines):
+    with P.quiet():
+        P.note("epoch 1 of 2")
+        P.log.info("hidden")
+        with P.quiet():
+            P.note("nested")
+    P.log.setLevel(logging.WARNING)  # a caller that asked for warnings only gets no note either
+    with P.quiet():
+        P.note("not shown")
+    P.note("not shown either")
+    P.log.setLevel(logging.INFO)
+    P.note("outside")
+    with pytest.raises(RuntimeError), P.quiet():
+        raise RuntimeError
+    assert lines == ["epoch 1 of 2", "nested", "outside"] and P._OUTER_LEVELS == []
+
+
 def test_quiet_turns_bars_off_on_a_terminal_too(monkeypatch):
     monkeypatch.setattr(type(P.console), "is_terminal", property(lambda self: True))
     monkeypatch.delenv("TRACEGRAPH_PROGRESS", raising=False)

@@ -471,6 +471,21 @@ def test_an_interrupted_retrain_continues_from_its_last_epoch_to_the_same_weight
     assert not any("resuming" in m for m in logs)
 
 
+def test_a_retrain_logs_its_epochs_about_ten_times_with_the_time_left(run, tmp_path):
+    r = nec.Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=False)
+    with log_lines() as logs:
+        r.run("x", [("e0", "r0", "e1")], seed=3)
+    shown = [m for m in logs if m.startswith("retrain x: epoch")]
+    assert [m.split(",")[0] for m in shown] == ["retrain x: epoch 1 of 2", "retrain x: epoch 2 of 2"]
+    assert shown[-1].endswith("an epoch, about 0 min left")
+    with log_lines() as logs:  # 25 epochs: every second one, and the first and the last
+        note = nec.epoch_note("y")
+        for e in range(1, 26):
+            note(e, 25, {"seconds": 60.0})
+    assert [int(m.split()[3]) for m in logs] == [1, *range(2, 25, 2), 25]
+    assert logs[0] == "retrain y: epoch 1 of 25, 60s an epoch, about 24 min left"
+
+
 def test_retrainer_with_patience_keeps_validation_and_drops_the_runs_own_exclusion(run, tmp_path):
     d = tmp_path / "patient"
     write_triples(tmp_path / "ex.txt", TRIPLES[:1])

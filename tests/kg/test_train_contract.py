@@ -140,9 +140,9 @@ def test_use_mixed_precision_is_the_best_half_precision_of_the_device(data, tmp_
 def test_the_run_sets_its_math_policy_and_restores_it(data, tmp_path, monkeypatch, deterministic):
     seen, real = [], train_module._train
 
-    def spy(c, on_evaluation):
+    def spy(c, *callbacks):
         seen.append((torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark))
-        return real(c, on_evaluation)
+        return real(c, *callbacks)
 
     monkeypatch.setattr(train_module, "_train", spy)
     before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark)

@@ -294,17 +294,21 @@ def test_auto_loss_goes_fused_above_512_MiB_of_logits(tmp_path, bs, fused):
 )
 def test_early_stopping_epoch(data, tmp_path, monkeypatch, mrrs, patience, min_epochs, stop):
     scripted(monkeypatch, mrrs)
-    seen = []
+    seen, epochs = [], []
     out = tmp_path / "es"
     s = train(
         cfg(data, out, epochs=6, batch_size=7, valid=str(data / "valid.txt"), patience=patience, min_epochs=min_epochs),
         on_evaluation=lambda e, m: seen.append((e, m)),
+        on_epoch=lambda e, n, record: epochs.append((e, n, record)),
     )
     last = stop or 6
     assert s["stopped_early"] is (stop is not None) and s["epochs_run"] == last
     assert seen == list(zip(range(1, last + 1), mrrs[:last]))
     assert s["best_valid_mrr"] == max(mrrs[:last])
     assert [h["valid"]["mrr"] for h in read(out / "training_history.json")] == mrrs[:last]
+    # after each epoch, up to the one that stopped the run: its number, of how many, its history record
+    assert [(e, n) for e, n, _ in epochs] == [(e, 6) for e in range(1, last + 1)]
+    assert [json.loads(json.dumps(r)) for _, _, r in epochs] == read(out / "training_history.json")
     best_epoch = 1 + mrrs.index(max(mrrs[:last]))
     assert load(out / "best_model.pt")["epoch"] == best_epoch
     assert load(out / "final_model.pt")["epoch"] == last

@@ -52,6 +52,9 @@ def setup_logging(verbose: bool = False) -> None:
     log.propagate = False
 
 
+_OUTER_LEVELS: list[int] = []  # the logging level outside each open quiet() block, outermost first
+
+
 @contextlib.contextmanager
 def quiet():
     """Silence inner progress bars and INFO logging for the block (warnings still show).
@@ -63,16 +66,31 @@ def quiet():
         Nothing; the previous settings are restored on exit.
     """
     old_env, old_level = os.environ.get("TRACEGRAPH_PROGRESS"), log.level
+    _OUTER_LEVELS.append(log.getEffectiveLevel())
     os.environ["TRACEGRAPH_PROGRESS"] = "0"
     log.setLevel(max(old_level, logging.WARNING))
     try:
         yield
     finally:
+        _OUTER_LEVELS.pop()
         if old_env is None:
             os.environ.pop("TRACEGRAPH_PROGRESS", None)
         else:
             os.environ["TRACEGRAPH_PROGRESS"] = old_env
         log.setLevel(old_level)
+
+
+def note(message: str) -> None:
+    """Log ``message`` at INFO as if no :func:`quiet` block were open.
+
+    For a quieted step's own progress (a retrain's epochs, hours long on a CPU): whether it shows
+    is the level outside the blocks, the caller's, not the silenced one inside.
+
+    Args:
+        message: The line.
+    """
+    if (_OUTER_LEVELS[0] if _OUTER_LEVELS else log.getEffectiveLevel()) <= logging.INFO:
+        log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, message, None, None))
 
 
 def progress_enabled() -> bool:

@@ -57,7 +57,7 @@ from tracegraph.kg.explain.necessity_summary import (
     summarize_arm,
 )
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
-from tracegraph.runtime.progress import log, quiet, step_callback
+from tracegraph.runtime.progress import log, note, quiet, step_callback
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
 
 RANDOM_ARMS = ("neighbour", "far")
@@ -300,13 +300,33 @@ class Retrainer:
             log.info(f"retrain {name}: resuming from its last epoch")
             cfg = replace(cfg, resume=True, overwrite=False)
         with quiet():  # a retrain's per-epoch lines would bury the test's own; warnings still show
-            train(cfg)
+            train(cfg, on_epoch=epoch_note(name))
         lm = load_model(d / "run" / "final_model.pt")
         if not self.keep:
             shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
             for p in (d / "run").glob("*.pt"):
                 p.unlink()
         return lm.model, time.perf_counter() - t0
+
+
+def epoch_note(name: str):
+    """``on_epoch`` for a retrain: about ten progress lines per retrain, each with the time left.
+
+    Args:
+        name: The retrain's name, in each line.
+
+    Returns:
+        The callback (see :func:`tracegraph.kg.model.train.train`).
+    """
+
+    def on_epoch(epoch: int, epochs: int, record: dict) -> None:
+        if epoch % max(1, epochs // 10) == 0 or epoch in (1, epochs):
+            left = (epochs - epoch) * record["seconds"] / 60
+            note(
+                f"retrain {name}: epoch {epoch} of {epochs}, {record['seconds']:.0f}s an epoch, about {left:.0f} min left"
+            )
+
+    return on_epoch
 
 
 def run_necessity(cfg: NecessityConfig, progress=None) -> dict:

@@ -172,13 +172,19 @@ class TrainingObjective(torch.nn.Module):
         )
 
 
-def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None = None) -> dict:
+def train(
+    cfg: TrainConfig,
+    on_evaluation: Callable[[int, float], None] | None = None,
+    on_epoch: Callable[[int, int, dict], None] | None = None,
+) -> dict:
     """Train a ConvE model, evaluate it and save checkpoints into ``cfg.output_dir``.
 
     Args:
         cfg: The training config.
         on_evaluation: Called as ``on_evaluation(epoch, valid_mrr)`` after every validation
             (``tracegraph tune`` reports to its pruner there; raising stops the run).
+        on_epoch: Called as ``on_epoch(epoch, epochs, record)`` after every epoch is saved, with
+            the epoch's ``training_history.json`` record (a caller's own progress lines).
 
     Returns:
         ``epochs_run``, ``stopped_early``, ``best_valid_mrr``, ``skipped_steps`` and, with test
@@ -190,7 +196,7 @@ def train(cfg: TrainConfig, on_evaluation: Callable[[int, float], None] | None =
     """
     _check_counts(cfg)
     with math_mode(tf32=cfg.tf32, deterministic=cfg.deterministic):
-        return _train(cfg, on_evaluation)
+        return _train(cfg, on_evaluation, on_epoch)
 
 
 def _check_counts(cfg: TrainConfig) -> None:
@@ -241,7 +247,7 @@ class Session:
         return self.ctx.device
 
 
-def _train(cfg: TrainConfig, on_evaluation) -> dict:
+def _train(cfg: TrainConfig, on_evaluation, on_epoch) -> dict:
     s = _build(cfg)  # data, batches, model, optimiser; nothing is written before the directory is claimed
     s.run_id = claim_run_dir(s.ctx, s.out, cfg)
     state, start_epoch = {"history": [], "best_mrr": -1.0, "bad_evals": 0, "skipped_steps": 0}, 1
@@ -270,6 +276,8 @@ def _train(cfg: TrainConfig, on_evaluation) -> dict:
                 f"peak {format_bytes(record['peak_memory_bytes'])})"
             )
             progress.update(ep_task, advance=1, info=f"loss {record['loss']:.4f}{valid_txt}")
+            if on_epoch is not None:
+                on_epoch(epoch, cfg.epochs, record)
             if s.patience and state["bad_evals"] >= s.patience and epoch >= cfg.min_epochs:
                 log.info(f"early stopping: no valid MRR improvement in {s.patience} evaluations")
                 stopped_early = True
