@@ -88,7 +88,7 @@ def test_each_arm_removes_by_hand_sets_and_ranks_under_both_filterings(run, monk
     assert len(facts) >= 3  # the check needs facts to grade
     expl = explanations_file(run / "ext.tsv", facts, lambda t: t[1] == "r0")
     rec = Recorder(lm.model)
-    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: rec)
     out = run / "arms_out"
     res = cmp.run_compare(
         cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(out), explanations={"ext": str(run / "ext.tsv")})
@@ -127,7 +127,7 @@ def test_versus_pairs_every_other_arm_with_the_named_arm_fact_by_fact(run, monke
     lm = load_model(run / "run" / "final_model.pt")
     facts = brute_first(lm, run, TRIPLES + TEST + VALID)
     explanations_file(run / "vs.tsv", facts, lambda t: t[1] == "r0")
-    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: Recorder(lm.model))
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: Recorder(lm.model))
     out = run / "versus"
     c = cmp.CompareConfig(
         model_dir=str(run / "run"), output_dir=str(out), explanations={"ext": str(run / "vs.tsv")}, versus=["ext"]
@@ -155,7 +155,7 @@ def test_compare_counts_the_facts_two_explanation_arms_remove_the_same_set_for(r
     twin = explanations_file(run / "same_b.tsv", facts, lambda t: t[1] == "r0" or t == ("e2", "r1", "e0"))
     same = sum(1 for a, b in zip(ext, twin) if a and sorted(a) == sorted(b))
     assert 0 < same < len(facts)  # the check needs both kinds of fact
-    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: Recorder(lm.model))
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: Recorder(lm.model))
     files = {"ext": str(run / "same_a.tsv"), "twin": str(run / "same_b.tsv")}
     res = cmp.run_compare(
         cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(run / "same"), explanations=files)
@@ -188,7 +188,7 @@ def test_finished_arms_are_skipped_and_changed_removals_retrained(run, monkeypat
     facts = brute_first(lm, run, TRIPLES + TEST + VALID)
     explanations_file(run / "a.tsv", facts, lambda t: t[1] == "r1")
     rec = Recorder(lm.model)
-    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: rec)
     c = cmp.CompareConfig(
         model_dir=str(run / "run"), output_dir=str(run / "again"), explanations={"a": str(run / "a.tsv")}, arms=["a"]
     )
@@ -360,7 +360,7 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
 def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_sizes(run, monkeypatch):
     lm = load_model(run / "run" / "final_model.pt")
     rec = Recorder(lm.model)
-    monkeypatch.setattr("tracegraph.kg.explain.necessity.Retrainer", lambda *a, **k: rec)
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: rec)
     far_asked = []
 
     def recorded(train_ids, facts, sizes, seed):

@@ -33,6 +33,7 @@ from tests.kg.tiny_graph import TEST, TINY, TRIPLES, VALID, cfg, write_triples
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.explain import necessity as nec
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
+from tracegraph.kg.explain.retrain import Retrainer, epoch_note
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.model_io import load_model
 from tracegraph.kg.model.train import train
@@ -412,8 +413,8 @@ def test_retrainer_keeps_the_runs_settings_and_warns_of_another_training_file(ru
     other = tmp_path / "other.txt"
     write_triples(other, TRIPLES[:8])
     with log_lines(level=logging.WARNING) as logs:
-        r = nec.Retrainer(run / "run", str(other), "cpu", tmp_path / "re", keep_models=False)
-        nec.Retrainer(run / "run", str(run / "train.txt"), "auto", tmp_path / "re2", keep_models=False)
+        r = Retrainer(run / "run", str(other), "cpu", tmp_path / "re", keep_models=False)
+        Retrainer(run / "run", str(run / "train.txt"), "auto", tmp_path / "re2", keep_models=False)
     assert logs == [
         f"--train {other} is not the run's training file {run / 'train.txt'}; retraining on --train"
     ]  # the run's own file: none
@@ -445,7 +446,7 @@ def test_an_interrupted_retrain_continues_from_its_last_epoch_to_the_same_weight
     import tracegraph.kg.model.train as train_module
 
     removed = [("e0", "r0", "e1")]
-    whole, _ = nec.Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "a", keep_models=False).run(
+    whole, _ = Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "a", keep_models=False).run(
         "x", removed, seed=3
     )
     save = train_module._save
@@ -454,7 +455,7 @@ def test_an_interrupted_retrain_continues_from_its_last_epoch_to_the_same_weight
         save(s, epoch, *a)
         raise KeyboardInterrupt  # as a killed process: the epoch's resume checkpoint is on disk
 
-    r = nec.Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "b", keep_models=False)
+    r = Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "b", keep_models=False)
     monkeypatch.setattr(train_module, "_save", stop_after_the_first_epoch)
     with pytest.raises(KeyboardInterrupt):
         r.run("x", removed, seed=3)
@@ -472,14 +473,14 @@ def test_an_interrupted_retrain_continues_from_its_last_epoch_to_the_same_weight
 
 
 def test_a_retrain_logs_its_epochs_about_ten_times_with_the_time_left(run, tmp_path):
-    r = nec.Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=False)
+    r = Retrainer(run / "run", str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=False)
     with log_lines() as logs:
         r.run("x", [("e0", "r0", "e1")], seed=3)
     shown = [m for m in logs if m.startswith("retrain x: epoch")]
     assert [m.split(",")[0] for m in shown] == ["retrain x: epoch 1 of 2", "retrain x: epoch 2 of 2"]
     assert shown[-1].endswith("an epoch, about 0 min left")
     with log_lines() as logs:  # 25 epochs: every second one, and the first and the last
-        note = nec.epoch_note("y")
+        note = epoch_note("y")
         for e in range(1, 26):
             note(e, 25, {"seconds": 60.0})
     assert [int(m.split()[3]) for m in logs] == [1, *range(2, 25, 2), 25]
@@ -494,12 +495,12 @@ def test_retrainer_with_patience_keeps_validation_and_drops_the_runs_own_exclusi
     train(cfg(run, d, epochs=2, exclude=str(tmp_path / "ex.txt"), resume=True, **kw))  # a resumed run
     recorded = json.loads((d / "config.json").read_text())["train"]
     assert recorded["exclude"] == str(tmp_path / "ex.txt") and recorded["resume"] is True
-    r = nec.Retrainer(d, str(run / "train.txt"), "auto", tmp_path / "re", keep_models=True)
+    r = Retrainer(d, str(run / "train.txt"), "auto", tmp_path / "re", keep_models=True)
     assert r.cfg.valid == str(run / "valid.txt") and r.cfg.test is None and r.cfg.device == "auto"
     assert r.cfg.exclude is None and r.cfg.resume is False and r.cfg.patience == 3
-    assert nec.Retrainer(d, str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=True).cfg.device == "cpu"
+    assert Retrainer(d, str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=True).cfg.device == "cpu"
     with pytest.raises(DataError) as e:
-        nec.Retrainer(tmp_path, str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=True)
+        Retrainer(tmp_path, str(run / "train.txt"), "cpu", tmp_path / "re", keep_models=True)
     assert str(e.value) == f"{tmp_path / 'config.json'}: run config (config.json of the run) not found"
 
 

@@ -214,7 +214,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         DataError: On a malformed or inconsistent explanations file, or no fact to grade.
     """
     from tracegraph.kg.explain.methods import check_methods
-    from tracegraph.kg.explain.necessity import Retrainer, fact_margins
+    from tracegraph.kg.explain.necessity import fact_margins
+    from tracegraph.kg.explain.retrain import Retrainer
     from tracegraph.runtime.precision import resolve_device
     from tracegraph.runtime.progress import step_callback
 

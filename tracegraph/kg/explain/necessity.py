@@ -26,9 +26,8 @@ sides, each arm's ΔH@1 on the tail-side and on the head-side facts too.
 
 from __future__ import annotations
 
-import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +45,7 @@ from tracegraph.kg.explain.rivals import competitors, queries, side_logits
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.kg.explain.ranking import ranked_order
 from tracegraph.kg.explain.removal import tail_ranks
+from tracegraph.kg.explain.retrain import Retrainer
 from tracegraph.kg.explain.necessity_summary import (
     SPLITS,
     across_seeds,
@@ -57,7 +57,7 @@ from tracegraph.kg.explain.necessity_summary import (
     summarize_arm,
 )
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
-from tracegraph.runtime.progress import log, note, quiet, step_callback
+from tracegraph.runtime.progress import log, step_callback
 from tracegraph.kg.explain.tracin.engine import DEFAULT_LOSS
 
 RANDOM_ARMS = ("neighbour", "far")
@@ -234,99 +234,6 @@ def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
     model.eval()  # competitors ranks with the model as it is
     s_fact, s_rival = side_logits(model, facts, competitors(model, facts, known, head_side), head_side)
     return s_fact - s_rival
-
-
-class Retrainer:
-    """Retrains of the run with some training triples excluded (same seed ⇒ same batches)."""
-
-    def __init__(self, run_dir: Path, train_path: str, device: str, out: Path, keep_models: bool):
-        from tracegraph.kg.model.train import TrainConfig
-
-        cfg = TrainConfig(
-            **read_json(require_file(run_dir / "config.json", "run config (config.json of the run)"))["train"]
-        )
-        if Path(cfg.train).resolve() != Path(train_path).resolve():
-            log.warning(f"--train {train_path} is not the run's training file {cfg.train}; retraining on --train")
-        cfg = replace(
-            cfg,
-            train=str(train_path),
-            resume=False,
-            exclude=None,
-            entity_map=cfg.entity_map or str(run_dir / "node_dict.txt"),
-            relation_map=cfg.relation_map or str(run_dir / "rel_dict.txt"),
-            # no test pass; validation only where early stopping needs it (it draws no randomness)
-            test=None,
-            valid=cfg.valid if cfg.patience else None,
-            checkpoint_every=10**9,
-            overwrite=True,
-        )  # retrains/ is this test's own: a rerun into the same -o replaces it
-        if device != "auto":
-            cfg = replace(cfg, device=device)
-        self.cfg, self.out, self.keep = cfg, out, keep_models
-
-    def run(self, name: str, excluded: list[tuple[str, str, str]], seed: int):
-        """Retrain the run without ``excluded``, into ``<out>/<name>``.
-
-        Args:
-            name: The retrain's directory name.
-            excluded: Training triples (labels) to leave out.
-            seed: Training seed.
-
-        Returns:
-            The retrained model and the seconds it took.
-        """
-        from tracegraph.kg.model.model_io import load_model
-        from tracegraph.kg.data.split import write_triples
-        from tracegraph.kg.model.train import train
-        from tracegraph.kg.model.training_files import RESUME_CHECKPOINT
-
-        d = self.out / name
-        d.mkdir(parents=True, exist_ok=True)
-        wanted = "".join(f"{h}\t{r}\t{t}\n" for h, r, t in excluded) + f"# seed {seed}\n"
-        # an interrupted retrain of the same removals and seed continues from its last epoch
-        again = (
-            (d / "run" / "checkpoints" / RESUME_CHECKPOINT).is_file()
-            and (d / "plan.txt").is_file()
-            and (d / "plan.txt").read_text() == wanted
-        )
-        atomic_write_text(d / "plan.txt", wanted)
-        exclude = None
-        if excluded:
-            write_triples(d / "excluded.txt", excluded)
-            exclude = str(d / "excluded.txt")
-        t0 = time.perf_counter()
-        cfg = replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude)
-        if again:
-            log.info(f"retrain {name}: resuming from its last epoch")
-            cfg = replace(cfg, resume=True, overwrite=False)
-        with quiet():  # a retrain's per-epoch lines would bury the test's own; warnings still show
-            train(cfg, on_epoch=epoch_note(name))
-        lm = load_model(d / "run" / "final_model.pt")
-        if not self.keep:
-            shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
-            for p in (d / "run").glob("*.pt"):
-                p.unlink()
-        return lm.model, time.perf_counter() - t0
-
-
-def epoch_note(name: str):
-    """``on_epoch`` for a retrain: about ten progress lines per retrain, each with the time left.
-
-    Args:
-        name: The retrain's name, in each line.
-
-    Returns:
-        The callback (see :func:`tracegraph.kg.model.train.train`).
-    """
-
-    def on_epoch(epoch: int, epochs: int, record: dict) -> None:
-        if epoch % max(1, epochs // 10) == 0 or epoch in (1, epochs):
-            left = (epochs - epoch) * record["seconds"] / 60
-            note(
-                f"retrain {name}: epoch {epoch} of {epochs}, {record['seconds']:.0f}s an epoch, about {left:.0f} min left"
-            )
-
-    return on_epoch
 
 
 def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
