@@ -236,6 +236,18 @@ def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
     return s_fact - s_rival
 
 
+@dataclass
+class Graded:
+    """The facts a necessity test grades, with what every stage reads of them."""
+
+    facts: np.ndarray  # [T, 3] ids, base relations
+    head_side: np.ndarray  # [T] booleans
+    base_ranks: np.ndarray  # [T] the run's filtered ranks
+    candidates: list[np.ndarray]  # per fact, its candidate rows of the training triples
+    fact_file: str
+    sides: tuple[str, ...]
+
+
 def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     """Run the whole test; write ``<output_dir>/necessity.json`` (and ``.md``) and return the JSON.
 
@@ -250,12 +262,8 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
         TracegraphError: If a setting is invalid.
         DataError: If an input file is malformed or the run has no test file and no facts are given.
     """
-    from tracegraph.kg.model.model_io import run_label_smoothing
-    from tracegraph.kg.model.store import filter_index, run_files
-    from tracegraph.kg.model.store import RunStore as Run
-    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
-    from tracegraph.runtime.precision import resolve_device
+    from tracegraph.kg.model.store import RunStore
 
     t_start = time.perf_counter()
     methods = check_methods(cfg.methods)
@@ -263,128 +271,32 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     if not ks or ks[0] < 1:
         raise TracegraphError("--k must list positive integers, e.g. 1,2,4")
     mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)
-    lm = Run(
-        mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir
-    )  # one run object: maps, model, filter index
+    lm = RunStore(mdir / "final_model.pt" if (mdir / "final_model.pt").is_file() else mdir)  # maps, model, filter
     run_cfg = read_json(require_file(mdir / "config.json", "run config (config.json of the run)"))["train"]
     train_ids = encode_triples(read_labeled_triples(cfg.train), lm.entities, lm.relations)
-    fact_file = cfg.facts or run_cfg.get("test")
-    if not fact_file:
-        raise DataError("the run has no test file: name the facts to explain with --facts", mdir / "config.json")
-    candidates_ids = encode_triples(read_labeled_triples(fact_file), lm.entities, lm.relations)
-    files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
-    known = filter_index(lm, [*files, fact_file])
-    sides = resolve_sides(cfg.sides, lm.model.config.reciprocal)
-    # every candidate on every side, tail side first (so --sides tail draws what it always drew)
-    pool = np.concatenate([candidates_ids] * len(sides))
-    pool_head = np.repeat(np.array([s == "head" for s in sides]), len(candidates_ids))
-    pool_ranks = fact_ranks(lm.model, pool, pool_head, known)
-    chosen = choose_facts(pool_ranks, cfg.n, cfg.sample_seed) if not cfg.facts else np.arange(len(pool))
-    if len(chosen) == 0:
-        raise DataError(f"no fact is ranked first by the model (filtered, {' or '.join(sides)} side)", fact_file)
-    facts, head_side, base_ranks = pool[chosen], pool_head[chosen], pool_ranks[chosen]
-    e, r = lm.entities.labels, lm.relations.labels
-    label = lambda x: (e[int(x[0])], r[int(x[1])], e[int(x[2])])
-    cands = [
-        np.setdiff1d(
-            np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
-            fact_rows(train_ids, (h, rr, t)),
-        )
-        for h, rr, t in facts
-    ]
-
-    # ---- explanations
-    device = resolve_device(cfg.device)
-    eps = run_label_smoothing(mdir)
-    mopts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=eps, local=cfg.local)
-    t0 = time.perf_counter()
-    keys = method_keys_all(
-        methods,
-        model=lm.model,
-        checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
-        train_ids=train_ids,
-        facts=facts,
-        subsets=cands,
-        known=known,
-        opts=mopts,
-        device=device,
-        head_side=head_side,
-    )
-    explain_seconds = time.perf_counter() - t0
-    n_head = int(head_side.sum())
-    log.info(
-        f"necessity: {len(facts)} facts ({len(facts) - n_head} tail-side, {n_head} head-side) explained by "
-        f"{', '.join(methods)} in {explain_seconds:.0f}s"
-    )
+    g, known = grade_facts(cfg, lm, run_cfg, train_ids)
+    keys, explain_seconds, device = explain_facts(cfg, methods, lm, train_ids, g, known)
     local_records = keys.pop("_local_retrain_records", None)
-
-    # ---- arms: per fact its removed rows for the largest k (smaller k: prefixes)
-    kmax = ks[-1]
-    # the random arms first: without them no method's figure means anything
-    per_fact: dict[str, list[np.ndarray]] = {
-        arm: [arm_rows(arm, train_ids, facts[j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))]
-        for arm in RANDOM_ARMS
-    }
-    per_fact.update(
-        {m: [top_rows(keys[m][j], cands[j], kmax, cfg.sample_seed, j) for j in range(len(facts))] for m in methods}
-    )
-
-    # ---- retrains
-    run_seed = int(run_cfg.get("seed", 0))
-    seeds = cfg.seeds or [run_seed]
+    per_fact = removals(cfg, methods, keys, train_ids, g, ks[-1])
     retrainer = Retrainer(mdir, cfg.train, cfg.device, out / "retrains", cfg.keep_models)
+    run_seed = int(run_cfg.get("seed", 0))
     on_retrain = step_callback(progress, "retrain", retrain_count(cfg, run_seed))
-    results = {"seeds": {}}
-    for seed in seeds:
-        if seed == run_seed:
-            ref_model, ref_ranks, ref_seconds = lm.model, base_ranks, 0.0
-        else:
-            ref_model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
-            on_retrain(f"reference seed {seed}")
-            ref_ranks = fact_ranks(ref_model, facts, head_side, known)
-        ref_margins = fact_margins(ref_model, facts, known, head_side)
-        arms = {
-            "reference": {
-                "ranks": ref_ranks.tolist(),
-                "seconds": ref_seconds,
-                "hits@1": float(np.mean(ref_ranks <= 1)),
-                "mrr": float(np.mean(1 / ref_ranks)),
-            }
+    results = {
+        "seeds": {
+            str(seed): retrain_arms(cfg, seed, run_seed, lm, retrainer, per_fact, ks, train_ids, g, known, on_retrain)
+            for seed in cfg.seeds or [run_seed]
         }
-        for arm, rows_per_fact in per_fact.items():
-            for k in ks:
-                rows = np.unique(np.concatenate([x[:k] for x in rows_per_fact]))
-                model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
-                on_retrain(f"{arm} k={k}")
-                ranks = fact_ranks(model, facts, head_side, known)
-                arms[f"{arm}@{k}"] = dict(
-                    summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed),
-                    arm=arm,
-                    k=k,
-                    triples_removed=int(len(rows)),
-                    seconds=secs,
-                    ranks=ranks.tolist(),
-                    removed_at_fact=removed_at_fact(train_ids[rows], facts),
-                )
-                a = arms[f"{arm}@{k}"]
-                log.info(
-                    f"necessity seed {seed} {arm} k={k}: ΔH@1 {a['delta_hits@1']:.3f} "
-                    f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
-                    f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)"
-                )
-        add_above_far(arms, ks, cfg.bootstrap, cfg.sample_seed)
-        add_margin_halves(arms, ref_margins)
-        add_split(arms, ~head_side, SPLITS[1])
-        results["seeds"][str(seed)] = arms
+    }
+    label = _labeller(lm)
     result = {
         "model_dir": str(mdir),
         "train": str(cfg.train),
-        "facts_file": str(fact_file),
+        "facts_file": str(g.fact_file),
         "protocol": {
             "facts": (
-                f"filtered rank 1 ({' or '.join(sides)} side) under the run's final model"
+                f"filtered rank 1 ({' or '.join(g.sides)} side) under the run's final model"
                 if not cfg.facts
-                else f"given, on the {' and '.join(sides)} side"
+                else f"given, on the {' and '.join(g.sides)} side"
             ),
             "candidates": "training triples touching the fact's head or tail, never the fact",
             "removal": "every fact's top-k at once, one retrain per arm and k (kg/data/exclusion.py)",
@@ -392,11 +304,11 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
             "ci": f"bootstrap over facts, {cfg.bootstrap} resamples",
         },
         "config": _jsonable(asdict(cfg)),
-        "n_facts": int(len(facts)),
-        "facts": [list(label(x)) for x in facts],
-        "fact_sides": ["head" if h else "tail" for h in head_side],
-        "base_ranks": base_ranks.tolist(),
-        "mean_candidates": float(np.mean([len(c) for c in cands])),
+        "n_facts": int(len(g.facts)),
+        "facts": [list(label(x)) for x in g.facts],
+        "fact_sides": ["head" if h else "tail" for h in g.head_side],
+        "base_ranks": g.base_ranks.tolist(),
+        "mean_candidates": float(np.mean([len(c) for c in g.candidates])),
         "explain_seconds": explain_seconds,
         **results,
         # a retrain reproduces the run bit for bit only with the run's device and thread count
@@ -413,6 +325,156 @@ def run_necessity(cfg: NecessityConfig, progress=None) -> dict:
     atomic_write_json(out / "necessity.json", result)
     atomic_write_text(out / "necessity.md", necessity_markdown(result))
     return result
+
+
+def _labeller(lm):
+    e, r = lm.entities.labels, lm.relations.labels
+    return lambda x: (e[int(x[0])], r[int(x[1])], e[int(x[2])])
+
+
+def grade_facts(cfg: NecessityConfig, lm, run_cfg: dict, train_ids: np.ndarray):
+    """The facts to grade (drawn among those ranked first, or all of ``--facts``) and the filter.
+
+    Args:
+        cfg: The settings.
+        lm: The run (maps, model, filter index).
+        run_cfg: The run's training settings.
+        train_ids: The training triples as ids.
+
+    Returns:
+        ``(Graded, known)``: the facts and the filter index their ranks use.
+
+    Raises:
+        DataError: No fact file, or no fact ranked first.
+    """
+    from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
+    from tracegraph.kg.model.store import filter_index, run_files
+
+    fact_file = cfg.facts or run_cfg.get("test")
+    if not fact_file:
+        raise DataError(
+            "the run has no test file: name the facts to explain with --facts", Path(cfg.model_dir) / "config.json"
+        )
+    candidates_ids = encode_triples(read_labeled_triples(fact_file), lm.entities, lm.relations)
+    files = list(cfg.filter_files) if cfg.filter_files else run_files(lm)
+    known = filter_index(lm, [*files, fact_file])
+    sides = resolve_sides(cfg.sides, lm.model.config.reciprocal)
+    # every candidate on every side, tail side first (so --sides tail draws what it always drew)
+    pool = np.concatenate([candidates_ids] * len(sides))
+    pool_head = np.repeat(np.array([s == "head" for s in sides]), len(candidates_ids))
+    pool_ranks = fact_ranks(lm.model, pool, pool_head, known)
+    chosen = choose_facts(pool_ranks, cfg.n, cfg.sample_seed) if not cfg.facts else np.arange(len(pool))
+    if len(chosen) == 0:
+        raise DataError(f"no fact is ranked first by the model (filtered, {' or '.join(sides)} side)", fact_file)
+    facts = pool[chosen]
+    cands = [
+        np.setdiff1d(
+            np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
+            fact_rows(train_ids, (h, rr, t)),
+        )
+        for h, rr, t in facts
+    ]
+    return Graded(facts, pool_head[chosen], pool_ranks[chosen], cands, fact_file, sides), known
+
+
+def explain_facts(cfg: NecessityConfig, methods: list[str], lm, train_ids: np.ndarray, g: Graded, known):
+    """Every method's keys for every graded fact's candidates.
+
+    Returns:
+        ``(keys, seconds, device)``: :func:`method_keys_all`'s keys, the time they took, the device.
+    """
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
+    from tracegraph.kg.model.model_io import run_label_smoothing
+    from tracegraph.runtime.precision import resolve_device
+
+    mdir = Path(cfg.model_dir)
+    device = resolve_device(cfg.device)
+    mopts = MethodOptions(loss=cfg.loss, layers=cfg.layers, label_smoothing=run_label_smoothing(mdir), local=cfg.local)
+    t0 = time.perf_counter()
+    keys = method_keys_all(
+        methods,
+        model=lm.model,
+        checkpoints=resolve_checkpoint_list(mdir, cfg.checkpoints),
+        train_ids=train_ids,
+        facts=g.facts,
+        subsets=g.candidates,
+        known=known,
+        opts=mopts,
+        device=device,
+        head_side=g.head_side,
+    )
+    seconds = time.perf_counter() - t0
+    n_head = int(g.head_side.sum())
+    log.info(
+        f"necessity: {len(g.facts)} facts ({len(g.facts) - n_head} tail-side, {n_head} head-side) explained by "
+        f"{', '.join(methods)} in {seconds:.0f}s"
+    )
+    return keys, seconds, device
+
+
+def removals(cfg: NecessityConfig, methods, keys: dict, train_ids: np.ndarray, g: Graded, kmax: int) -> dict:
+    """Per arm, per fact, its removed rows for the largest k (a smaller k removes a prefix).
+
+    The random arms come first: without them no method's figure means anything.
+    """
+    n = len(g.facts)
+    per_fact = {
+        arm: [arm_rows(arm, train_ids, g.facts[j], g.candidates[j], kmax, cfg.sample_seed, j) for j in range(n)]
+        for arm in RANDOM_ARMS
+    }
+    per_fact.update(
+        {m: [top_rows(keys[m][j], g.candidates[j], kmax, cfg.sample_seed, j) for j in range(n)] for m in methods}
+    )
+    return per_fact
+
+
+def retrain_arms(cfg, seed, run_seed, lm, retrainer, per_fact, ks, train_ids, g: Graded, known, on_retrain) -> dict:
+    """One seed's arms: the reference (the run itself for its own seed) and one retrain per arm and k.
+
+    Returns:
+        Arm key (``reference``, ``ARM@k``) -> its ranks and statistics, with the above-far,
+        margin-half and side splits added.
+    """
+    facts, head_side, label = g.facts, g.head_side, _labeller(lm)
+    if seed == run_seed:
+        ref_model, ref_ranks, ref_seconds = lm.model, g.base_ranks, 0.0
+    else:
+        ref_model, ref_seconds = retrainer.run(f"seed{seed}_reference", [], seed)
+        on_retrain(f"reference seed {seed}")
+        ref_ranks = fact_ranks(ref_model, facts, head_side, known)
+    ref_margins = fact_margins(ref_model, facts, known, head_side)
+    arms = {
+        "reference": {
+            "ranks": ref_ranks.tolist(),
+            "seconds": ref_seconds,
+            "hits@1": float(np.mean(ref_ranks <= 1)),
+            "mrr": float(np.mean(1 / ref_ranks)),
+        }
+    }
+    for arm, rows_per_fact in per_fact.items():
+        for k in ks:
+            rows = np.unique(np.concatenate([x[:k] for x in rows_per_fact]))
+            model, secs = retrainer.run(f"seed{seed}_{arm}_k{k}", [label(x) for x in train_ids[rows]], seed)
+            on_retrain(f"{arm} k={k}")
+            ranks = fact_ranks(model, facts, head_side, known)
+            a = arms[f"{arm}@{k}"] = dict(
+                summarize_arm(ref_ranks, ranks, cfg.bootstrap, cfg.sample_seed),
+                arm=arm,
+                k=k,
+                triples_removed=int(len(rows)),
+                seconds=secs,
+                ranks=ranks.tolist(),
+                removed_at_fact=removed_at_fact(train_ids[rows], facts),
+            )
+            log.info(
+                f"necessity seed {seed} {arm} k={k}: ΔH@1 {a['delta_hits@1']:.3f} "
+                f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
+                f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)"
+            )
+    add_above_far(arms, ks, cfg.bootstrap, cfg.sample_seed)
+    add_margin_halves(arms, ref_margins)
+    add_split(arms, ~head_side, SPLITS[1])
+    return arms
 
 
 def retrain_count(cfg: NecessityConfig, run_seed: int) -> int:
