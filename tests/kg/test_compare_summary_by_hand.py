@@ -265,6 +265,9 @@ def test_same_explanation_tables_word_for_word():
         "| TracIn top-k (`tracin`); Kelpie | 3 | 1 | 0 | 2 |",
     ]
     assert CS.side_by_side_same(results()) == ""
+    assert CS.side_by_side_same(res, min_facts=4) == "" and CS.side_by_side_same(
+        res, min_facts=3
+    ) == CS.side_by_side_same(res)
     fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
     base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
     md = CS.compare_markdown({**base, "same_explanation": pairs})

@@ -392,19 +392,20 @@ def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     return "\n".join(out)
 
 
-def side_by_side_same(results: dict, fact_set: str = "kelpie-facts") -> str:
+def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: int = 1) -> str:
     """Per dataset, the facts two measured arms explain with the same removal set (:func:`same_explanations`).
 
     Args:
         results: The results file's content.
         fact_set: ``kelpie-facts`` or ``own-facts``.
+        min_facts: Pairs sharing fewer facts are left out (a handful of facts says little).
 
     Returns:
         Markdown: one table per dataset with such a pair.
     """
     out = []
     for ds, d in results["datasets"].items():
-        pairs = d["fact_sets"].get(fact_set, {}).get("same_explanation")
+        pairs = [p for p in d["fact_sets"].get(fact_set, {}).get("same_explanation", []) if p["facts"] >= min_facts]
         if pairs:
             out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *same_table(pairs, arm_title), ""]
     return "\n".join(out)
@@ -450,6 +451,9 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
         ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
-        ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(kelpie),
+        ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(
+            kelpie, min_facts=10
+        ),
+        ("<!-- same-explanation:umls -->", "<!-- /same-explanation:umls -->"): side_by_side_same(umls, "own-facts", 10),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }
