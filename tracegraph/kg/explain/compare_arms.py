@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.explain.ranking import candidate_rows
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
 from tracegraph.runtime.checkpoints import atomic_write_json, read_json
 from tracegraph.runtime.progress import log
@@ -38,24 +39,6 @@ class Arm:
     def removed(self) -> np.ndarray:
         """The distinct training rows the arm removes."""
         return np.unique(np.concatenate([np.asarray(r, np.int64) for r in self.rows] or [np.zeros(0, np.int64)]))
-
-
-def candidate_rows(train_ids: np.ndarray, fact, scope: str) -> np.ndarray:
-    """A fact's candidate training rows: those featuring its head (or its head or tail), never the fact.
-
-    Args:
-        train_ids: Training triples ``[M, 3]``.
-        fact: The fact ``(h, r, t)`` as ids.
-        scope: ``head`` or ``head-tail``.
-
-    Returns:
-        Sorted row positions.
-    """
-    h, r, t = (int(x) for x in fact)
-    ends = (h,) if scope == "head" else (h, t)
-    touch = np.isin(train_ids[:, 0], ends) | np.isin(train_ids[:, 2], ends)
-    itself = (train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)
-    return np.flatnonzero(touch & ~itself)
 
 
 def table_rows(table: ExplanationTable, facts: list, store, row_of: dict) -> list[np.ndarray]:

@@ -43,7 +43,7 @@ from tracegraph.kg.explain.methods import (
 )
 from tracegraph.kg.explain.rivals import competitors, queries, side_logits
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
-from tracegraph.kg.explain.ranking import ranked_order
+from tracegraph.kg.explain.ranking import candidate_rows, ranked_order
 from tracegraph.kg.explain.removal import tail_ranks
 from tracegraph.kg.explain.retrain import Retrainer
 from tracegraph.kg.explain.necessity_summary import (
@@ -367,13 +367,7 @@ def grade_facts(cfg: NecessityConfig, lm, run_cfg: dict, train_ids: np.ndarray):
     if len(chosen) == 0:
         raise DataError(f"no fact is ranked first by the model (filtered, {' or '.join(sides)} side)", fact_file)
     facts = pool[chosen]
-    cands = [
-        np.setdiff1d(
-            np.flatnonzero(np.isin(train_ids[:, 0], (h, t)) | np.isin(train_ids[:, 2], (h, t))),
-            fact_rows(train_ids, (h, rr, t)),
-        )
-        for h, rr, t in facts
-    ]
+    cands = [candidate_rows(train_ids, f, "head-tail") for f in facts]
     return Graded(facts, pool_head[chosen], pool_ranks[chosen], cands, fact_file, sides), known
 
 

@@ -185,6 +185,24 @@ def margin_shell(walk: np.ndarray) -> np.ndarray:
     return np.maximum(path_shell(np.asarray(walk, np.float64)), 2.0)
 
 
+def candidate_rows(train_ids: np.ndarray, fact, scope: str) -> np.ndarray:
+    """A fact's candidate training rows: those featuring its head (or its head or tail), never the fact.
+
+    Args:
+        train_ids: Training triples ``[M, 3]``.
+        fact: The fact ``(h, r, t)`` as ids.
+        scope: ``head`` or ``head-tail``.
+
+    Returns:
+        Sorted row positions.
+    """
+    h, r, t = (int(x) for x in fact)
+    ends = (h,) if scope == "head" else (h, t)
+    touch = np.isin(train_ids[:, 0], ends) | np.isin(train_ids[:, 2], ends)
+    itself = (train_ids[:, 0] == h) & (train_ids[:, 1] == r) & (train_ids[:, 2] == t)
+    return np.flatnonzero(touch & ~itself)
+
+
 def same_query(cand: np.ndarray, fact, head_side: bool = False) -> np.ndarray:
     """Which candidates answer the fact's own query with another answer.
 
