@@ -2,7 +2,7 @@
 
 The file has the layout of ``necessity_kelpie.json`` (command, commit, machine, load, and per
 dataset its test metrics and fact sets), so the faithfulness page renders it the same way
-(:func:`tracegraph.kg.explain.compare_summary.side_by_side_table`).
+(:func:`tracegraph.kg.explain.compare_page.side_by_side_table`).
 
 Usage: python benchmarks/compare_results.py NAME --dataset umls --run RUN --compare own-facts=DIR
     --command "..." --commit HASH --machine "2 CPU cores" --load "..."

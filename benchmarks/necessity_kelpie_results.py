@@ -6,7 +6,7 @@ finished arm's record and every explanation file — into ``benchmarks/results/n
 and writes ``benchmarks/results/necessity_kelpie.json`` with, per dataset, the command, commit,
 machine and load. A run of one dataset replaces that dataset's files and figures and keeps the others.
 The faithfulness page's table is rendered from that file
-(:func:`tracegraph.kg.explain.compare_summary.side_by_side_table`; a test holds the page to it).
+(:func:`tracegraph.kg.explain.compare_page.side_by_side_table`; a test holds the page to it).
 
 A series run on a CPU (``device_run.py --device cpu``, spread over days) is filed beside the GPU's
 under its own name (``--as fb15k-237-cpu``), with the command that ran it (``--command``).
@@ -114,7 +114,7 @@ def main():
 
 def update_docs() -> None:
     """Rewrite the faithfulness page's generated blocks (between their markers) from the results files."""
-    from tracegraph.kg.explain.compare_summary import page_blocks
+    from tracegraph.kg.explain.compare_page import page_blocks
 
     page = ROOT / "docs" / "faithfulness.md"
     text = page.read_text()

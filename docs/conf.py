@@ -1,5 +1,6 @@
 """Sphinx configuration: Markdown pages (MyST), the API from docstrings, the CLI from the Typer app."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -81,5 +82,23 @@ def _add_tracin_section(app, docname, source):
         source[0] = source[0].replace("<!-- tracin-object:", TRACIN_SECTION + "\n<!-- tracin-object:", 1)
 
 
+# The faithfulness page's side-by-side figure, drawn at every build from the committed results files
+# (as its tables are), so it never drifts from them; the file itself is not committed.
+SIDE_BY_SIDE_FIGURE = "_static/generated/side-by-side.png"
+
+
+def draw_side_by_side(out: Path = HERE / SIDE_BY_SIDE_FIGURE) -> None:
+    from tracegraph.kg.explain.compare_page import page_panels
+    from tracegraph.report.plots import necessity_forest
+
+    results = HERE.parent / "benchmarks" / "results"
+    panels = page_panels(
+        {n: json.loads((results / f"{n}.json").read_text()) for n in ("necessity_kelpie", "compare_umls")}
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(necessity_forest(panels))
+
+
 def setup(app):
     app.connect("source-read", _add_tracin_section)
+    app.connect("builder-inited", lambda app: draw_side_by_side())

@@ -1,10 +1,11 @@
 """The side-by-side necessity figures on the faithfulness page and in the README are the results file's."""
 
+import importlib.util
 import json
 import re
 from pathlib import Path
 
-from tracegraph.kg.explain.compare_summary import page_blocks
+from tracegraph.kg.explain.compare_page import page_blocks, page_panels
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = {
@@ -60,3 +61,21 @@ def test_benchmarks_page_rows_of_the_kelpie_runs_read_the_results_file():
         d = RESULTS["datasets"][ds]
         want = {f"{d['test_both']['mrr']:.3f}", f"{d['test_both']['hits@10']:.3f}", f"{d['test_tail']['mrr']:.3f}"}
         assert numbers(row) - {"0.995"} == want and d["commit"] in row
+
+
+def test_the_page_figure_is_drawn_at_build_from_every_measured_fact_set(tmp_path):
+    spec = importlib.util.spec_from_file_location("docs_conf", ROOT / "docs" / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    assert f"]({conf.SIDE_BY_SIDE_FIGURE})" in PAGE
+    conf.draw_side_by_side(tmp_path / "f.png")
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    measured = [
+        (d["fact_sets"][fs]["n_facts"], d["fact_sets"][fs]["summary"])
+        for name, fs in (("necessity_kelpie", "kelpie-facts"), ("compare_umls", "own-facts"))
+        for d in ALL[name]["datasets"].values()
+        if d["fact_sets"].get(fs, {}).get("summary")
+    ]
+    panels = page_panels(ALL)
+    assert [s for s in panels.values()] == [s for _, s in measured]
+    assert all(f": {n} " in title for title, (n, _) in zip(panels, measured))

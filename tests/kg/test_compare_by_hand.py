@@ -241,6 +241,7 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
     assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
     md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the four group tables
     assert md.count("\n| k |") == 5 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+    assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the figure of the finished arm
     # the query-answers groups with the default k = 4, counted here from the training file
     train_triples = [tuple(t) for t in TRIPLES]
     others = [sum(1 for h, r, t in train_triples if (h, r) == (f[0], f[1]) and t != f[2]) for f in facts]
@@ -349,6 +350,7 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
         "1",
     ]
     assert run_cli(args).exit_code == 0
+    assert not (run / "flags" / "compare.png").exists()  # no finished arm, no figure
     c = seen["cfg"]
     assert c.explanations == {"a": "x.tsv", "y": "y.tsv"} and c.methods == ["tracin", "degree"]
     assert (c.facts, c.n, c.k, c.candidates, c.random_like) == (str(run / "test.txt"), 7, 3, "head-tail", "a")

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from tracegraph.kg.explain import compare_page as CP
 from tracegraph.kg.explain import compare_summary as CS
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 
@@ -133,7 +134,7 @@ def results():
 
 
 def test_the_page_table_word_for_word():
-    assert CS.side_by_side_table(results(), "own-facts").splitlines() == [
+    assert CP.side_by_side_table(results(), "own-facts").splitlines() == [
         "**UMLS**: 2 of the test set's 5 facts ranked first by the original model (test MRR 0.900, both sides); "
         "1 of 5 arms measured.",
         "",
@@ -156,17 +157,17 @@ def test_the_page_table_word_for_word():
     unpaired = results()  # a run compared without --versus kelpie: a dash, not a figure
     for f in ("original", "reduced"):
         del unpaired["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"][f]["beyond_kelpie_hits@1"]
-    row = next(r for r in CS.side_by_side_table(unpaired, "own-facts").splitlines() if r.startswith("| TracIn"))
+    row = next(r for r in CP.side_by_side_table(unpaired, "own-facts").splitlines() if r.startswith("| TracIn"))
     assert row.endswith("| -0.25 [-1.00, +0.50] | — | 0.25 |")
     alone = results()  # no Kelpie arm planned: no column beyond it
     alone["datasets"]["umls"]["fact_sets"]["own-facts"]["arms"].remove("kelpie")
-    table = CS.side_by_side_table(alone, "own-facts")
+    table = CP.side_by_side_table(alone, "own-facts")
     assert "beyond Kelpie" not in table and table.splitlines()[3] == "|---" * 9 + "|"
-    assert CS.side_by_side_table(results(), "kelpie-facts") == ""
+    assert CP.side_by_side_table(results(), "kelpie-facts") == ""
 
 
 def test_the_page_groups_and_compare_md_word_for_word():
-    assert CS.side_by_side_groups(results(), "own-facts").splitlines() == [
+    assert CP.side_by_side_groups(results(), "own-facts").splitlines() == [
         "**UMLS**, ΔH@1 (original filtering) by group:",
         "",
         "| explanations | head degree > 2 (1 facts) | head degree ≤ 2 (1 facts) |",
@@ -216,7 +217,7 @@ def test_an_arm_without_sizes_and_the_kelpie_wording():
     assert (s["mean_size"], s["retrain_seconds"], s["original"]["change_hits@1"]) == (0.0, 4.5, 0.0)
     res = results()
     res["datasets"]["umls"]["fact_sets"] = {"kelpie-facts": res["datasets"]["umls"]["fact_sets"]["own-facts"]}
-    assert CS.side_by_side_table(res).startswith("**UMLS**: 2 of Kelpie's 5 facts ranked first")
+    assert CP.side_by_side_table(res).startswith("**UMLS**: 2 of Kelpie's 5 facts ranked first")
 
 
 def test_the_refit_stability_table_word_for_word():
@@ -225,7 +226,7 @@ def test_the_refit_stability_table_word_for_word():
         "budgets": {"60": {"seconds_per_fact": 5.04}, "240": {"seconds_per_fact": 21.25}},
         "pairs": {"60-240": {"same_set": 0.1, "jaccard": 0.345, "full_margin_mean_abs_change": 0.5}},
     }
-    assert CS.stability_table({"datasets": {"fb15k-237-cpu": line, "toy": line}}).splitlines() == [
+    assert CP.stability_table({"datasets": {"fb15k-237-cpu": line, "toy": line}}).splitlines() == [
         "| dataset | facts | steps | identical sets | Jaccard of the sets | full mimic's margin moves by | s / fact |",
         "|---|---|---|---|---|---|---|",
         "| FB15k-237 on a CPU | 10 | 60 vs 240 | 0.10 | 0.34 | 0.50 | 5.0 / 21.2 |",
@@ -257,17 +258,17 @@ def test_same_explanation_tables_word_for_word():
     pairs = [{"arms": ["tracin", "kelpie"], "facts": 3, "fell_in_both": 1, "fell_only_in": {"tracin": 0, "kelpie": 2}}]
     res = results()
     res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"same_explanation": pairs}
-    assert CS.side_by_side_same(res).splitlines() == [
+    assert CP.side_by_side_same(res).splitlines() == [
         "**UMLS**:",
         "",
         "| arms | facts | fell in both | fell in the first only | fell in the second only |",
         "|---|---|---|---|---|",
         "| TracIn top-k (`tracin`); Kelpie | 3 | 1 | 0 | 2 |",
     ]
-    assert CS.side_by_side_same(results()) == ""
-    assert CS.side_by_side_same(res, min_facts=4) == "" and CS.side_by_side_same(
+    assert CP.side_by_side_same(results()) == ""
+    assert CP.side_by_side_same(res, min_facts=4) == "" and CP.side_by_side_same(
         res, min_facts=3
-    ) == CS.side_by_side_same(res)
+    ) == CP.side_by_side_same(res)
     fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
     base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
     md = CS.compare_markdown({**base, "same_explanation": pairs})

@@ -39,7 +39,7 @@ def compare_cmd(
         ...,
         "--output-dir",
         "-o",
-        help="compare.json, compare.md, arms/, explanations/ and retrains/ go here; a rerun resumes.",
+        help="compare.json, compare.md, compare.png, arms/, explanations/ and retrains/ go here; a rerun resumes.",
     ),
     explanations: Optional[List[str]] = typer.Option(
         None,
@@ -118,6 +118,12 @@ def compare_cmd(
     )
     with make_progress() as progress:
         res = run_compare(cfg, explain_only=explain_only, progress=progress)
+    if res["summary"]:  # the figure beside compare.md, redrawn from every finished arm
+        from tracegraph.report.plots import necessity_forest
+        from tracegraph.runtime.checkpoints import atomic_path
+
+        with atomic_path(output_dir / "compare.png") as tmp:
+            tmp.write_bytes(necessity_forest({f"{res['n_facts']} facts graded": res["summary"]}))
     for name, s in res["summary"].items():
         o, r = s["original"], s["reduced"]
         typer.echo(
@@ -126,5 +132,5 @@ def compare_cmd(
         )
     typer.echo(
         f"{res['n_facts']} facts graded; {len(res['finished'])} of {len(res['arms'])} arms finished "
-        f"-> {output_dir / 'compare.md'}"
+        f"-> {output_dir / 'compare.md'}" + (" and compare.png" if res["summary"] else "")
     )

@@ -1,0 +1,235 @@
+"""The faithfulness page's side-by-side blocks and figure, from the committed results files.
+
+The statistics themselves are kg/explain/compare_summary.py's; this module only lays them out.
+"""
+
+from __future__ import annotations
+
+from tracegraph.kg.explain.compare_summary import FILTERINGS, group_values, same_table
+
+# the faithfulness page's rows: arm name -> what the reader sees, in table order
+ARM_TITLES = {
+    "local-retrain": "tracegraph `local-retrain`",
+    "local-newton": "tracegraph `local-newton`",
+    "tracin-margin-path": "tracegraph `tracin-margin-path`",
+    "tracin-margin-query": "tracegraph `tracin-margin-query`",
+    "tracin": "TracIn top-k (`tracin`)",
+    "tracin-margin": "`tracin-margin`",
+    "kelpie": "Kelpie",
+    "data_poisoning": "Data Poisoning",
+    "criage": "CRIAGE",
+    "k1": "K1",
+    "random-head": "random head facts",
+    "random-head-tail": "random head or tail facts",
+    "far": "far facts: featuring neither end of a graded fact",
+    "noise": "noise floor: another seed, nothing removed",
+}
+DATASET_TITLES = {
+    "fb15k-237": "FB15k-237",
+    "wn18rr": "WN18RR",
+    "umls": "UMLS",
+    "fb15k-237-cpu": "FB15k-237 on a CPU",
+    "wn18rr-cpu": "WN18RR on a CPU",
+}
+
+
+def arm_title(arm: str) -> str:
+    """An arm's row title on the page; explain's default method says so."""
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    title = ARM_TITLES.get(arm, arm)
+    return f"{title}, explain's default" if arm == DEFAULT_EXPLAINER else title
+
+
+def _cell(s: dict | None, filtering: str, key: str) -> str:
+    if s is None:
+        return "not measured"
+    x = s[filtering]
+    if key not in x:
+        return "—"
+    lo, hi = x[f"{key}_ci95"]
+    return f"{x[key]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def _versus_cell(s: dict | None, ref: str) -> str:
+    """ΔH@1 beyond the ``ref`` arm, original / reduced (``—`` where the run did not pair them)."""
+    if s is None:
+        return "not measured"
+    cells = [_cell(s, f, f"beyond_{ref}_hits@1") for f in FILTERINGS]
+    return "—" if cells == ["—", "—"] else " / ".join(cells)
+
+
+def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """The faithfulness page's table, from ``benchmarks/results/necessity_kelpie.json``.
+
+    Args:
+        results: The results file's content.
+        fact_set: ``kelpie-facts`` (Kelpie's 100 facts) or ``own-facts`` (100 of ours).
+
+    Returns:
+        Markdown: per dataset, a line on the facts and one row per planned arm (``not measured``
+        where the arm has not finished; a method's seconds per explanation even then), with a
+        column beyond Kelpie's arm, paired by fact, where the fact set has one.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        fs = d["fact_sets"].get(fact_set)
+        if fs is None:
+            continue
+        what = "Kelpie's" if fact_set == "kelpie-facts" else "the test set's"
+        where = d if "machine" in d else results  # per dataset, or one machine for the whole file
+        paired = "kelpie" in fs["arms"]  # a column beyond Kelpie's arm where there is one
+        out += [
+            f"**{DATASET_TITLES.get(ds, ds)}**: {fs['n_facts']} of {what} {fs['offered']} facts ranked first by the "
+            f"original model (test MRR {d['test_both']['mrr']:.3f}, both sides); {len(fs['finished'])} of "
+            f"{len(fs['arms'])} arms measured"
+            + (f" ({where['machine'].split(',')[0]}, commit {where['commit']})." if "machine" in where else "."),
+            "",
+            "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
+            "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | "
+            + ("ΔH@1 beyond Kelpie (original / reduced) | " if paired else "")
+            + "s / explanation |",
+            "|---|---|---|---|---|---|---|---|---|" + ("---|" if paired else ""),
+        ]
+        for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
+            s = fs["summary"].get(arm)
+            removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
+            spe = fs.get("explained", {}).get(arm) if s is None else s["seconds_per_explanation"]
+            out.append(
+                f"| {arm_title(arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
+                f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
+                f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{_cell(s, 'original', 'beyond_far_hits@1')} | "
+                + (f"{_versus_cell(s, 'kelpie')} | " if paired else "")
+                + f"{'—' if spe is None else f'{spe:.2f}'} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """Where the facts resist: ΔH@1 (original filtering) of every measured arm by head degree and relation kind.
+
+    Args:
+        results: The results file's content (``benchmarks/results/necessity_kelpie.json``).
+        fact_set: ``kelpie-facts`` or ``own-facts``.
+
+    Returns:
+        Markdown: one table per dataset with a measured arm.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        fs = d["fact_sets"].get(fact_set)
+        if not fs or not fs["finished"]:
+            continue
+        name = {
+            "head_degree": "head degree",
+            "relation_kind": "relation",
+            "margin": "margin",
+            "answers": "other answers",
+        }
+        cols = [(g, v) for g in name if g in fs["groups"] for v in group_values(g, fs["groups"][g])]
+        out += [
+            f"**{DATASET_TITLES.get(ds, ds)}**, ΔH@1 (original filtering) by group:",
+            "",
+            "| explanations | "
+            + " | ".join(f"{name[g]} {v} ({fs['groups'][g].count(v)} facts)" for g, v in cols)
+            + " |",
+            "|---|" + "---|" * len(cols),
+        ]
+        for arm in [a for a in ARM_TITLES if a in fs["summary"]]:
+            g = fs["summary"][arm]["groups"]
+            out.append(f"| {arm_title(arm)} | " + " | ".join(f"{g[k][v]:+.2f}" for k, v in cols) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: int = 1) -> str:
+    """Per dataset, the facts two measured arms explain with the same removal set (:func:`same_explanations`).
+
+    Args:
+        results: The results file's content.
+        fact_set: ``kelpie-facts`` or ``own-facts``.
+        min_facts: Pairs sharing fewer facts are left out (a handful of facts says little).
+
+    Returns:
+        Markdown: one table per dataset with such a pair.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        pairs = [p for p in d["fact_sets"].get(fact_set, {}).get("same_explanation", []) if p["facts"] >= min_facts]
+        if pairs:
+            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *same_table(pairs, arm_title), ""]
+    return "\n".join(out)
+
+
+def stability_table(results: dict) -> str:
+    """How much ``local-retrain``'s choice moves with its refits' step budget, per dataset.
+
+    Args:
+        results: ``benchmarks/results/local_refit_stability.json`` (per dataset, one line of
+            ``benchmarks/local_refit_stability.py``).
+
+    Returns:
+        Markdown: one row per dataset and pair of step budgets.
+    """
+    out = [
+        "| dataset | facts | steps | identical sets | Jaccard of the sets | full mimic's margin moves by | s / fact |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ds, line in results["datasets"].items():
+        for pair, x in line["pairs"].items():
+            a, b = pair.split("-")
+            secs = " / ".join(f"{line['budgets'][s]['seconds_per_fact']:.1f}" for s in (a, b))
+            out.append(
+                f"| {DATASET_TITLES.get(ds, ds)} | {line['n_facts']} | {a} vs {b} | {x['same_set']:.2f} | "
+                f"{x['jaccard']:.2f} | {x['full_margin_mean_abs_change']:.2f} | {secs} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
+    """The faithfulness page's generated blocks: (start marker, end marker) -> markdown.
+
+    Args:
+        results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
+            ``compare_umls``, ``local_refit_stability``).
+
+    Returns:
+        The blocks.
+    """
+    kelpie, umls = results["necessity_kelpie"], results["compare_umls"]
+    return {
+        ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
+        ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
+        ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
+        ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(
+            kelpie, min_facts=10
+        ),
+        ("<!-- same-explanation:umls -->", "<!-- /same-explanation:umls -->"): side_by_side_same(umls, "own-facts", 10),
+        ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
+    }
+
+
+def page_panels(results: dict[str, dict]) -> dict[str, dict]:
+    """The faithfulness page's figure: one panel per dataset with a measured arm, as its tables.
+
+    Args:
+        results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
+            ``compare_umls``).
+
+    Returns:
+        Panel title (dataset, facts, machine) -> that fact set's summary, arm -> its figures.
+    """
+    out = {}
+    for name, fact_set in (("necessity_kelpie", "kelpie-facts"), ("compare_umls", "own-facts")):
+        res = results[name]
+        for ds, d in res["datasets"].items():
+            fs = d["fact_sets"].get(fact_set)
+            if not fs or not fs["summary"]:
+                continue
+            where = d if "machine" in d else res
+            whose = "of Kelpie's" if fact_set == "kelpie-facts" else "test"
+            machine = where.get("machine", "").split(",")[0].split(" (")[0]
+            out[f"{DATASET_TITLES.get(ds, ds)}: {fs['n_facts']} {whose} facts ranked first ({machine})"] = fs["summary"]
+    return out
