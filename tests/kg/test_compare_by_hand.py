@@ -219,6 +219,7 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
             "k",
             "--device",
             "cpu",
+            "--keep-models",
         ]
     )
     assert res.exit_code == 0, res.output
@@ -239,6 +240,8 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
     known = id_set(lm, run / "train.txt", run / "valid.txt", run / "test.txt")
     arm = json.loads((out / "arms" / "k.json").read_text())
     assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
+    kept = load_model(out / "retrains" / "k" / "run" / "final_model.pt")  # --keep-models: the arm's own weights
+    assert arm["ranks"]["original"] == [brute_side(kept.model, known, f, False)[0] for f in ids_of(lm, facts)]
     md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the four group tables
     assert md.count("\n| k |") == 5 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the figure of the finished arm
@@ -348,6 +351,7 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
         "cpu",
         "--num-threads",
         "1",
+        "--keep-models",
     ]
     assert run_cli(args).exit_code == 0
     assert not (run / "flags" / "compare.png").exists()  # no finished arm, no figure
@@ -357,6 +361,7 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
     assert (c.noise_seed, c.arms, seen["explain_only"], c.bootstrap, c.seed) == (9, ["a", "noise"], True, 20, 5)
     assert c.versus == ["a", "y"]
     assert (c.local.candidates, c.local.steps, c.local.k, c.local.seed, c.device) == (11, 13, 3, 5, "cpu")
+    assert c.keep_models
 
 
 def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_sizes(run, monkeypatch):

@@ -84,6 +84,11 @@ def compare_cmd(
     seed: int = typer.Option(0, "--seed", help="Which facts (with --facts), the random arm's draws, tie-breaks."),
     local_candidates: int = LocalCandidatesOpt,
     local_steps: int = LocalStepsOpt,
+    keep_models: bool = typer.Option(
+        False,
+        "--keep-models",
+        help="Keep each retrain's weights in retrains/NAME/run (default: config and history only).",
+    ),
     device: str = DeviceOpt,
     num_threads: int = ThreadsOpt,
 ):
@@ -115,6 +120,7 @@ def compare_cmd(
         seed=seed,
         local=LocalRetrainOptions(candidates=local_candidates, k=k, steps=local_steps, seed=seed),
         device=device,
+        keep_models=keep_models,
     )
     with make_progress() as progress:
         res = run_compare(cfg, explain_only=explain_only, progress=progress)

@@ -77,6 +77,8 @@ class CompareConfig:
         layers: Parameters whose gradients count.
         local: Settings of the local-retrain method.
         device: Where the methods compute and the retrains run (``auto``: the run's device).
+        keep_models: Keep each retrain's weights (``retrains/NAME/run``); by default only its
+            config and history stay.
     """
 
     model_dir: str
@@ -97,6 +99,7 @@ class CompareConfig:
     layers: str = "all"
     local: LocalRetrainOptions = field(default_factory=LocalRetrainOptions)
     device: str = "auto"
+    keep_models: bool = False
 
 
 def open_run(mdir: Path) -> tuple:
@@ -246,7 +249,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "train_ids": train_ids,
         "known": known,
         "files": files,
-        "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=False),
+        "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=cfg.keep_models),
     }
     records = {a: rec for a in arms if (rec := _finished(out, arms[a], labels)) is not None}
     todo = [] if explain_only else [a for a in wanted if a not in records]
