@@ -11,16 +11,8 @@ from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method_keys_all
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
-from tracegraph.kg.explain.necessity import (
-    NecessityConfig,
-    arm_rows,
-    fact_margins,
-    fact_ranks,
-    choose_facts,
-    resolve_sides,
-    run_necessity,
-    top_rows,
-)
+from tracegraph.kg.explain.grading import choose_facts, fact_margins, fact_ranks, top_rows
+from tracegraph.kg.explain.necessity import NecessityConfig, arm_rows, resolve_sides, run_necessity
 from tracegraph.kg.explain.necessity_summary import (
     add_above_far,
     add_margin_halves,

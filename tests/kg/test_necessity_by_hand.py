@@ -31,6 +31,7 @@ from tests.conftest import log_lines
 from tests.kg.references import Bars
 from tests.kg.tiny_graph import TEST, TINY, TRIPLES, VALID, cfg, write_triples
 from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.explain import grading
 from tracegraph.kg.explain import necessity as nec
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.kg.explain.retrain import Retrainer, epoch_note
@@ -339,7 +340,7 @@ def test_facts_drawn_are_the_test_triples_ranked_first_under_the_filter_named(ru
         one = nec.run_necessity(
             nec.NecessityConfig(output_dir=str(tmp_path / "b"), n=1, sample_seed=seed, **{**common, "seeds": None})
         )
-        (pick,) = nec.choose_facts(np.array(pool_ranks), 1, seed)
+        (pick,) = grading.choose_facts(np.array(pool_ranks), 1, seed)
         assert [one["facts"], one["fact_sides"]] == [[list(TEST[pick % 2])], ["tail" if pick < 2 else "head"]]
         ref = one["seeds"]["3"]["reference"]  # the run itself: the fact first
         assert (ref["ranks"], ref["hits@1"], ref["mrr"], ref["seconds"]) == ([1.0], 1.0, 1.0, 0.0)
@@ -538,13 +539,13 @@ def test_fact_ranks_and_margins_equal_scoring_every_entity(tmp_path):
     head = np.array([False, True, False, True])
     known = KnownTails([with_reciprocals(train_ids, 2)], 4)
     kset = {tuple(x) for x in with_reciprocals(train_ids, 2).tolist()}
-    margins = nec.fact_margins(model, facts, known, head)
+    margins = grading.fact_margins(model, facts, known, head)
     assert not model.training
-    ranks = nec.fact_ranks(model, facts, head, known)
+    ranks = grading.fact_ranks(model, facts, head, known)
     for j, (f, h) in enumerate(zip(facts, head)):
         rank, margin = brute_side(model, kset, f, bool(h))
         assert ranks[j] == rank and margins[j] == pytest.approx(margin, abs=1e-5)
-    tails = nec.fact_margins(model, facts, known)  # no side: every fact on the tail side
+    tails = grading.fact_margins(model, facts, known)  # no side: every fact on the tail side
     for j, f in enumerate(facts):
         assert tails[j] == pytest.approx(brute_side(model, kset, f, False)[1], abs=1e-5)
 
@@ -552,19 +553,19 @@ def test_fact_ranks_and_margins_equal_scoring_every_entity(tmp_path):
 def test_top_rows_take_the_first_k_by_the_keys_never_the_fact():
     cands = np.array([10, 11, 12, 13, 14, 15])
     keys = [np.array([3.0, -np.inf, 5.0, 3.0, 1.0, 3.0]), np.array([0.0, 9.0, 0.0, 2.0, 0.0, 1.0])]
-    assert nec.top_rows(keys, cands, 1, 0, 0).tolist() == [12]
-    assert nec.top_rows(keys, cands, 3, 0, 0).tolist() == [12, 13, 15]  # the second key breaks the tie
-    assert nec.top_rows(keys, cands, 10, 0, 0).tolist() == [12, 13, 15, 10, 14]  # the fact (-inf) never
+    assert grading.top_rows(keys, cands, 1, 0, 0).tolist() == [12]
+    assert grading.top_rows(keys, cands, 3, 0, 0).tolist() == [12, 13, 15]  # the second key breaks the tie
+    assert grading.top_rows(keys, cands, 10, 0, 0).tolist() == [12, 13, 15, 10, 14]  # the fact (-inf) never
     # a tie on every key: broken by a permutation seeded with (seed, fact, 2), the smallest draw first
     flat = [np.array([1.0, 1.0, 1.0, 1.0, -np.inf, 1.0])]
     for seed, index in ((0, 0), (1, 0), (0, 1), (5, 3)):
         perm = np.random.default_rng([seed, index, 2]).permutation(6)
         want = [int(cands[i]) for i in sorted([0, 1, 2, 3, 5], key=lambda i: perm[i])]
-        assert nec.top_rows(flat, cands, 5, seed, index).tolist() == want
-        assert nec.top_rows(flat, cands, 2, seed, index).tolist() == want[:2]
-    draws = {tuple(nec.top_rows(flat, cands, 5, s, 0).tolist()) for s in range(30)}
+        assert grading.top_rows(flat, cands, 5, seed, index).tolist() == want
+        assert grading.top_rows(flat, cands, 2, seed, index).tolist() == want[:2]
+    draws = {tuple(grading.top_rows(flat, cands, 5, s, 0).tolist()) for s in range(30)}
     assert len(draws) > 10  # ties really broken at random
-    assert nec.top_rows([np.array([2, 7, 1], np.int64)], np.array([0, 1, 2]), 2, 0, 0).tolist() == [1, 0]
+    assert grading.top_rows([np.array([2, 7, 1], np.int64)], np.array([0, 1, 2]), 2, 0, 0).tolist() == [1, 0]
 
 
 def test_arm_rows_draw_a_seeded_permutation_prefix_of_their_pool():

@@ -5,7 +5,8 @@ and that its interval labelled 95 % covers a known mean 95 % of the time, 2.5 % 
 import numpy as np
 import pytest
 
-from tracegraph.kg.explain.necessity import arm_rows, choose_facts
+from tracegraph.kg.explain.grading import choose_facts
+from tracegraph.kg.explain.necessity import arm_rows
 from tracegraph.kg.explain.necessity_summary import across_seeds, bootstrap_mean, removed_at_fact, summarize_arm
 
 # --------------------------------------------------------------------------- which facts

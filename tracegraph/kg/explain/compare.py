@@ -44,6 +44,7 @@ from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows,
 )
 from tracegraph.kg.explain.compare_summary import compare_markdown, fact_groups, same_explanations, summarize
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table
+from tracegraph.kg.explain.grading import choose_facts, fact_margins, fact_ranks
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
 from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text, read_json
 from tracegraph.runtime.progress import log
@@ -120,8 +121,6 @@ def open_run(mdir: Path) -> tuple:
 
 def tail_ranks(store, offered: list, known) -> tuple[np.ndarray, list, np.ndarray]:
     """The label triples of ``offered`` the run has ids for, as ids and labels, with their filtered tail ranks."""
-    from tracegraph.kg.explain.necessity import fact_ranks
-
     ents, rels = store.entities, store.relations
     usable = [f for f in offered if f[0] in ents and f[2] in ents and f[1] in rels]
     ids = np.array([[ents.id(h), rels.id(r), ents.id(t)] for h, r, t in usable], np.int64).reshape(-1, 3)
@@ -145,7 +144,6 @@ def graded_facts(store, cfg: CompareConfig, tables: dict[str, ExplanationTable],
         DataError: If there is nothing to grade.
     """
     from tracegraph.kg.data.triples import read_labeled_triples
-    from tracegraph.kg.explain.necessity import choose_facts
 
     if cfg.facts:
         lt = read_labeled_triples(cfg.facts)
@@ -175,8 +173,6 @@ def run_arm(arm: Arm, ctx: dict) -> dict:
     Returns:
         The arm's record (written to ``arms/NAME.json``).
     """
-    from tracegraph.kg.explain.necessity import fact_ranks
-
     store, facts, train_ids = ctx["store"], ctx["facts"], ctx["train_ids"]
     e, r = store.entities.labels, store.relations.labels
     removed = arm.removed()
@@ -217,7 +213,6 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         DataError: On a malformed or inconsistent explanations file, or no fact to grade.
     """
     from tracegraph.kg.explain.methods import check_methods
-    from tracegraph.kg.explain.necessity import fact_margins
     from tracegraph.kg.explain.retrain import Retrainer
     from tracegraph.runtime.precision import resolve_device
     from tracegraph.runtime.progress import step_callback

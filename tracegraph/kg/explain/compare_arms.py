@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.explain.grading import top_rows
 from tracegraph.kg.explain.ranking import candidate_rows
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table, write_explanation_table
 from tracegraph.runtime.checkpoints import atomic_write_json, read_json
@@ -128,7 +129,6 @@ def method_arms(store, cfg, methods, facts, labels, train_ids, known, device, ou
     settings and time that :func:`cached_method_arm` checks.
     """
     from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
-    from tracegraph.kg.explain.necessity import top_rows
     from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
     from tracegraph.kg.model.model_io import run_label_smoothing
 

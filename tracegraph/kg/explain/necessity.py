@@ -41,10 +41,9 @@ from tracegraph.kg.explain.methods import (
     fact_rows,
     method_keys_all,
 )
-from tracegraph.kg.explain.rivals import competitors, queries, side_logits
+from tracegraph.kg.explain.grading import choose_facts, fact_margins, fact_ranks, top_rows
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
-from tracegraph.kg.explain.ranking import candidate_rows, ranked_order
-from tracegraph.kg.explain.removal import tail_ranks
+from tracegraph.kg.explain.ranking import candidate_rows
 from tracegraph.kg.explain.retrain import Retrainer
 from tracegraph.kg.explain.necessity_summary import (
     SPLITS,
@@ -110,23 +109,6 @@ class NecessityConfig:
     keep_models: bool = False
 
 
-def choose_facts(ranks: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """Pick up to ``n`` positions of triples ranked first, at random (seeded), in file order.
-
-    Args:
-        ranks: Filtered ranks, one per triple.
-        n: Most positions to return.
-        seed: Sampling seed.
-
-    Returns:
-        Sorted positions.
-    """
-    first = np.flatnonzero(np.asarray(ranks) <= 1.0)
-    if len(first) > n:
-        first = np.sort(np.random.default_rng(seed).choice(first, size=n, replace=False))
-    return first
-
-
 def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
     """``--sides`` as the tuple of sides a fact may be predicted on.
 
@@ -151,21 +133,6 @@ def resolve_sides(sides: str, reciprocal: bool) -> tuple[str, ...]:
             "(this run has none); use --sides tail"
         )
     return ("tail", "head") if sides == "both" else (sides,)
-
-
-def fact_ranks(model, facts: np.ndarray, head_side: np.ndarray, known) -> np.ndarray:
-    """The filtered realistic rank of each fact's answer on its side (the tail, or the head).
-
-    Args:
-        model: The ConvE model.
-        facts: Fact triples ``[n, 3]``.
-        head_side: Boolean ``[n]``: true where the head is the answer.
-        known: The filter index (with reciprocals).
-
-    Returns:
-        ``[n]`` ranks.
-    """
-    return tail_ranks(model, queries(facts, head_side, model.config.num_relations), known)[0]
 
 
 def arm_rows(
@@ -195,45 +162,6 @@ def arm_rows(
     pool = pool[~np.isin(pool, fact_rows(train_ids, fact))]
     rng = np.random.default_rng([seed, index, 0 if arm == "neighbour" else 1])
     return rng.permutation(pool)[:k]  # a permutation prefix: the k-draw contains the smaller k's
-
-
-def top_rows(keys: list[np.ndarray], candidates: np.ndarray, k: int, seed: int, index: int) -> np.ndarray:
-    """The ``k`` candidate rows a method ranks first (ties broken at random, seeded per fact).
-
-    Args:
-        keys: The method's sort keys, most significant first; ``-inf`` in the first marks the fact.
-        candidates: The fact's candidate rows.
-        k: Rows to take.
-        seed: Tie-break seed.
-        index: The fact's position (part of the seed).
-
-    Returns:
-        Up to ``k`` rows.
-    """
-    tiebreak = np.random.default_rng([seed, index, 2]).permutation(len(candidates))
-    order = ranked_order(keys, tiebreak)
-    order = order[np.isfinite(np.asarray(keys[0], np.float64)[order])]  # -inf: the fact itself
-    return candidates[order[:k]]
-
-
-def fact_margins(model, facts: np.ndarray, known, head_side=None) -> np.ndarray:
-    """How far ahead of its strongest rival the model puts each fact's answer.
-
-    For ``(h, r, t)``: ``s(h, r, t) - s(h, r, t*)``, with ``t*`` the best-scored tail that is
-    neither ``t`` nor known true; on the head side ``s(t, r^-1, h) - s(t, r^-1, h*)``.
-
-    Args:
-        model: The ConvE model (put in eval mode).
-        facts: Fact triples ``[n, 3]``.
-        known: The filter index (with reciprocals).
-        head_side: Boolean ``[n]``: true where the head is the answer; None for all tails.
-
-    Returns:
-        ``[n]`` margins.
-    """
-    model.eval()  # competitors ranks with the model as it is
-    s_fact, s_rival = side_logits(model, facts, competitors(model, facts, known, head_side), head_side)
-    return s_fact - s_rival
 
 
 @dataclass
