@@ -151,7 +151,7 @@ def test_train_returns_the_finished_run_opened_on_its_device(tiny_run):
 def test_the_import_helpers_return_the_run_they_wrote(tiny_run, monkeypatch, tmp_path):
     import shutil
 
-    from tracegraph.kg.model import importers
+    from tracegraph.kg.model import importers, pykeen_import
 
     calls = []
 
@@ -162,7 +162,7 @@ def test_the_import_helpers_return_the_run_they_wrote(tiny_run, monkeypatch, tmp
 
         return write
 
-    monkeypatch.setattr(importers, "import_pykeen", fake("pykeen"))
+    monkeypatch.setattr(pykeen_import, "import_pykeen", fake("pykeen"))
     monkeypatch.setattr(importers, "import_checkpoint", fake("checkpoint"))
     a = api.import_pykeen("m.pkl", tmp_path / "o", triples_factory_dir="tf", lr=0.1)
     b = api.import_checkpoint("c.pt", tmp_path / "p", "e.txt", "r.txt", trust_pickle=True)

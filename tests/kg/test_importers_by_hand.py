@@ -33,15 +33,17 @@ from tracegraph.kg.data.triples import IdMap
 from tracegraph.kg.model.conve import ConvEConfig
 from tracegraph.kg.model.importers import (
     _find_key,
-    _infer_image,
-    _pykeen_module_info,
     earlier_state_to_tracegraph,
     import_checkpoint,
-    import_pykeen,
     load_torch_file,
-    pykeen_state_to_tracegraph,
     read_triples_factory_dir,
     write_model_dir,
+)
+from tracegraph.kg.model.pykeen_import import (
+    _infer_image,
+    _pykeen_module_info,
+    import_pykeen,
+    pykeen_state_to_tracegraph,
 )
 from tracegraph.kg.model.model_io import load_model
 

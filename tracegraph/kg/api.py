@@ -135,7 +135,7 @@ def import_pykeen(model_file, output_dir, **options) -> Run:
     Args:
         model_file: A whole pickled PyKEEN model, or its state dict.
         output_dir: The run directory to write.
-        **options: As :func:`tracegraph.kg.model.importers.import_pykeen` (``triples_factory_dir``,
+        **options: As :func:`tracegraph.kg.model.pykeen_import.import_pykeen` (``triples_factory_dir``,
             ``trust_pickle``, ``lr``...).
 
     Returns:
@@ -145,7 +145,7 @@ def import_pykeen(model_file, output_dir, **options) -> Run:
         TracegraphError: If the id maps are not given, or the model and maps disagree.
         DataError: If a file is missing or not a PyKEEN model.
     """
-    from tracegraph.kg.model.importers import import_pykeen as write
+    from tracegraph.kg.model.pykeen_import import import_pykeen as write
 
     write(model_file, output_dir, **options)
     return Run(output_dir)
