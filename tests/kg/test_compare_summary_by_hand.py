@@ -164,6 +164,19 @@ def test_the_page_table_word_for_word():
     table = CP.side_by_side_table(alone, "own-facts")
     assert "beyond Kelpie" not in table and table.splitlines()[3] == "|---" * 9 + "|"
     assert CP.side_by_side_table(results(), "kelpie-facts") == ""
+    versus_random = results()  # a run paired with the random head facts too (--versus random-head): one more column
+    arm = versus_random["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"]
+    for f, v in (("original", -0.375), ("reduced", 0.25)):
+        arm[f]["beyond_random-head_hits@1"], arm[f]["beyond_random-head_hits@1_ci95"] = v, [v - 0.5, v + 0.5]
+    lines = CP.side_by_side_table(versus_random, "own-facts").splitlines()
+    assert lines[2].endswith(
+        "| ΔH@1 beyond Kelpie (original / reduced) | ΔH@1 beyond random head facts (original / reduced) | s / explanation |"
+    )
+    assert lines[3] == "|---" * 11 + "|"
+    assert lines[5].endswith(
+        "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] | -0.38 [-0.88, +0.12] / +0.25 [-0.25, +0.75] | 0.25 |"
+    )
+    assert lines[4].endswith("| not measured | not measured | 3.50 |")  # an arm not measured: in both columns
 
 
 def test_the_page_groups_and_compare_md_word_for_word():

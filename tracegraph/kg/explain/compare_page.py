@@ -59,6 +59,9 @@ def _versus_cell(s: dict | None, ref: str) -> str:
     return "—" if cells == ["—", "—"] else " / ".join(cells)
 
 
+RANDOM = "random-head"
+
+
 def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
     """The faithfulness page's table, from ``benchmarks/results/necessity_kelpie.json``.
 
@@ -69,7 +72,8 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
     Returns:
         Markdown: per dataset, a line on the facts and one row per planned arm (``not measured``
         where the arm has not finished; a method's seconds per explanation even then), with a
-        column beyond Kelpie's arm, paired by fact, where the fact set has one.
+        column beyond Kelpie's arm, paired by fact, where the fact set has one, and beyond the random
+        head facts where the run paired the arms with them (``--versus random-head``).
     """
     out = []
     for ds, d in results["datasets"].items():
@@ -78,7 +82,10 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             continue
         what = "Kelpie's" if fact_set == "kelpie-facts" else "the test set's"
         where = d if "machine" in d else results  # per dataset, or one machine for the whole file
-        paired = "kelpie" in fs["arms"]  # a column beyond Kelpie's arm where there is one
+        # a column beyond Kelpie's arm where there is one; beyond random head facts where the run paired them
+        refs = {"kelpie": "Kelpie"} if "kelpie" in fs["arms"] else {}
+        if any(f"beyond_{RANDOM}_hits@1" in s["original"] for s in fs["summary"].values()):
+            refs[RANDOM] = "random head facts"
         out += [
             f"**{DATASET_TITLES.get(ds, ds)}**: {fs['n_facts']} of {what} {fs['offered']} facts ranked first by the "
             f"original model (test MRR {d['test_both']['mrr']:.3f}, both sides); {len(fs['finished'])} of "
@@ -87,9 +94,9 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             "",
             "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
             "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | "
-            + ("ΔH@1 beyond Kelpie (original / reduced) | " if paired else "")
+            + "".join(f"ΔH@1 beyond {title} (original / reduced) | " for title in refs.values())
             + "s / explanation |",
-            "|---|---|---|---|---|---|---|---|---|" + ("---|" if paired else ""),
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * len(refs),
         ]
         for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
             s = fs["summary"].get(arm)
@@ -100,7 +107,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
                 f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
                 f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
                 f"{_cell(s, 'original', 'beyond_far_hits@1')} | "
-                + (f"{_versus_cell(s, 'kelpie')} | " if paired else "")
+                + "".join(f"{_versus_cell(s, ref)} | " for ref in refs)
                 + f"{'—' if spe is None else f'{spe:.2f}'} |"
             )
         out.append("")
