@@ -275,6 +275,23 @@ def test_an_explanations_name_taken_by_another_arm_is_refused(run, name):
     )
 
 
+@pytest.mark.parametrize(
+    "flag, want",
+    [("--arm", "tracin, random-head, far, noise"), ("--versus", "tracin, random-head"), ("--random-like", "tracin")],
+)
+def test_an_unknown_arm_name_is_refused_before_any_explanation_is_computed(run, flag, want, monkeypatch):
+    def explaining(*a, **k):
+        raise AssertionError("explained before the arm names were checked")
+
+    monkeypatch.setitem(cmp.build_arms.__globals__, "method_arms", explaining)
+    out = run / f"unknown_{flag[2:]}"
+    run_cli_error(
+        ["fidelity", "compare", "--model-dir", run / "run", "-o", out, "--method", "tracin", flag, "nosuch"],
+        out,
+        contains=f"{flag} nosuch: no such arm (arms: {want}",
+    )
+
+
 def test_explanation_fact_outside_the_training_set_is_refused_with_its_line(run):
     path = run / "stranger.tsv"
     path.write_text("head\trelation\ttail\texplanation\ne1\tr1\te4\te0|r1|e5\n")

@@ -38,6 +38,7 @@ from tracegraph.errors import DataError, TracegraphError, require_file
 from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows, table_rows: compare's own words too)
     Arm,
     build_arms,
+    check_arm_names,
     candidate_rows,
     removal_digest,
     table_rows,
@@ -224,6 +225,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     clash = set(cfg.explanations) & {*cfg.methods, f"random-{cfg.candidates}", "far", "noise"}
     if clash:
         raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
+    check_arm_names(cfg)
     t_start = time.perf_counter()
     mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)
     run_cfg, store, train_ids, files, known = open_run(mdir)
@@ -232,10 +234,6 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     device = resolve_device(cfg.device)
     arms = build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     wanted = list(arms) if cfg.arms is None else cfg.arms
-    for flag, asked in (("--arm", wanted), ("--versus", cfg.versus)):
-        unknown = [a for a in asked if a not in arms]
-        if unknown:
-            raise TracegraphError(f"{flag} {unknown[0]}: no such arm (arms: {', '.join(arms)})")
     before = np.ones(len(facts))  # graded facts are those the run ranks first
     ctx = {
         "store": store,

@@ -196,6 +196,24 @@ def cached_method_arm(
     return Arm(method, "method", rows, seed, info.get("seconds_per_explanation"))
 
 
+def check_arm_names(cfg) -> None:
+    """Refuse an unknown arm in ``--arm``, ``--versus`` or ``--random-like`` before any work is done.
+
+    Args:
+        cfg: The compare settings (``CompareConfig``).
+
+    Raises:
+        TracegraphError: Naming the flag, the unknown arm and the arms there are.
+    """
+    explained = [*cfg.explanations, *cfg.methods]  # the arms whose explanation sizes a random arm can copy
+    arms = [*explained, f"random-{cfg.candidates}", "far", "noise"]
+    asked = [("--arm", a, arms) for a in cfg.arms or []] + [("--versus", a, arms) for a in cfg.versus]
+    asked += [("--random-like", cfg.random_like, explained)] if cfg.random_like else []
+    for flag, name, known in asked:
+        if name not in known:
+            raise TracegraphError(f"{flag} {name}: no such arm (arms: {', '.join(known) or 'none'})")
+
+
 def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
     """Every arm's removals, in table order: files, methods, random, far, noise (see the module doc)."""
     run_seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
@@ -208,8 +226,6 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     arms.update({arm.name: arm for arm in fresh})
     arms = {name: arms[name] for name in [*tables, *cfg.methods]}
     like = cfg.random_like or (next(iter(tables)) if tables else None)
-    if like is not None and like not in arms:
-        raise TracegraphError(f"--random-like {like}: no such arm (arms: {', '.join(arms) or 'none'})")
     sizes = [len(r) for r in arms[like].rows] if like else [cfg.k] * len(facts)
     rand = f"random-{cfg.candidates}"
     arms[rand] = Arm(rand, "random", random_rows(train_ids, facts, sizes, cfg.candidates, cfg.seed), run_seed)
