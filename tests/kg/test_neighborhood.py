@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli, run_cli_error
-from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex, _path_edges
+from tracegraph.kg.explain.neighborhood import FilterOptions, GraphIndex
+from tracegraph.kg.explain.paths import path_edges
 from tracegraph.kg.data.triples import read_triples
 
 # --------------------------------------------------------------------------- the reference
@@ -161,7 +162,7 @@ def test_path_edges_match_all_simple_paths(graph, L, dense):
         k = min(n, 6)
         ids = np.concatenate([ids, [[a, 0, b] for a in range(k) for b in range(a + 1, k)]])
     rows = list(range(len(ids)))
-    got = _path_edges(ids[:, 0], ids[:, 2], h, t, L)
+    got = path_edges(ids[:, 0], ids[:, 2], h, t, L)
     on = ref_path_pairs(ids, rows, h, t, L)
     want = [frozenset((ids[r, 0], ids[r, 2])) in on for r in rows]
     assert got.tolist() == want
@@ -173,10 +174,10 @@ def test_hand_made_cases_for_simple_paths():
         [[0, 0, 1], [1, 0, 2], [2, 0, 3], [1, 0, 3], [0, 0, 4], [4, 0, 0], [4, 0, 4], [5, 0, 1], [5, 0, 0]],
         dtype=np.int64,
     )
-    on = _path_edges(ids[:, 0], ids[:, 2], 0, 3, 3)
+    on = path_edges(ids[:, 0], ids[:, 2], 0, 3, 3)
     # 0-4 (both directions) and the loop 4-4 lead nowhere; 1-2 is on 0-1-2-3; 5-1 on 0-5-1-3
     assert on.tolist() == [True, True, True, True, False, False, False, True, True]
-    assert not _path_edges(ids[:, 0], ids[:, 2], 0, 0, 4).any()  # h == t: no simple path
+    assert not path_edges(ids[:, 0], ids[:, 2], 0, 0, 4).any()  # h == t: no simple path
 
 
 def test_degree_counts_distinct_neighbours_without_self_loops():

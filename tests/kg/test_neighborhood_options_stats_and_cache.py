@@ -345,9 +345,9 @@ def _nx_on_path(ids, h, t, L):
 
 
 def _path_edges_of(ids, h, t, L):
-    from tracegraph.kg.explain.neighborhood import _path_edges
+    from tracegraph.kg.explain.paths import path_edges
 
-    got = _path_edges(ids[:, 0], ids[:, 2], h, t, L)
+    got = path_edges(ids[:, 0], ids[:, 2], h, t, L)
     assert got.dtype == bool and got.shape == (len(ids),)  # a mask over the given triples
     return got.tolist()
 
