@@ -26,7 +26,7 @@ def knn_edges(pos: np.ndarray, k: int) -> torch.Tensor:
 
 
 def main() -> None:
-    from tracegraph.trees.data import synthetic_tree
+    from tracegraph.trees.synthetic import synthetic_tree
     from tracegraph.trees.paths import enumerate_paths
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -39,7 +39,7 @@ def main() -> None:
     import torch
 
     from tracegraph.trees.cache import build_dataset
-    from tracegraph.trees.data import synthetic_trees
+    from tracegraph.trees.synthetic import synthetic_trees
     from tracegraph.trees.inputs import DataConfig
     from tracegraph.trees.resample import fit_to_budget
     from tracegraph.trees.skeleton import retina_like_mask, trees_from_mask

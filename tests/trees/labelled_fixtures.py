@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tracegraph.trees.data import synthetic_tree
+from tracegraph.trees.synthetic import synthetic_tree
 from tracegraph.trees.files import write_swc
 from tracegraph.trees.skeleton import draw_tree, planar_tree
 

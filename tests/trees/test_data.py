@@ -6,7 +6,8 @@ from torch_geometric.loader import DataLoader
 
 from tracegraph.errors import DataError
 from tracegraph.trees.cache import build_dataset, cached_paths
-from tracegraph.trees.data import read_swc, simplify, synthetic_trees, to_data, tree_from_graph
+from tracegraph.trees.data import read_swc, simplify, to_data, tree_from_graph
+from tracegraph.trees.synthetic import synthetic_trees
 
 HEADER = "# id type x y z r parent\n"
 

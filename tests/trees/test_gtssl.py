@@ -5,7 +5,7 @@ from scipy.stats import wasserstein_distance
 from torch_geometric.loader import DataLoader
 
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import synthetic_trees
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.gtssl import GTSSL, emd_1d, growth_targets, sample_order_pairs
 from tracegraph.trees.sgmp import EncoderConfig, SGMPEncoder
 

@@ -19,7 +19,7 @@ from torch import nn
 from torch_geometric.loader import DataLoader
 
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import synthetic_trees
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.gtssl import GTSSL, growth_targets, sample_order_pairs
 from tracegraph.trees.train import DataConfig, TrainConfig, pretrain
 

@@ -10,7 +10,7 @@ from tests.conftest import run_cli
 from tests.trees.labelled_fixtures import labelled_dir, write_png
 from tracegraph.errors import DataError
 from tracegraph.trees import load_dataset
-from tracegraph.trees.data import synthetic_tree
+from tracegraph.trees.synthetic import synthetic_tree
 from tracegraph.trees.files import read_tree_file
 from tracegraph.trees.labelled import read_labels
 from tracegraph.trees.metrics import classification_report

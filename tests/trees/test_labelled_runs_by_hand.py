@@ -20,7 +20,7 @@ from torch_geometric.data import Batch
 from tracegraph.errors import TracegraphError
 from tracegraph.runtime.checkpoints import save_checkpoint
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import synthetic_trees
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.inputs import DataConfig
 from tracegraph.trees.labelled import LabelRow, TreeDataset
 from tracegraph.trees.labelled_runs import _finish, _summary, load_labelled, probe_on_labels, write_split

@@ -3,7 +3,7 @@ import pytest
 from scipy.ndimage import distance_transform_edt
 
 from tests.trees.labelled_fixtures import write_png
-from tracegraph.trees.data import synthetic_tree
+from tracegraph.trees.synthetic import synthetic_tree
 from tracegraph.trees.labelled import load_dataset
 from tracegraph.trees.resample import fit_to_budget, resample_by_arc_length
 from tracegraph.trees.skeleton import optic_disc_position, retina_like_mask, trees_from_mask

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import Tree, synthetic_trees, to_data
+from tracegraph.trees.data import Tree, to_data
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.sgmp import EncoderConfig, SGMPEncoder, chain_geometry
 
 

@@ -21,7 +21,8 @@ import torch
 from torch_geometric.data import Batch
 
 from tests.trees.test_sgmp_aggregation_by_hand import PATHS, _layer_norm, _lin, _np, naive_block
-from tracegraph.trees.data import synthetic_trees, to_data
+from tracegraph.trees.data import to_data
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.sgmp import EncoderConfig, InteractionBlock, SGMPEncoder
 
 

@@ -6,7 +6,7 @@ import torch
 from tests.conftest import run_cli
 from tracegraph.errors import TracegraphError
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import synthetic_trees
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.probe import linear_probe
 from tracegraph.trees.train import DataConfig, TrainConfig, finetune, load_encoder, pretrain
 

@@ -24,7 +24,7 @@ import tracegraph.trees.train as tt
 from tests.conftest import log_lines, run_cli
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import synthetic_trees
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.inputs import DataConfig
 from tracegraph.trees.train import (
     Classifier,

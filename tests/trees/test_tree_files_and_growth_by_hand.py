@@ -15,16 +15,8 @@ import torch
 
 from tests.conftest import log_lines
 from tracegraph.errors import DataError
-from tracegraph.trees.data import (
-    Tree,
-    neuron_subtrees,
-    read_swc,
-    simplify,
-    synthetic_tree,
-    synthetic_trees,
-    to_data,
-    tree_from_graph,
-)
+from tracegraph.trees.data import Tree, neuron_subtrees, read_swc, simplify, to_data, tree_from_graph
+from tracegraph.trees.synthetic import synthetic_tree, synthetic_trees
 
 
 def swc(tmp_path, text, name="cell.swc"):
@@ -242,7 +234,7 @@ def test_asymmetry_tilts_the_children_but_keeps_the_angle_between_them():
 def test_the_built_in_classes_branch_at_40_and_55_degrees():
     # the documented means (docs/trees.md: 40° vs 55°), measured on the built-in parameters with
     # the wandering switched off, so each split's first edges show its drawn angle
-    from tracegraph.trees.data import CLASS_PARAMS
+    from tracegraph.trees.synthetic import CLASS_PARAMS
 
     assert [p["angle_deg"][0] for p in CLASS_PARAMS] == [40.0, 55.0]
     for c, mean in ((0, 40.0), (1, 55.0)):

@@ -20,7 +20,8 @@ from tests.conftest import log_lines
 from tests.trees.labelled_fixtures import write_png
 from tracegraph.errors import DataError
 from tracegraph.trees import files
-from tracegraph.trees.data import Tree, neuron_subtrees, read_swc, synthetic_trees
+from tracegraph.trees.data import Tree, neuron_subtrees, read_swc
+from tracegraph.trees.synthetic import synthetic_trees
 from tracegraph.trees.files import cached_tree_file, list_tree_files, read_graph_file, read_tree_file, write_swc
 from tracegraph.trees.inputs import DataConfig, labelled_split, load_trees, make_loader, tree_dir_options
 

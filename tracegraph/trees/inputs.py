@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from tracegraph.trees.cache import build_dataset
-from tracegraph.trees.data import neuron_subtrees, synthetic_trees
+from tracegraph.trees.data import neuron_subtrees
+from tracegraph.trees.synthetic import synthetic_trees
 
 
 @dataclass
