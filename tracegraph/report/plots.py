@@ -69,12 +69,11 @@ def forest_rows(summary: dict[str, dict]) -> list[tuple[str, str, dict]]:
     Returns:
         One row per arm in the faithfulness tables' order, labelled as there (without markdown).
     """
-    from tracegraph.kg.explain.compare_page import ARM_TITLES, arm_title
+    from tracegraph.kg.explain.compare_page import arm_title, in_table_order
     from tracegraph.kg.explain.compare_summary import FILTERINGS
 
-    order = list(ARM_TITLES)
     rows = []
-    for arm in sorted(summary, key=lambda a: order.index(a) if a in order else len(order)):
+    for arm in in_table_order(summary):
         s = summary[arm]
         cells = {f: (s[f]["change_hits@1"], *s[f]["change_hits@1_ci95"]) for f in FILTERINGS}
         rows.append((arm, arm_title(arm).replace("`", ""), cells))

@@ -222,9 +222,6 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         raise TracegraphError(f"--candidates must be one of {', '.join(CANDIDATES)}, not {cfg.candidates!r}")
     if cfg.methods:
         check_methods(cfg.methods)
-    clash = set(cfg.explanations) & {*cfg.methods, f"random-{cfg.candidates}", "far", "noise"}
-    if clash:
-        raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
     check_arm_names(cfg)
     t_start = time.perf_counter()
     mdir, out = Path(cfg.model_dir), Path(cfg.output_dir)

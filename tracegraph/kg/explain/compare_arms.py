@@ -197,16 +197,23 @@ def cached_method_arm(
 
 
 def check_arm_names(cfg) -> None:
-    """Refuse an unknown arm in ``--arm``, ``--versus`` or ``--random-like`` before any work is done.
+    """Refuse a bad arm name before any work is done.
+
+    An explanations file named like another arm, or an unknown arm in ``--arm``, ``--versus`` or
+    ``--random-like``.
 
     Args:
         cfg: The compare settings (``CompareConfig``).
 
     Raises:
-        TracegraphError: Naming the flag, the unknown arm and the arms there are.
+        TracegraphError: Naming the flag, the name and (for an unknown arm) the arms there are.
     """
+    others = [*cfg.methods, f"random-{cfg.candidates}", "far", "noise"]  # the arms besides the files'
+    clash = set(cfg.explanations) & set(others)
+    if clash:
+        raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
     explained = [*cfg.explanations, *cfg.methods]  # the arms whose explanation sizes a random arm can copy
-    arms = [*explained, f"random-{cfg.candidates}", "far", "noise"]
+    arms = [*cfg.explanations, *others]
     asked = [("--arm", a, arms) for a in cfg.arms or []] + [("--versus", a, arms) for a in cfg.versus]
     asked += [("--random-like", cfg.random_like, explained)] if cfg.random_like else []
     for flag, name, known in asked:

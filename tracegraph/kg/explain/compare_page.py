@@ -33,6 +33,12 @@ DATASET_TITLES = {
 }
 
 
+def in_table_order(arms) -> list[str]:
+    """``arms`` in the page's row order (:data:`ARM_TITLES`), any other arm after them as given."""
+    order = list(ARM_TITLES)
+    return sorted(arms, key=lambda a: order.index(a) if a in order else len(order))
+
+
 def arm_title(arm: str) -> str:
     """An arm's row title on the page; explain's default method says so."""
     from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
@@ -98,7 +104,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             + "s / explanation |",
             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(refs),
         ]
-        for arm in sorted(fs["arms"], key=lambda a: list(ARM_TITLES).index(a) if a in ARM_TITLES else 99):
+        for arm in in_table_order(fs["arms"]):
             s = fs["summary"].get(arm)
             removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
             spe = fs.get("explained", {}).get(arm) if s is None else s["seconds_per_explanation"]
