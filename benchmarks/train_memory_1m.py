@@ -44,7 +44,8 @@ def worker(a) -> dict:
 
     from tracegraph.kg.model.conve import ConvE, ConvEConfig
     from tracegraph.kg.model.loss import Targets, auto_chunk_size
-    from tracegraph.kg.model.train import TrainingObjective, make_optimizer
+    from tracegraph.kg.model.objective import TrainingObjective
+    from tracegraph.kg.model.schedules import make_optimizer
 
     torch.manual_seed(0)
     N, B = a.entities, a.batch_size

@@ -72,7 +72,8 @@ def worker_tracegraph(a, fused: bool, compile: bool = False, paired: bool = Fals
 
     from tracegraph.kg.model.conve import ConvE, ConvEConfig
     from tracegraph.kg.model.loss import auto_chunk_size
-    from tracegraph.kg.model.train import TrainingObjective, make_optimizer
+    from tracegraph.kg.model.objective import TrainingObjective
+    from tracegraph.kg.model.schedules import make_optimizer
     from tracegraph.kg.data.triples import KnownTails, with_reciprocals
     from tracegraph.runtime.allocator import keep_freed_buffers
 

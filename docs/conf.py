@@ -57,7 +57,7 @@ if "TRACEGRAPH_DOCTEST_RUN" not in os.environ:
     os.environ["TRACEGRAPH_DOCTEST_RUN"] = _out
 RUN_DIR = os.environ["TRACEGRAPH_DOCTEST_RUN"]
 from tracegraph import open_run
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 """
 doctest_default_flags = __import__("doctest").ELLIPSIS
 

@@ -144,7 +144,9 @@ def _logged(caplog):
 
 def _bom_cases():
     """Every text reader: (file name, content, read(path) -> a comparable value)."""
-    from tracegraph.kg.data.triples import IdMap, read_edge_map, read_labeled_triples, read_name_dict
+    from tracegraph.kg.data.idmap import IdMap, read_name_dict
+    from tracegraph.kg.data.labels import read_edge_map
+    from tracegraph.kg.data.triples import read_labeled_triples
     from tracegraph.kg.model.presets import load_preset
     from tracegraph.trees.data import read_swc
     from tracegraph.trees.files import read_graph_file

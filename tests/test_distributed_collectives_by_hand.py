@@ -16,7 +16,9 @@ import pytest
 import torch
 from torch import nn
 
+from tracegraph.runtime import devices as DV
 from tracegraph.runtime import distributed as D
+from tracegraph.runtime import sync_batchnorm as SB
 
 
 class TwoIdenticalRanks:
@@ -110,10 +112,10 @@ def _reference_bn(g, weight, bias, eps):
 
 @pytest.mark.parametrize("shape", [(3, 2), (2, 3, 2, 2)])
 def test_sync_batchnorm_normalises_with_the_global_batch(monkeypatch, shape):
-    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    monkeypatch.setattr(SB, "dist", TwoIdenticalRanks())
     torch.manual_seed(0)
     x, w = torch.randn(*shape), torch.randn(*shape)
-    bn = D.CPUSyncBatchNorm(shape[1], eps=1e-3, momentum=0.25)
+    bn = SB.CPUSyncBatchNorm(shape[1], eps=1e-3, momentum=0.25)
     with torch.no_grad():
         bn.weight.copy_(torch.tensor([1.5, -0.5, 2.0][: shape[1]]))
         bn.bias.copy_(torch.tensor([0.1, 0.2, -0.3][: shape[1]]))
@@ -135,9 +137,9 @@ def test_sync_batchnorm_normalises_with_the_global_batch(monkeypatch, shape):
 
 
 def test_sync_batchnorm_cumulative_average_without_momentum(monkeypatch):
-    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    monkeypatch.setattr(SB, "dist", TwoIdenticalRanks())
     x1, x2 = torch.tensor([[0.0], [2.0]]), torch.tensor([[4.0], [8.0]])
-    bn = D.CPUSyncBatchNorm(1, momentum=None, affine=False)
+    bn = SB.CPUSyncBatchNorm(1, momentum=None, affine=False)
     bn(x1)
     bn(x2)
     # global batches [0,2,0,2] and [4,8,4,8]: means 1 and 6, unbiased variances 4/3 and 16/3
@@ -152,20 +154,20 @@ def test_sync_batchnorm_is_plain_batchnorm_in_eval_with_one_rank_and_refuses_one
     x = torch.randn(4, 2)
     plain = nn.BatchNorm1d(2)
     for fake in (NotStarted(), TwoIdenticalRanks(world=1)):
-        monkeypatch.setattr(D, "dist", fake)
-        sync = D.CPUSyncBatchNorm(2)
+        monkeypatch.setattr(SB, "dist", fake)
+        sync = SB.CPUSyncBatchNorm(2)
         torch.testing.assert_close(sync(x), plain.train()(x))
         assert fake.calls == []
-    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
-    sync = D.CPUSyncBatchNorm(2).eval()
+    monkeypatch.setattr(SB, "dist", TwoIdenticalRanks())
+    sync = SB.CPUSyncBatchNorm(2).eval()
     torch.testing.assert_close(sync(x), nn.BatchNorm1d(2).eval()(x))
     with pytest.raises(ValueError) as e:  # world of 1 value per channel: 1 row, 1 rank
-        monkeypatch.setattr(D, "dist", TwoIdenticalRanks(world=1))
-        D.CPUSyncBatchNorm(2)(torch.randn(1, 2))
-    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
-    D.CPUSyncBatchNorm(2)(torch.randn(1, 2))  # one row on each of two ranks: two values, allowed
+        monkeypatch.setattr(SB, "dist", TwoIdenticalRanks(world=1))
+        SB.CPUSyncBatchNorm(2)(torch.randn(1, 2))
+    monkeypatch.setattr(SB, "dist", TwoIdenticalRanks())
+    SB.CPUSyncBatchNorm(2)(torch.randn(1, 2))  # one row on each of two ranks: two values, allowed
     with pytest.raises(ValueError) as e:
-        D.CPUSyncBatchNorm(2)(torch.randn(2))
+        SB.CPUSyncBatchNorm(2)(torch.randn(2))
     assert str(e.value) == "expected at least 2D input (got 1D input)"
 
 
@@ -174,9 +176,9 @@ def test_too_few_values_over_all_ranks_is_refused_with_the_count(monkeypatch):
         def all_reduce(self, t, op):  # the other rank holds no rows: sums unchanged
             pass
 
-    monkeypatch.setattr(D, "dist", OneRankOfTwoHasData())
+    monkeypatch.setattr(SB, "dist", OneRankOfTwoHasData())
     with pytest.raises(ValueError) as e:
-        D.CPUSyncBatchNorm(3)(torch.randn(1, 3))
+        SB.CPUSyncBatchNorm(3)(torch.randn(1, 3))
     assert str(e.value) == "Expected more than 1 value per channel when training, got 1 over all ranks"
 
 
@@ -184,8 +186,8 @@ def test_converting_keeps_the_parameters_and_buffers(monkeypatch):
     model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.Sequential(nn.BatchNorm2d(3, eps=0.01)))
     model[2][0].eval()
     bn1, bn2 = model[1], model[2][0]
-    out = D.convert_sync_batchnorm(model, torch.device("cpu"))
-    assert out is model and isinstance(out[1], D.CPUSyncBatchNorm) and isinstance(out[2][0], D.CPUSyncBatchNorm)
+    out = SB.convert_sync_batchnorm(model, torch.device("cpu"))
+    assert out is model and isinstance(out[1], SB.CPUSyncBatchNorm) and isinstance(out[2][0], SB.CPUSyncBatchNorm)
     for old, new in ((bn1, out[1]), (bn2, out[2][0])):
         assert new.weight is old.weight and new.bias is old.bias
         assert new.running_mean is old.running_mean and new.running_var is old.running_var
@@ -197,10 +199,10 @@ def test_converting_keeps_the_parameters_and_buffers(monkeypatch):
             old.training,
         )
     assert out[2][0].eps == 0.01 and not out[2][0].training and out[1].training
-    bare = D.convert_sync_batchnorm(nn.BatchNorm1d(4, affine=False, track_running_stats=False), torch.device("cpu"))
-    assert isinstance(bare, D.CPUSyncBatchNorm) and bare.weight is None and bare.running_mean is None
-    assert D.convert_sync_batchnorm(out[1], torch.device("cpu")) is out[1]  # already converted
-    gpu = D.convert_sync_batchnorm(nn.Sequential(nn.BatchNorm1d(2)), torch.device("cuda"))
+    bare = SB.convert_sync_batchnorm(nn.BatchNorm1d(4, affine=False, track_running_stats=False), torch.device("cpu"))
+    assert isinstance(bare, SB.CPUSyncBatchNorm) and bare.weight is None and bare.running_mean is None
+    assert SB.convert_sync_batchnorm(out[1], torch.device("cpu")) is out[1]  # already converted
+    gpu = SB.convert_sync_batchnorm(nn.Sequential(nn.BatchNorm1d(2)), torch.device("cuda"))
     assert type(gpu[0]) is nn.SyncBatchNorm  # PyTorch's own on CUDA (built, not run)
 
 
@@ -302,7 +304,7 @@ def test_under_torchrun_a_cpu_rank_starts_gloo_once_with_the_timeout(monkeypatch
 def test_each_device_gets_its_own_device_and_range_and_a_named_thread():
 
     cpu, meta = torch.device("cpu"), torch.device("meta")
-    seen = D.run_on_devices([cpu, meta], 5, lambda d, lo, hi: (d, lo, hi, threading.current_thread().name))
+    seen = DV.run_on_devices([cpu, meta], 5, lambda d, lo, hi: (d, lo, hi, threading.current_thread().name))
     assert seen == [(cpu, 0, 2, "tracegraph-cpu"), (meta, 2, 5, "tracegraph-meta")]
 
 
@@ -344,13 +346,15 @@ def test_under_torchrun_defaults_local_rank_0_and_nccl_error_handling(monkeypatc
 
 
 def test_sync_batchnorm_returns_the_input_dtype_and_keeps_the_layer_options(monkeypatch):
-    monkeypatch.setattr(D, "dist", TwoIdenticalRanks())
+    monkeypatch.setattr(SB, "dist", TwoIdenticalRanks())
     x = torch.randn(4, 2, dtype=torch.float64)
-    assert D.CPUSyncBatchNorm(2).double()(x).dtype == torch.float64
-    half = D.CPUSyncBatchNorm(2).to(torch.bfloat16)  # computed in float32, returned as given
+    assert SB.CPUSyncBatchNorm(2).double()(x).dtype == torch.float64
+    half = SB.CPUSyncBatchNorm(2).to(torch.bfloat16)  # computed in float32, returned as given
     assert half(x.to(torch.bfloat16)).dtype == torch.bfloat16
     for affine, track in ((True, True), (False, True), (True, False)):
-        new = D.convert_sync_batchnorm(nn.BatchNorm1d(2, affine=affine, track_running_stats=track), torch.device("cpu"))
+        new = SB.convert_sync_batchnorm(
+            nn.BatchNorm1d(2, affine=affine, track_running_stats=track), torch.device("cpu")
+        )
         assert (new.affine, new.track_running_stats) == (affine, track)
 
 
@@ -403,12 +407,12 @@ def test_each_gpu_shard_runs_with_its_gpu_current(monkeypatch):
     current = {}
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: current.__setitem__(threading.current_thread().name, d))
     devices = [torch.device("cuda", 0), torch.device("cuda", 1)]
-    seen = D.run_on_devices(devices, 4, lambda d, lo, hi: (threading.current_thread().name, lo, hi))
+    seen = DV.run_on_devices(devices, 4, lambda d, lo, hi: (threading.current_thread().name, lo, hi))
     assert current == {"tracegraph-cuda:0": devices[0], "tracegraph-cuda:1": devices[1]}
     assert seen == [("tracegraph-cuda:0", 0, 2), ("tracegraph-cuda:1", 2, 4)]
     current.clear()
-    assert D.run_on_devices([torch.device("cuda", 1)], 3, lambda d, lo, hi: (lo, hi)) == [(0, 3)]
+    assert DV.run_on_devices([torch.device("cuda", 1)], 3, lambda d, lo, hi: (lo, hi)) == [(0, 3)]
     assert current == {threading.current_thread().name: torch.device("cuda", 1)}
     current.clear()
-    D.run_on_devices([torch.device("cpu"), torch.device("cpu")], 2, lambda d, lo, hi: None)
+    DV.run_on_devices([torch.device("cpu"), torch.device("cpu")], 2, lambda d, lo, hi: None)
     assert current == {}

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
-from tracegraph.kg.data.triples import read_edge_map
+from tracegraph.kg.data.labels import read_edge_map
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "own-graph.md"

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracegraph.errors import TracegraphError
+from tracegraph.runtime import devices as DV
 from tracegraph.runtime import distributed as D
 
 
@@ -50,39 +51,39 @@ def test_each_rank_takes_every_world_size_th_item_of_each_global_batch():
 
 
 def test_device_lists(monkeypatch):
-    assert D.parse_devices(None) == [] and D.parse_devices([" cpu", "cpu "]) == [torch.device("cpu")] * 2
+    assert DV.parse_devices(None) == [] and DV.parse_devices([" cpu", "cpu "]) == [torch.device("cpu")] * 2
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert D.parse_devices("cuda:1, cpu,cuda:0") == [
+    assert DV.parse_devices("cuda:1, cpu,cuda:0") == [
         torch.device("cuda", 1),
         torch.device("cpu"),
         torch.device("cuda", 0),
     ]
     with pytest.raises(TracegraphError) as e:
-        D.parse_devices("cuda:0,cuda:2")
+        DV.parse_devices("cuda:0,cuda:2")
     assert str(e.value) == "--devices: cuda:2 does not exist (2 CUDA devices)"
     with pytest.raises(TracegraphError) as e:
-        D.parse_devices("cuda:1,cuda:1")
+        DV.parse_devices("cuda:1,cuda:1")
     assert str(e.value) == "--devices: a CUDA device is listed twice"
     with pytest.raises(TracegraphError) as e:
-        D.parse_devices(",")
+        DV.parse_devices(",")
     assert str(e.value) == "--devices: give at least one device, e.g. cuda:0,cuda:1"
 
 
 def test_work_over_devices_returns_in_device_order_and_raises_the_first_error():
     cpu = torch.device("cpu")
     where = []
-    assert D.run_on_devices([cpu], 5, lambda d, lo, hi: where.append(threading.current_thread()) or (lo, hi)) == [
+    assert DV.run_on_devices([cpu], 5, lambda d, lo, hi: where.append(threading.current_thread()) or (lo, hi)) == [
         (0, 5)
     ]
     assert where == [threading.main_thread()]  # one device: no thread
-    assert D.run_on_devices([cpu] * 3, 8, lambda d, lo, hi: list(range(lo, hi))) == [[0, 1], [2, 3, 4], [5, 6, 7]]
+    assert DV.run_on_devices([cpu] * 3, 8, lambda d, lo, hi: list(range(lo, hi))) == [[0, 1], [2, 3, 4], [5, 6, 7]]
 
     def fail(d, lo, hi):
         raise (KeyError if lo == 0 else ValueError)(lo)
 
     with pytest.raises(KeyError):
-        D.run_on_devices([cpu] * 3, 6, fail)
+        DV.run_on_devices([cpu] * 3, 6, fail)
 
 
 def test_rank_seeds_depend_on_every_key_in_order():

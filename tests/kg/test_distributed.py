@@ -31,11 +31,10 @@ from tracegraph.kg.explain.tracin.explain import ExplainConfig
 from tracegraph.kg.outputs import explain_files
 from tracegraph.kg.model.train import TrainConfig, train
 from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.runtime.devices import parse_devices, run_on_devices
 from tracegraph.runtime.distributed import (
     ShardedBatchSampler,
     batch_aligned_shard,
-    parse_devices,
-    run_on_devices,
     shard_range,
     timeout_seconds,
 )

@@ -9,7 +9,8 @@ import tracegraph.kg.model.train as tr
 from tracegraph.errors import DataError
 from tracegraph.kg.data.split import write_triples
 from tracegraph.kg.model.train import TrainConfig, train
-from tracegraph.kg.data.triples import IdMap, read_labeled_triples
+from tracegraph.kg.data.idmap import IdMap
+from tracegraph.kg.data.triples import read_labeled_triples
 
 TINY = dict(embedding_dim=12, embedding_height=3, embedding_width=4, output_channels=4)
 

@@ -70,7 +70,7 @@ def _explain_args(run3, model_dir, out, *extra):
 
 def _engine_scores(run_dir, checkpoints, test):
     """TracIn by the per-example autograd engine (the reference engine), logit loss, every training row."""
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
     from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
 
     ents, rels = IdMap.read(run_dir / "node_dict.txt", "e"), IdMap.read(run_dir / "rel_dict.txt", "r")
@@ -268,7 +268,7 @@ def test_help_of_run_explain_lists_every_parameter():
 
 def test_tracin_object_influence_top_k_and_self_influence(run3):
     import tracegraph
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
     from tracegraph.kg.explain.tracin.engine import InfluenceOptions, compute_influence
 
     tracin = tracegraph.TracIn(tracegraph.open_run(run3 / "run"), loss="logit", engine="exact", progress=False)
@@ -323,7 +323,7 @@ def test_label_columns_come_from_the_runs_recorded_name_files(run3, tmp_path):
     """A run trained on a KGX folder (node_dict.txt beside node_name_dict.txt and edge_map.json)
     names its entities and relations in explain's _label columns without --node-name-dict."""
     from tracegraph.kg.data.labels import record_label_files
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
 
     run = tmp_path / "named_run"
     shutil.copytree(run3 / "run", run)

@@ -9,16 +9,8 @@ from hypothesis import strategies as st
 
 from tracegraph.errors import DataError
 from tracegraph.kg.data.split import write_triples
-from tracegraph.kg.data.triples import (
-    IdMap,
-    KnownTails,
-    encode_triples,
-    is_header,
-    read_labeled_triples,
-    read_name_dict,
-    with_reciprocals,
-    write_name_dict,
-)
+from tracegraph.kg.data.idmap import IdMap, read_name_dict, write_name_dict
+from tracegraph.kg.data.triples import KnownTails, encode_triples, is_header, read_labeled_triples, with_reciprocals
 
 # labels as a file can hold them: no tab, no newline / carriage return, not blank
 label = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=8).filter(

@@ -29,7 +29,7 @@ from torch import nn
 from tests.conftest import log_lines
 from tests.kg.earlier_conve import EarlierConvE, earlier_checkpoint
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 from tracegraph.kg.model.conve import ConvEConfig
 from tracegraph.kg.model.importers import (
     _find_key,

@@ -20,7 +20,7 @@ from tracegraph.kg.model.model_io import (
     resolve_checkpoint,
     run_label_smoothing,
 )
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 from tracegraph.runtime.checkpoints import save_checkpoint
 
 ENTS, RELS = ["aspirin", "headache", "water"], ["treats", "causes"]

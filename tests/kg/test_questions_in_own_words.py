@@ -15,7 +15,7 @@ import pytest
 import tracegraph
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.labels import RunLabels
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.kg.data.questions import UnresolvedQuestions
 

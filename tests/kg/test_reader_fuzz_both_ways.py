@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracegraph.errors import DataError
-from tracegraph.kg.data.triples import IdMap, read_edge_map, read_labeled_triples, read_name_dict
+from tracegraph.kg.data.idmap import IdMap, read_name_dict
+from tracegraph.kg.data.labels import read_edge_map
+from tracegraph.kg.data.triples import read_labeled_triples
 
 alphabet = st.sampled_from(list("ab\t\n\r :x0") + ["\u00e9", "\x00"])
 

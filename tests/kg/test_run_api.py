@@ -15,7 +15,7 @@ from tests.conftest import UMLS, run_cli
 from tests.kg.earlier_conve import earlier_checkpoint
 from tests.kg.umls_run import QUERY, all_scores, float64_model, labels_of, triples_of
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import IdMap, UnknownLabelError
+from tracegraph.kg.data.idmap import IdMap, UnknownLabelError
 
 # ------------------------------------------------------------------ id maps and labels
 
@@ -65,9 +65,9 @@ def test_doctests_of_the_api(run_dir):
     import tracegraph.kg.api as api
     import tracegraph.kg.data.datasets as datasets
     import tracegraph.kg.run as run_module
-    import tracegraph.kg.data.triples as triples
+    import tracegraph.kg.data.idmap as idmap
 
-    for module in (api, run_module, triples, datasets):
+    for module in (api, run_module, idmap, datasets):
         res = doctest.testmod(module, extraglobs={"RUN_DIR": str(run_dir)}, optionflags=doctest.ELLIPSIS)
         assert res.attempted > 0 and res.failed == 0, module.__name__
 

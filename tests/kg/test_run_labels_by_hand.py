@@ -14,7 +14,7 @@ import pytest
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.data.labels import RunLabels, record_label_files, run_labels
-from tracegraph.kg.data.triples import IdMap, UnknownLabelError
+from tracegraph.kg.data.idmap import IdMap, UnknownLabelError
 
 AFFECTS_UP = "biolink:affects (object_direction_qualifier=increased)"
 AFFECTS_DOWN = "biolink:affects (object_direction_qualifier=decreased)"

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 from tests.conftest import run_cli, run_cli_error
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.demo.synthetic import TEMPLATES, TREATS, SyntheticConfig, generate, write
-from tracegraph.kg.data.triples import IdMap, read_labeled_triples, read_name_dict
+from tracegraph.kg.data.idmap import IdMap, read_name_dict
+from tracegraph.kg.data.triples import read_labeled_triples
 
 FILES = (
     "train.txt",

@@ -513,7 +513,7 @@ import csv  # noqa: E402
 import json  # noqa: E402
 
 from tracegraph.errors import DataError  # noqa: E402
-from tracegraph.kg.data.triples import describe_edge_key  # noqa: E402
+from tracegraph.kg.data.labels import describe_edge_key  # noqa: E402
 from tracegraph.kg.explain.tracin import explain as ex  # noqa: E402
 from tracegraph.kg.explain.tracin import rows as rw  # noqa: E402
 from tracegraph.kg.explain.tracin import sharding as sh  # noqa: E402
@@ -593,7 +593,7 @@ def _explain_cfg(d, out, **settings) -> ExplainConfig:
 def _run_reference(run_dir, loss, eps, layers=PARAM_ORDER):
     """{(test labels, train labels): Σ_k η_k ⟨∇ℓ_test, ∇ℓ_train⟩}, self-influences, from the float64 reference."""
     from tracegraph.kg.model.model_io import list_epoch_checkpoints
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
 
     ents = IdMap.read(run_dir / "node_dict.txt", "e")
     rels = IdMap.read(run_dir / "rel_dict.txt", "r")
@@ -619,7 +619,7 @@ def _run_reference(run_dir, loss, eps, layers=PARAM_ORDER):
 def _filtered_tail_ranks(checkpoint, tests, known_triples):
     """{test: (filtered realistic tail rank, logit)} by a naive loop over every tail in float64:
     the other known tails of (h, r) are left out, ties count half."""
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
 
     run_dir = checkpoint.parent
     ents, rels = IdMap.read(run_dir / "node_dict.txt", "e"), IdMap.read(run_dir / "rel_dict.txt", "r")
@@ -726,7 +726,7 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
     rel_of = {"r": "P:r (q=up)", "s": "s"}
     assert rel_of["r"] == describe_edge_key(json.dumps({"predicate": "P:r", "q": "up"}))
     # the run's entity ids: names.txt names ids 0 and 1, whichever labels they are
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
 
     labels = IdMap.read(d / "run" / "node_dict.txt", "e").labels
     name_of = {lab: (f"Name {'ab'[i]}" if i < 2 else lab) for i, lab in enumerate(labels)}
@@ -780,7 +780,7 @@ def test_run_explain_files_against_the_reference(tiny_run, tmp_path, caplog):
 
 def test_run_explain_top_k_subsets_and_window(tiny_run, tmp_path):
     d = tiny_run
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
 
     ents = IdMap.read(d / "run" / "node_dict.txt", "e")
     calls = []
@@ -1227,7 +1227,7 @@ def test_run_explain_skips_only_what_it_is_told_and_goes_on(tiny_run, tmp_path):
 
 def test_run_explain_reasons_and_an_empty_subgraph_first(tiny_run, tmp_path):
     d = tiny_run
-    from tracegraph.kg.data.triples import IdMap
+    from tracegraph.kg.data.idmap import IdMap
 
     ents = IdMap.read(d / "run" / "node_dict.txt", "e")
     bad = tmp_path / "bad.txt"
@@ -1434,7 +1434,8 @@ def test_run_explain_random_baseline_is_seeded_per_test_triple(tiny_run, tmp_pat
 def test_run_explain_local_retrain_filters_the_runs_known_tails(tiny_run, tmp_path):
     """--method local-retrain reads the filter index (the run's training file): its MethodScore column
     equals methods.method_keys_all given a KnownTails built here from the training file by hand."""
-    from tracegraph.kg.data.triples import IdMap, KnownTails, with_reciprocals
+    from tracegraph.kg.data.idmap import IdMap
+    from tracegraph.kg.data.triples import KnownTails, with_reciprocals
     from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
     from tracegraph.kg.model.model_io import list_epoch_checkpoints, load_model
 

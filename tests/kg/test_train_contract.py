@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import tracegraph.kg.model.train as train_module
+import tracegraph.kg.model.objective as objective_module
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.train import TrainingObjective, train
 from tests.kg.tiny_graph import TRIPLES, cfg, dense_loss, groups, initial_model, load, read, rows_loss, scripted
@@ -193,14 +194,14 @@ def test_the_fused_objective_has_the_standard_loss_and_gradients(data, monkeypat
     memory protocol of test_loss_paths.py, here as the objective wires it; the standard objective on
     a CPU keeps its logits in stored_bce_1n)."""
     handed = []
-    real_lookup = train_module.tied_lookup
+    real_lookup = objective_module.tied_lookup
 
     def lookup(weight, index, sink):
         out = real_lookup(weight, index, sink)
         out.register_hook(lambda g: handed.append(sink.get("grad")))  # after the loss's backward
         return out
 
-    monkeypatch.setattr(train_module, "tied_lookup", lookup)
+    monkeypatch.setattr(objective_module, "tied_lookup", lookup)
     model = initial_model().double()
     with torch.no_grad():
         model.entity_bias.copy_(torch.linspace(-1, 1, 6, dtype=torch.float64))

@@ -16,26 +16,21 @@ import pytest
 
 from tests.conftest import log_lines
 from tracegraph.errors import DataError
+from tracegraph.kg.data.idmap import IdMap, UnknownLabelError, read_name_dict, write_name_dict
+from tracegraph.kg.data.labels import describe_edge_key, read_edge_map, write_edge_map
 from tracegraph.kg.data.triples import (
-    IdMap,
     KnownTails,
     LabeledTriples,
     TripleSet,
-    UnknownLabelError,
     count_duplicates,
-    describe_edge_key,
     encode_triples,
     is_header,
-    read_edge_map,
     read_labeled_triples,
-    read_name_dict,
-    read_text,
     read_triples,
     triple_file_stem,
     with_reciprocals,
-    write_edge_map,
-    write_name_dict,
 )
+from tracegraph.kg.data.tsv import read_text
 
 
 def refusal(call, *args, **kwargs) -> DataError:

@@ -8,15 +8,9 @@ from tests.conftest import run_cli_error
 from tracegraph.errors import DataError
 from tracegraph.kg.data.kgx import import_kgx
 from tracegraph.kg.data.split import split_file
-from tracegraph.kg.data.triples import (
-    IdMap,
-    KnownTails,
-    read_edge_map,
-    read_labeled_triples,
-    read_name_dict,
-    read_triples,
-    with_reciprocals,
-)
+from tracegraph.kg.data.idmap import IdMap, read_name_dict
+from tracegraph.kg.data.labels import read_edge_map
+from tracegraph.kg.data.triples import KnownTails, read_labeled_triples, read_triples, with_reciprocals
 
 
 def test_umls_counts_and_roundtrip(umls_dir, tmp_path):

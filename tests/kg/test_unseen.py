@@ -10,7 +10,8 @@ from tests.conftest import run_cli, run_cli_error
 from tests.kg.references import TINY, brute_force_ranks
 from tracegraph.kg import load_model
 from tracegraph.kg.model.train import TrainConfig, train
-from tracegraph.kg.data.triples import IdMap, LabeledTriples
+from tracegraph.kg.data.idmap import IdMap
+from tracegraph.kg.data.triples import LabeledTriples
 from tracegraph.kg.data.unseen import apply_policy
 
 TRAIN = "".join(f"e{i}\tr{i % 3}\te{(i * 7 + 1) % 12}\n" for i in range(12))

@@ -9,7 +9,8 @@ import pytest
 
 from tests.conftest import log_lines
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import IdMap, LabeledTriples
+from tracegraph.kg.data.idmap import IdMap
+from tracegraph.kg.data.triples import LabeledTriples
 from tracegraph.kg.data.unseen import apply_policy, encode_known, evaluation_triples, unseen_mask
 
 TRAIN = "a\tr\tb\nb\tr\tc\nc\ts\ta\nc\ts\td\n"  # d: only ever a tail

@@ -1,7 +1,6 @@
 """Running on several processes or devices with PyTorch's own machinery.
 
-``torchrun`` + ``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel,
-SyncBatchNorm.
+``torchrun`` + ``torch.distributed`` (NCCL on GPUs, Gloo on CPUs), DistributedDataParallel.
 
 Nothing here knows about graphs. The pieces:
 
@@ -15,12 +14,11 @@ Nothing here knows about graphs. The pieces:
   single process and keeps its strided share of each global batch, so the union over ranks of
   step i is exactly the single-process batch i (see docs/scaling.md for why not the stock
   ``DistributedSampler`` order).
-* :func:`convert_sync_batchnorm` — ``torch.nn.SyncBatchNorm`` (global-batch statistics) on CUDA;
-  on CPU, where PyTorch has no kernels for it (and DDP refuses it), :class:`CPUSyncBatchNorm`
-  computes the same statistics from autograd-aware all-reduces.
-* sharding (:func:`shard_range`, :func:`batch_aligned_shard`), object collectives
-  (:func:`gather_to_main`, :func:`all_gather`, :func:`broadcast_object`) and
-  :func:`run_on_devices` for the single-node, no-torchrun ``--devices cuda:0,cuda:1`` case.
+* sharding (:func:`shard_range`, :func:`batch_aligned_shard`) and object collectives
+  (:func:`gather_to_main`, :func:`all_gather`, :func:`broadcast_object`).
+
+Global-batch BatchNorm is in :mod:`tracegraph.runtime.sync_batchnorm`; several devices without
+``torchrun`` in :mod:`tracegraph.runtime.devices`.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ import functools
 import logging
 import math
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -386,189 +383,6 @@ class ShardedBatchSampler(torch.utils.data.Sampler):
 
 # ---------------------------------------------------------------------------------------------
 # BatchNorm with global batch statistics
-
-
-class _AllReduceSum(torch.autograd.Function):
-    """all_reduce(SUM) whose backward is all_reduce(SUM) of the gradient.
-
-    The same rule as ``torch.distributed.nn.functional.all_reduce``, which is deprecated.
-    """
-
-    @staticmethod
-    def forward(ctx, t):
-        t = t.clone(memory_format=torch.contiguous_format)
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t
-
-    @staticmethod
-    def backward(ctx, g):
-        g = g.clone(memory_format=torch.contiguous_format)
-        dist.all_reduce(g, op=dist.ReduceOp.SUM)
-        return g
-
-
-class CPUSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
-    """What ``torch.nn.SyncBatchNorm`` computes, for CPU (Gloo), where PyTorch has no kernels for it.
-
-    In training, normalise with the statistics of the *global* batch (all ranks), so N ranks with
-    B/N samples each compute what one process computes on B.
-
-    Forward and backward come from two autograd-aware all-reduces per layer (Σx with the count,
-    then Σ(x-μ)²). The backward of an all-reduce all-reduces the gradient, which gives each rank
-    the gradient of the sum of all ranks' losses through the shared statistics — exactly what
-    SyncBatchNorm does. Eval mode is plain BatchNorm. Same parameters and buffers as BatchNorm,
-    so state dicts load into plain BatchNorm layers.
-    """
-
-    def _check_input_dim(self, input: torch.Tensor) -> None:
-        if input.dim() < 2:
-            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        """Normalise ``input`` with the statistics of the global batch (in training, across ranks).
-
-        Args:
-            input: A batch shaped ``[B, C, ...]``.
-
-        Returns:
-            The normalised batch, in ``input``'s dtype.
-
-        Raises:
-            ValueError: If all ranks together hold fewer than two values per channel.
-        """
-        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
-            return super().forward(input)
-        self._check_input_dim(input)
-        C = input.shape[1]
-        dims = [0] + list(range(2, input.dim()))
-        shape = [1, C] + [1] * (input.dim() - 2)
-        x = input.float()
-        local_n = torch.tensor([x.numel() // C], dtype=x.dtype, device=x.device)
-        s = _AllReduceSum.apply(torch.cat([x.sum(dims), local_n]))
-        n = s[C].detach()
-        if float(n) < 2:
-            raise ValueError(f"Expected more than 1 value per channel when training, got {int(n)} over all ranks")
-        mean = s[:C] / n
-        xc = x - mean.view(shape)
-        var = _AllReduceSum.apply((xc * xc).sum(dims)) / n  # biased: what BatchNorm normalises with
-        y = xc * torch.rsqrt(var + self.eps).view(shape)
-        if self.affine:
-            y = y * self.weight.view(shape) + self.bias.view(shape)
-        if self.track_running_stats:
-            with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                m = (1.0 / float(self.num_batches_tracked)) if self.momentum is None else self.momentum
-                self.running_mean.mul_(1 - m).add_(mean.detach().to(self.running_mean.dtype), alpha=m)
-                unbiased = var.detach() * (n / (n - 1))
-                self.running_var.mul_(1 - m).add_(unbiased.to(self.running_var.dtype), alpha=m)
-        return y.to(input.dtype)
-
-
-def convert_sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module:
-    """Replace every BatchNorm layer by one that normalises with global-batch statistics.
-
-    The new layers share the old ones' parameters and buffers, so an optimiser built on the old
-    parameters stays valid: PyTorch's ``nn.SyncBatchNorm`` on CUDA, :class:`CPUSyncBatchNorm` on CPU.
-
-    Args:
-        module: The model (or a single layer).
-        device: The device the model runs on.
-
-    Returns:
-        The converted module (a new object when ``module`` itself is a BatchNorm layer).
-    """
-    if device.type != "cpu":
-        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
-    out = module
-    if isinstance(module, nn.modules.batchnorm._BatchNorm) and not isinstance(module, CPUSyncBatchNorm):
-        out = CPUSyncBatchNorm(
-            module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats
-        )
-        if module.affine:
-            out.weight, out.bias = module.weight, module.bias
-        out.running_mean, out.running_var = module.running_mean, module.running_var
-        out.num_batches_tracked = module.num_batches_tracked
-        out.training = module.training
-    for name, child in module.named_children():
-        out.add_module(name, convert_sync_batchnorm(child, device))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# single node, several devices, no torchrun
-
-
-def parse_devices(spec: str | Sequence[str] | None) -> list[torch.device]:
-    """Parse a device list such as ``"cuda:0,cuda:1"``, checking that each device exists.
-
-    ``cpu`` may repeat (``cpu,cpu`` runs the multi-device code path on a machine without GPUs).
-
-    Args:
-        spec: Comma-separated names or a list of names; None for no list.
-
-    Returns:
-        The devices in the order given (empty for None).
-
-    Raises:
-        TracegraphError: If the list is empty, a device is unknown or missing, or a CUDA device repeats.
-    """
-    from tracegraph.runtime.precision import resolve_device
-
-    if spec is None:
-        return []
-    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    if not names:
-        raise TracegraphError("--devices: give at least one device, e.g. cuda:0,cuda:1")
-    devices = [resolve_device(n) for n in names]
-    for d in devices:
-        if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
-            raise TracegraphError(f"--devices: {d} does not exist ({torch.cuda.device_count()} CUDA devices)")
-    cuda = [d for d in devices if d.type == "cuda"]
-    if len(set(cuda)) != len(cuda):
-        raise TracegraphError("--devices: a CUDA device is listed twice")
-    return devices
-
-
-def run_on_devices(devices: Sequence[torch.device], n: int, fn: Callable[[torch.device, int, int], Any]) -> list:
-    """Run ``fn(device, lo, hi)`` on each device, in its own thread, over balanced shards of ``range(n)``.
-
-    CUDA kernels release the GIL, so the devices work concurrently.
-
-    Args:
-        devices: The devices, one shard each.
-        n: Number of items to split.
-        fn: Called as ``fn(device, lo, hi)`` for the shard ``[lo, hi)``.
-
-    Returns:
-        The results in device order.
-
-    Raises:
-        BaseException: The first exception raised by any shard, re-raised in the calling thread.
-    """
-    results: list = [None] * len(devices)
-    errors: list = [None] * len(devices)
-
-    def work(i: int, device: torch.device) -> None:
-        lo, hi = shard_range(n, i, len(devices))
-        try:
-            if device.type == "cuda":
-                torch.cuda.set_device(device)
-            results[i] = fn(device, lo, hi)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            errors[i] = e
-
-    if len(devices) == 1:
-        work(0, devices[0])
-    else:
-        threads = [threading.Thread(target=work, args=(i, d), name=f"tracegraph-{d}") for i, d in enumerate(devices)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
 
 
 def rank_seed(*keys: int) -> int:

@@ -23,7 +23,8 @@ from pathlib import Path
 from tracegraph.errors import DataError
 from tracegraph.kg.data.kgx_read import read_records
 from tracegraph.kg.data.split import write_triples
-from tracegraph.kg.data.triples import IdMap, write_edge_map, write_name_dict
+from tracegraph.kg.data.idmap import IdMap, write_name_dict
+from tracegraph.kg.data.labels import write_edge_map
 from tracegraph.runtime.checkpoints import atomic_write_text
 from tracegraph.runtime.outfolder import check_output_folder, staged_folder
 

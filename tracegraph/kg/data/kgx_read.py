@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from tracegraph.errors import DataError
-from tracegraph.kg.data.triples import read_text
+from tracegraph.kg.data.tsv import read_text
 
 #: TSV columns read as lists (the others stay one string, ``|`` and all)
 MULTIVALUED = ("category",)

@@ -5,17 +5,22 @@ and ``edge_map.json`` (predicate and qualifiers -> relation label ``predicate:N`
 ``triples.txt``. ``train`` records those files in ``config.json`` (``label_files``: path, path from
 the run directory, sha256, as for the data files), so a run knows its names wherever it is opened.
 Names are a convenience: a label file that is gone or changed is left out with a warning.
+
+``edge_map.json`` is a JSON object: key = JSON string of the edge's qualifier object, value = the
+relation label used in the triples (e.g. ``predicate:7``).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.data.datafiles import record_data_files, sha256_of
-from tracegraph.kg.data.triples import IdMap, UnknownLabelError, read_edge_map, read_name_dict
+from tracegraph.kg.data.idmap import IdMap, UnknownLabelError, read_name_dict
+from tracegraph.runtime.checkpoints import atomic_write_json, read_json
 
 #: the label files looked for beside a training file, by the key config.json records them under
 LABEL_FILES = {"node_names": "node_name_dict.txt", "node_dict": "node_dict.txt", "edge_map": "edge_map.json"}
@@ -186,3 +191,62 @@ def _resolve(run_dir: Path, recorded: dict) -> dict[str, Path]:
     if "node_names" in out and "node_dict" in recorded and "node_dict" not in out:
         del out["node_names"]  # names by the index of a node_dict that is gone: they would be misplaced
     return out
+
+
+# --------------------------------------------------------------------------- edge maps
+
+
+def read_edge_map(path: str | Path) -> dict[str, str]:
+    """Read ``edge_map.json`` into ``{relation label (e.g. "predicate:7"): readable description}``.
+
+    Args:
+        path: The file, a JSON object mapping a qualifier JSON key to a relation label.
+
+    Returns:
+        The descriptions by relation label (see :func:`describe_edge_key`).
+
+    Raises:
+        DataError: If the file is not such an object.
+    """
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise DataError("edge map must be a JSON object {qualifier-json: relation label}", path)
+    out: dict[str, str] = {}
+    for key, label in raw.items():
+        if not isinstance(label, str):
+            raise DataError(f"value for key {key!r} must be a string relation label", path)
+        out[label] = describe_edge_key(key)
+    return out
+
+
+def describe_edge_key(key: str) -> str:
+    """Turn an edge-map key into a readable relation.
+
+    For example ``{"predicate": "biolink:affects", "object_direction_qualifier": "increased"}``
+    becomes ``biolink:affects (object_direction_qualifier=increased)``.
+
+    Args:
+        key: The JSON key; a key that is not a JSON object is returned unchanged.
+
+    Returns:
+        The readable relation.
+    """
+    try:
+        obj = json.loads(key)
+    except json.JSONDecodeError:
+        return key
+    if not isinstance(obj, dict):
+        return key
+    pred = obj.get("predicate", "")
+    quals = [f"{k}={v}" for k, v in sorted(obj.items()) if k != "predicate"]
+    return f"{pred} ({', '.join(quals)})" if quals else str(pred)
+
+
+def write_edge_map(path: str | Path, edge_map: dict[str, str]) -> None:
+    """Write an edge map (qualifier JSON key to relation label) as JSON, atomically.
+
+    Args:
+        path: The destination file.
+        edge_map: The map.
+    """
+    atomic_write_json(path, edge_map)

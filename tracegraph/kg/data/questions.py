@@ -17,7 +17,9 @@ from typing import Sequence
 
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.labels import RunLabels
-from tracegraph.kg.data.triples import IdMap, UnknownLabelError, read_labeled_triples, read_tsv
+from tracegraph.kg.data.idmap import IdMap, UnknownLabelError
+from tracegraph.kg.data.triples import read_labeled_triples
+from tracegraph.kg.data.tsv import read_tsv
 
 TRIPLE = ("entity", "relation", "entity")
 QUERY = ("entity", "relation")
@@ -63,7 +65,7 @@ class Questions:
 class UnresolvedQuestions(UnknownLabelError):
     """Questions that name no entity or relation of the run: all of them, in one message.
 
-    An :class:`~tracegraph.kg.data.triples.UnknownLabelError` (so a ``DataError`` and a ``KeyError``),
+    An :class:`~tracegraph.kg.data.idmap.UnknownLabelError` (so a ``DataError`` and a ``KeyError``),
     as a single unknown label always was; ``unresolved`` holds each question with its line and reason.
     """
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.data.triples import IdMap, LabeledTriples, encode_triples
+from tracegraph.kg.data.idmap import IdMap
+from tracegraph.kg.data.triples import LabeledTriples, encode_triples
 
 POLICIES = ("include", "drop", "error")
 

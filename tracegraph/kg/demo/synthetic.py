@@ -517,7 +517,7 @@ def write(kg: SyntheticKG, out_dir: str | Path) -> dict:
         The graph's counts (see :meth:`SyntheticKG.counts`).
     """
     from tracegraph.kg.data.split import write_triples
-    from tracegraph.kg.data.triples import IdMap, write_name_dict
+    from tracegraph.kg.data.idmap import IdMap, write_name_dict
     from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text
 
     out = Path(out_dir)

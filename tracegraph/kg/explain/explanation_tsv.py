@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tracegraph.errors import DataError
 from tracegraph.runtime.checkpoints import atomic_write_text
-from tracegraph.kg.data.triples import read_text
+from tracegraph.kg.data.tsv import read_text
 
 REQUIRED = ("head", "relation", "tail", "explanation")
 Triple = tuple[str, str, str]

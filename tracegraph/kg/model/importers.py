@@ -35,7 +35,7 @@ from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.model_io import model_payload
 from tracegraph.kg.data.split import write_triples
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 from tracegraph.runtime.checkpoints import atomic_write_json, save_checkpoint
 from tracegraph.runtime.textfiles import strip_bom
 

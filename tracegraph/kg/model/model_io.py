@@ -17,7 +17,7 @@ import torch
 
 from tracegraph.errors import DataError
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 from tracegraph.runtime.checkpoints import load_checkpoint, read_json
 
 _EPOCH_RE = re.compile(r"epoch_(\d+)\.pt$")

@@ -38,7 +38,7 @@ import torch
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.model.conve import ConvEConfig
-from tracegraph.kg.data.triples import IdMap
+from tracegraph.kg.data.idmap import IdMap
 from tracegraph.kg.model.importers import _find_key, load_torch_file, read_triples_factory_dir, write_model_dir
 from tracegraph.runtime.checkpoints import read_json
 

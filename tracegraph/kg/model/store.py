@@ -22,7 +22,8 @@ from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.datafiles import resolve_data_files
 from tracegraph.kg.data.labels import RunLabels, run_labels
 from tracegraph.kg.data.questions import TRIPLE, Questions, resolve, resolve_file
-from tracegraph.kg.data.triples import IdMap, KnownTails, encode_triples, read_labeled_triples, with_reciprocals
+from tracegraph.kg.data.idmap import IdMap
+from tracegraph.kg.data.triples import KnownTails, encode_triples, read_labeled_triples, with_reciprocals
 from tracegraph.kg.data.unseen import encode_known
 from tracegraph.kg.model.model_io import (
     build_model,

@@ -3,7 +3,8 @@
 Readable top to bottom: ``_train`` is the loop; ``_build`` (data, batches, model, optimiser),
 ``_train_epoch``, ``_validate``, ``_save`` and ``_finish`` are its stages, sharing one
 :class:`Session`. The run directory's bookkeeping (claim, config.json, resume) is in
-``training_files.py``, the settings in ``train_config.py``.
+``training_files.py``, the settings in ``train_config.py``, reading the triples in
+``train_data.py`` and the loss a step takes in ``objective.py``.
 
 Everything a run did is explained by ``config.json`` beside its checkpoints. A checkpoint holds
 the weights, the optimizer, every RNG state and the sampler's generator, so ``--resume`` ends
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,10 +29,7 @@ import torch
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.exclusion import exclude_from_samples
 from tracegraph.kg.data.triples import (
-    IdMap,
     KnownTails,
-    TripleSet,
-    count_duplicates,
     encode_triples,
     read_labeled_triples,
     with_reciprocals,
@@ -39,8 +37,9 @@ from tracegraph.kg.data.triples import (
 from tracegraph.kg.model.batching import SampleStore
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.evaluate import Ranks, evaluate, summarize
-from tracegraph.kg.model.loss import Targets, auto_chunk_size, bce_1n, fused_bce_1n, stored_bce_1n, tied_lookup
+from tracegraph.kg.model.loss import auto_chunk_size
 from tracegraph.kg.model.model_io import model_payload
+from tracegraph.kg.model.objective import TrainingObjective
 from tracegraph.kg.model.training_files import (
     RESUME_CHECKPOINT,
     claim_run_dir,
@@ -50,8 +49,9 @@ from tracegraph.kg.model.training_files import (
     test_results,
 )
 from tracegraph.kg.model.schedules import make_optimizer, make_schedule, resolve_patience
-from tracegraph.kg.model.softmax_loss import LOSSES, ce_1n
+from tracegraph.kg.model.softmax_loss import LOSSES
 from tracegraph.kg.model.train_config import TrainConfig  # noqa: F401  (the public name lives here too)
+from tracegraph.kg.model.train_data import Data, load_data
 from tracegraph.runtime.allocator import keep_freed_buffers
 from tracegraph.runtime.checkpoints import atomic_write_json, load_checkpoint, save_checkpoint
 from tracegraph.runtime.cuda_graph import GraphedStep
@@ -63,113 +63,14 @@ from tracegraph.runtime.distributed import (
     broadcast_module_state,
     broadcast_object,
     batch_aligned_shard,
-    convert_sync_batchnorm,
     init_distributed,
     rank_seed,
 )
+from tracegraph.runtime.sync_batchnorm import convert_sync_batchnorm
 from tracegraph.runtime.memory import cleanup, format_bytes, peak_memory_bytes, reset_peak
 from tracegraph.runtime.precision import math_mode, resolve_precision
 from tracegraph.runtime.progress import DeviceMeter, log, make_progress, progress_enabled
 from tracegraph.runtime.seeding import seed_everything, seed_torch
-
-
-@dataclass
-class Data:
-    """A training run's triples as ids.
-
-    Attributes:
-        train: The training triples with the id maps.
-        valid: Validation triples ``[N, 3]`` (empty without validation).
-        test: Test triples ``[N, 3]`` (empty without test).
-        unseen: What the ``--unseen`` policy found and did, for config.json.
-        notes: What reading found (duplicates, unseen entities), logged once the run starts.
-    """
-
-    train: TripleSet
-    valid: np.ndarray
-    test: np.ndarray
-    unseen: dict | None = None  # what the --unseen policy found and did (config.json)
-    notes: list = field(default_factory=list)  # what reading found (duplicates, unseen), logged once the run starts
-
-
-def load_data(cfg: TrainConfig) -> Data:
-    """Read a run's triples: train defines the id maps (unless maps are given), valid and test use them.
-
-    Valid and test entities unseen in train are handled by ``cfg.unseen``.
-
-    Args:
-        cfg: The training config.
-
-    Returns:
-        The triples.
-
-    Raises:
-        DataError: If a file is malformed or a label is not in a given map.
-        TracegraphError: If an entity is unseen under ``--unseen error``.
-    """
-    from tracegraph.kg.data.unseen import apply_policy
-
-    lt = read_labeled_triples(cfg.train)
-    entities = IdMap.read(cfg.entity_map, "entity map") if cfg.entity_map else IdMap.from_labels(lt.heads + lt.tails)
-    relations = IdMap.read(cfg.relation_map, "relation map") if cfg.relation_map else IdMap.from_labels(lt.relations)
-    splits = {name: read_labeled_triples(p) for name, p in (("valid", cfg.valid), ("test", cfg.test)) if p}
-    counts = [
-        f"{name} {part.path}: {len(part)} triples, {count_duplicates(part)} duplicates"
-        for name, part in (("train", lt), *splits.items())
-    ]  # as read, before --unseen drops any
-    entities, splits, unseen = apply_policy(entities, splits, cfg.unseen)
-    train = TripleSet(encode_triples(lt, entities, relations), entities, relations, cfg.train)
-    split = lambda k: encode_triples(splits[k], entities, relations) if k in splits else np.zeros((0, 3), np.int64)
-    if splits:
-        counts.append(unseen.describe() or f"{', '.join(splits)}: no entity unseen in train")
-    return Data(train, split("valid"), split("test"), unseen.to_json(), counts)
-
-
-class TrainingObjective(torch.nn.Module):
-    """The training loss as one module, so DistributedDataParallel wraps the whole forward."""
-
-    def __init__(self, model: ConvE, fused: bool, chunk: int, label_smoothing: float, loss: str = "bce"):
-        super().__init__()
-        self.model, self.fused, self.chunk, self.eps = model, fused, chunk, label_smoothing
-        self.loss, self.loss_name = (ce_1n if loss == "ce" else bce_1n), loss
-
-    def forward(self, h, r, batch_index, tails, weight=None):
-        """The training loss of one batch.
-
-        Args:
-            h: Head ids ``[B]``.
-            r: Relation ids ``[B]``.
-            batch_index: Target rows into the batch, ``[T]``.
-            tails: Target entity ids, ``[T]``.
-            weight: Target weights ``[T]`` (0 for padding), or None for all 1.
-
-        Returns:
-            The scalar loss.
-        """
-        targets = Targets(batch_index, tails, weight)
-        stored = self._stored_logits(h)
-        if self.fused or stored:
-            m, sink = self.model, {}
-            # head embeddings via tied_lookup: their gradient joins the loss's one dE buffer
-            x = m.encode_embeddings(tied_lookup(m.entity.weight, h, sink), m.relation(r))
-            if stored:
-                return stored_bce_1n(x, m.entity.weight, m.entity_bias, targets, self.eps, sink=sink)
-            return fused_bce_1n(x, m.entity.weight, m.entity_bias, targets, self.eps, chunk_size=self.chunk, sink=sink)
-        return self.loss(self.model(h, r), targets, self.eps)
-
-    def _stored_logits(self, h) -> bool:
-        """Whether the standard BCE on a CPU in fp32 takes stored_bce_1n.
-
-        It makes fewer B×N temporaries, each a fresh allocation there; elsewhere — CUDA (graph capture,
-        autocast), bf16, torch.compile — the bce_1n composition stays.
-        """
-        return (
-            not self.fused
-            and self.loss_name == "bce"
-            and h.device.type == "cpu"
-            and not torch.is_autocast_enabled("cpu")
-            and not torch.compiler.is_compiling()
-        )
 
 
 def train(

@@ -61,7 +61,8 @@ from tracegraph.kg.explain.tracin.rows import (
 from tracegraph.kg.explain.tracin.selection import Selection as _Selection, explain_questions, select_candidates
 from tracegraph.kg.explain.tracin.sharding import _influence_over_devices, _influence_over_ranks
 from tracegraph.kg.model.store import RunStore, filter_index, run_files
-from tracegraph.runtime.distributed import init_distributed, parse_devices
+from tracegraph.runtime.devices import parse_devices
+from tracegraph.runtime.distributed import init_distributed
 from tracegraph.runtime.progress import log, make_progress
 from tracegraph.runtime.rundir import check_one_run
 

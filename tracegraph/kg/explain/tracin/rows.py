@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracegraph.kg.data.triples import read_edge_map, read_name_dict
+from tracegraph.kg.data.idmap import read_name_dict
+from tracegraph.kg.data.labels import read_edge_map
 from tracegraph.kg.explain.ranking import margin_shell
 from tracegraph.runtime.progress import log
 

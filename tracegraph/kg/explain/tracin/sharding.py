@@ -16,7 +16,8 @@ import numpy as np
 from tracegraph.kg.explain.tracin.engine import InfluenceResult, _alloc
 from tracegraph.kg.explain.tracin.influence import TracIn
 from tracegraph.kg.explain.tracin.rows import _pick
-from tracegraph.runtime.distributed import batch_aligned_shard, gather_to_main, run_on_devices, shard_range
+from tracegraph.runtime.devices import run_on_devices
+from tracegraph.runtime.distributed import batch_aligned_shard, gather_to_main, shard_range
 
 
 def _influence_over_ranks(ctx, tracin: TracIn, union, cols_of, test_ids, progress, top_k, walk_of=None):
