@@ -3,7 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.model.conve import ConvE, ConvEConfig, _conv_as_bmm
+from tracegraph.kg.model.conve import ConvE, ConvEConfig
+from tracegraph.kg.model.cpu_kernels import conv_as_bmm
 from tracegraph.kg.model.loss import Targets, bce_1n
 
 
@@ -117,7 +118,7 @@ def test_cpu_training_convolution_equals_conv2d(axis, kernel, bias):
     x = torch.randn(5, 1, *m.config.image_shape, dtype=torch.float64, requires_grad=True)
     g = torch.randn_like(F.conv2d(x, m.conv.weight))
     assert m._conv_by_bmm(x)
-    ours = _conv_as_bmm(m.conv, x)
+    ours = conv_as_bmm(m.conv, x)
     ref = F.conv2d(x, m.conv.weight, m.conv.bias)
     torch.testing.assert_close(ours, ref, rtol=0, atol=1e-12)
     wrt = (x, m.conv.weight, m.conv.bias) if bias else (x, m.conv.weight)

@@ -18,80 +18,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tracegraph.errors import TracegraphError
-
-
-class _BNReLUFeatureDropout(torch.autograd.Function):
-    """relu(BatchNorm(x)) · mask (train mode) in one output buffer.
-
-    The same ATen kernels as BatchNorm2d → F.relu → Dropout2d, with the ReLU and the mask applied in
-    place, so forward makes one B×C×H×W tensor instead of three and backward two instead of three.
-    """
-
-    @staticmethod
-    def forward(ctx, x, weight, bias, running_mean, running_var, momentum: float, eps: float, mask):
-        y, mean, invstd = torch.native_batch_norm(x, weight, bias, running_mean, running_var, True, momentum, eps)
-        y.relu_()
-        if mask is not None:
-            y.mul_(mask)
-        ctx.save_for_backward(x, weight, mean, invstd, y, mask)
-        ctx.eps = eps
-        return y
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight, mean, invstd, y, mask = ctx.saved_tensors
-        # y > 0 exactly where the ReLU passed and the mask kept the map; elsewhere the gradient is 0
-        g = torch.ops.aten.threshold_backward(grad, y, 0)
-        if mask is not None:
-            g.mul_(mask)
-        need = [bool(n) for n in ctx.needs_input_grad[:3]]
-        dx, dw, db = torch.ops.aten.native_batch_norm_backward(
-            g, x, weight, None, None, mean, invstd, True, ctx.eps, need
-        )
-        return dx, dw, db, None, None, None, None, None
-
-
-class _ImagePatches(torch.autograd.Function):
-    """The ``kh×kw`` patches of ``[B, 1, H, W]`` images as ``[B, kh·kw, Ho·Wo]`` (im2col).
-
-    Backward adds each patch offset's gradient back onto its shifted window: kh·kw strided adds,
-    a quarter of the time of ``unfold``'s generic backward.
-    """
-
-    @staticmethod
-    def forward(ctx, x, kh: int, kw: int):
-        ctx.shape, ctx.kernel = x.shape, (kh, kw)
-        # [B, 1, Ho, Wo, kh, kw] (a view) -> [B, kh·kw, Ho·Wo]: one column per output position
-        return x.unfold(2, kh, 1).unfold(3, kw, 1).permute(0, 1, 4, 5, 2, 3).reshape(x.shape[0], kh * kw, -1)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (B, _, H, W), (kh, kw) = ctx.shape, ctx.kernel
-        Ho, Wo = H - kh + 1, W - kw + 1
-        grad = grad.view(B, kh, kw, Ho, Wo)
-        gx = grad.new_zeros(B, 1, H, W)
-        for i in range(kh):
-            for j in range(kw):
-                gx[:, 0, i : i + Ho, j : j + Wo] += grad[:, i, j]
-        return gx, None, None
-
-
-def _conv_as_bmm(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-    """``conv(x)`` for a 1-channel input as one batched matmul over the image's patches (im2col).
-
-    On a CPU oneDNN's backward for a single input channel is the step's slowest kernel after the
-    GEMMs; as a matmul, backward is two more batched matmuls and the patches' scatter back, about a
-    third of the time. The same values up to float rounding.
-    """
-    B, _, H, W = x.shape
-    C, _, kh, kw = conv.weight.shape
-    patches = _ImagePatches.apply(x, kh, kw)
-    filters = conv.weight.reshape(1, C, kh * kw).expand(B, -1, -1)
-    if conv.bias is None:
-        y = torch.bmm(filters, patches)
-    else:
-        y = torch.baddbmm(conv.bias[None, :, None], filters, patches)
-    return y.view(B, C, H - kh + 1, W - kw + 1)
+from tracegraph.kg.model.cpu_kernels import BNReLUFeatureDropout, conv_as_bmm
 
 
 @dataclass
@@ -252,7 +179,7 @@ class ConvE(nn.Module):
         """
         z = self.image(e_h, r)
         z0 = self.input_drop(self.bn0(z))
-        z1 = _conv_as_bmm(self.conv, z0) if record is None and self._conv_by_bmm(z0) else self.conv(z0)
+        z1 = conv_as_bmm(self.conv, z0) if record is None and self._conv_by_bmm(z0) else self.conv(z0)
         if record is None and self._one_buffer_block(z1):
             z3 = self._bn1_relu_feature_drop(z1)
         else:
@@ -280,7 +207,7 @@ class ConvE(nn.Module):
         )
 
     def _conv_by_bmm(self, z0: torch.Tensor) -> bool:
-        """Whether the convolution runs as :func:`_conv_as_bmm` (a plain stride-1 Conv2d, CPU training)."""
+        """Whether the convolution runs as :func:`conv_as_bmm` (a plain stride-1 Conv2d, CPU training)."""
         conv = self.conv
         return (
             self._cpu_fp32_training(z0)
@@ -293,7 +220,7 @@ class ConvE(nn.Module):
         )
 
     def _one_buffer_block(self, z1: torch.Tensor) -> bool:
-        """Whether bn1 → ReLU → Dropout2d runs as :class:`_BNReLUFeatureDropout`.
+        """Whether bn1 → ReLU → Dropout2d runs as :class:`BNReLUFeatureDropout`.
 
         It does when training in fp32 on a CPU, where each B×C×H×W temporary is a fresh allocation and a
         pass over memory. SyncBatchNorm under torchrun keeps the modules.
@@ -320,7 +247,7 @@ class ConvE(nn.Module):
         mask = None
         if p > 0:
             mask = z1.new_empty((z1.shape[0], z1.shape[1], 1, 1)).bernoulli_(1 - p).div_(1 - p)
-        return _BNReLUFeatureDropout.apply(
+        return BNReLUFeatureDropout.apply(
             z1, bn.weight, bn.bias, bn.running_mean, bn.running_var, momentum, bn.eps, mask
         )
 
