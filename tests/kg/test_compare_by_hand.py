@@ -167,6 +167,37 @@ def test_compare_counts_the_facts_two_explanation_arms_remove_the_same_set_for(r
     assert "fell in the first only" in (run / "same" / "compare.md").read_text()
 
 
+def test_compare_counts_what_each_explanation_holds_against_its_labels(run, monkeypatch):
+    """compare.json's contents: per explanation arm, counted from the file's label triples by hand."""
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    rows = explanations_file(run / "contents.tsv", facts, lambda t: True)  # every training fact at the head
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: Recorder(lm.model))
+    res = cmp.run_compare(
+        cmp.CompareConfig(
+            model_dir=str(run / "run"),
+            output_dir=str(run / "contents"),
+            explanations={"ext": str(run / "contents.tsv")},
+        )
+    )
+    gone = {t for r in rows for t in r}
+    joins = [any({t[0], t[2]} == {f[0], f[2]} for t in r) for f, r in zip(facts, rows)]
+    answers = [any(t[:2] == f[:2] and t[2] != f[2] for t in r) for f, r in zip(facts, rows)]
+    rec = json.loads((run / "contents" / "arms" / "ext.json").read_text())["ranks"]
+    o, r = (np.asarray(rec[k]) > 1 for k in ("original", "reduced"))
+    assert res["contents"]["ext"] == {
+        "explained": sum(map(bool, rows)),
+        "head_tail": sum(joins),
+        "query_answer": sum(answers),
+        "unfiltered": sum(any(t[:2] == f[:2] and t[2] != f[2] for t in gone) for f in facts),
+        "fell": 0,  # the run's own model: every graded fact stays first under the original filter
+        "fell_reduced_only": int(np.sum(r & ~o)),
+    }
+    assert 0 < sum(joins) and 0 < sum(answers)  # the check needs both kinds of explanation
+    assert set(res["contents"]) == {"ext", "random-head"}  # explanation and random arms; not far or noise
+    assert "holding another answer (h, r, t′)" in (run / "contents" / "compare.md").read_text()
+
+
 def test_far_rows_avoid_every_graded_end_are_disjoint_seeded_and_sized_as_asked():
     rng = np.random.default_rng(0)
     train_ids = np.stack([rng.integers(0, 30, 400), rng.integers(0, 4, 400), rng.integers(0, 30, 400)], 1)
@@ -242,8 +273,8 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
     assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
     kept = load_model(out / "retrains" / "k" / "run" / "final_model.pt")  # --keep-models: the arm's own weights
     assert arm["ranks"]["original"] == [brute_side(kept.model, known, f, False)[0] for f in ids_of(lm, facts)]
-    md = (out / "compare.md").read_text()  # only the finished arm: its row, and its row in the four group tables
-    assert md.count("\n| k |") == 5 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+    md = (out / "compare.md").read_text()  # only the finished arm: its row, in the four group tables and the contents
+    assert md.count("\n| k |") == 6 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the figure of the finished arm
     # the query-answers groups with the default k = 4, counted here from the training file
     train_triples = [tuple(t) for t in TRIPLES]

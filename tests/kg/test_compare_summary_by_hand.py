@@ -290,3 +290,72 @@ def test_same_explanation_tables_word_for_word():
         "|---|---|---|---|---|\n| tracin; kelpie | 3 | 1 | 0 | 2 |\n"
     )
     assert CS.SAME_INTRO not in CS.compare_markdown({**base, "same_explanation": []})
+
+
+def test_explanation_contents_count_by_hand_what_each_explanation_holds():
+    # facts (0, 0, 4) and (1, 1, 3); TRAIN's rows: 0-2 answer (0, 0, ?) with tails 1-3, row 3 is (1, 1, 2),
+    # row 6 (2, 2, 0) joins nothing graded, row 4 (3, 1, 2) neither; a fact joining 1 and 3 is added as row 9
+    train = np.vstack([TRAIN, [[3, 0, 1]]])
+    facts = np.array([[0, 0, 4], [1, 1, 3]])
+    removed = {
+        "a": [[0, 6], [9]],  # fact 0: another answer (row 0); fact 1: (3, 0, 1) joins its tail and head
+        "b": [[6], [3]],  # fact 0: nothing of its own; fact 1: (1, 1, 2) answers its query with another tail
+        "c": [[], [4]],  # fact 0 unexplained; (3, 1, 2) shares fact 1's relation, not its head
+        "unfinished": [[0], [3]],
+    }
+    ranks = {"a": ([1, 2], [3, 2]), "b": ([1, 1], [1, 4]), "c": ([1, 1], [1, 1])}
+    records = {n: {"ranks": {"original": o, "reduced": r}} for n, (o, r) in ranks.items()}
+    got = CS.explanation_contents(removed, facts, train, records)
+    assert got == {
+        "a": {"explained": 2, "head_tail": 1, "query_answer": 1, "unfiltered": 1, "fell": 1, "fell_reduced_only": 1},
+        # b's (1, 1, 2) un-filters fact 1's query only; (0, 0, ?) keeps its answers
+        "b": {"explained": 2, "head_tail": 0, "query_answer": 1, "unfiltered": 1, "fell": 0, "fell_reduced_only": 1},
+        "c": {"explained": 1, "head_tail": 0, "query_answer": 0, "unfiltered": 0, "fell": 0, "fell_reduced_only": 0},
+    }
+    # a removal made for one fact un-filters another fact's query: "unfiltered" counts it, "query_answer" does not
+    shared = CS.explanation_contents({"d": [[], [1]]}, facts, train, {"d": records["c"]})["d"]
+    assert (shared["query_answer"], shared["unfiltered"]) == (0, 1)
+
+
+def test_explanation_contents_tables_word_for_word():
+    contents = {
+        "tracin": {
+            "explained": 2,
+            "head_tail": 1,
+            "query_answer": 1,
+            "unfiltered": 2,
+            "fell": 1,
+            "fell_reduced_only": 0,
+        },
+        "kelpie": {
+            "explained": 1,
+            "head_tail": 0,
+            "query_answer": 1,
+            "unfiltered": 1,
+            "fell": 0,
+            "fell_reduced_only": 1,
+        },
+    }
+    res = results()
+    res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"contents": contents}
+    header = (
+        "| explanations | facts explained | holding a fact joining head and tail | holding another answer (h, r, t′) "
+        "| queries losing a known answer to the removals | fell (original) | fell under the reduced filter only |"
+    )
+    assert CP.side_by_side_contents(res).splitlines() == [
+        "**UMLS**:",
+        "",
+        header,
+        "|---|---|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`) | 2 | 1 | 1 | 2 | 1 | 0 |",
+        "| Kelpie | 1 | 0 | 1 | 1 | 0 | 1 |",
+    ]
+    assert CP.side_by_side_contents(results()) == ""
+    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
+    base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
+    md = CS.compare_markdown({**base, "contents": contents})
+    assert md.endswith(
+        f"\n\n{CS.CONTENTS_INTRO}\n\n{header}\n|---|---|---|---|---|---|---|\n"
+        "| tracin | 2 | 1 | 1 | 2 | 1 | 0 |\n| kelpie | 1 | 0 | 1 | 1 | 0 | 1 |\n"
+    )
+    assert CS.CONTENTS_INTRO not in CS.compare_markdown({**base, "contents": {}})

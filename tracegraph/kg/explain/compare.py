@@ -43,7 +43,13 @@ from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows,
     removal_digest,
     table_rows,
 )
-from tracegraph.kg.explain.compare_summary import compare_markdown, fact_groups, same_explanations, summarize
+from tracegraph.kg.explain.compare_summary import (
+    compare_markdown,
+    explanation_contents,
+    fact_groups,
+    same_explanations,
+    summarize,
+)
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table
 from tracegraph.kg.explain.grading import choose_facts, fact_margins, fact_ranks
 from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
@@ -268,6 +274,9 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus),
         "same_explanation": same_explanations(
             {n: a.rows for n, a in arms.items() if a.kind in ("method", "file")}, records
+        ),
+        "contents": explanation_contents(
+            {n: a.rows for n, a in arms.items() if a.kind in ("method", "file", "random")}, facts, train_ids, records
         ),
         "device": str(device),
         "seconds": time.perf_counter() - t_start,

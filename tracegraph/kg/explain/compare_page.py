@@ -5,7 +5,7 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 
 from __future__ import annotations
 
-from tracegraph.kg.explain.compare_summary import FILTERINGS, group_values, same_table
+from tracegraph.kg.explain.compare_summary import FILTERINGS, contents_table, group_values, same_table
 
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
 ARM_TITLES = {
@@ -176,6 +176,25 @@ def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: 
     return "\n".join(out)
 
 
+def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """Per dataset, what each measured arm's explanations hold (:func:`explanation_contents`).
+
+    Args:
+        results: The results file's content.
+        fact_set: ``kelpie-facts`` or ``own-facts``.
+
+    Returns:
+        Markdown: one table per dataset whose run counted them, arms in table order.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        contents = d["fact_sets"].get(fact_set, {}).get("contents", {})
+        if contents:
+            ordered = {a: contents[a] for a in in_table_order(contents)}
+            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *contents_table(ordered, arm_title), ""]
+    return "\n".join(out)
+
+
 def stability_table(results: dict) -> str:
     """How much ``local-retrain``'s choice moves with its refits' step budget, per dataset.
 
@@ -219,6 +238,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(
             kelpie, min_facts=10
         ),
+        ("<!-- explanation-contents:kelpie-facts -->", "<!-- /explanation-contents -->"): side_by_side_contents(kelpie),
         ("<!-- same-explanation:umls -->", "<!-- /same-explanation:umls -->"): side_by_side_same(umls, "own-facts", 10),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }

@@ -174,6 +174,77 @@ def same_explanations(removed: dict[str, list], records: dict[str, dict]) -> lis
     return out
 
 
+def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids: np.ndarray, records: dict) -> dict:
+    """Per finished explanation arm: what its explanations hold, and the falls only Kelpie's filter shows.
+
+    Under the reduced filter a removed training fact (h, r, t′) is no longer a known answer of the
+    query (h, r, ?), so t′ can outrank the true tail by itself; that needs no explanation of the
+    fact's own, only a removal on its query. Counting both tells how much of an arm's reduced-filter
+    drop that accounts for.
+
+    Args:
+        removed: Arm name -> per graded fact, the training rows its explanation removes.
+        facts: The graded facts ``[n, 3]``.
+        train_ids: Training triples ``[M, 3]`` (the rows index them).
+        records: Arm name -> its finished record (``arms/NAME.json``).
+
+    Returns:
+        Arm name -> ``explained`` (facts with a non-empty explanation), ``head_tail`` (explanations
+        holding a training fact that joins the fact's head and tail, either way round),
+        ``query_answer`` (explanations holding another answer (h, r, t′) of the fact's query),
+        ``unfiltered`` (facts whose query loses a known answer to the arm's removals, any fact's),
+        ``fell`` (facts no longer first, original filter) and ``fell_reduced_only`` (first under the
+        original filter, not under the reduced one).
+    """
+    out = {}
+    for name, rows in removed.items():
+        if name not in records:
+            continue
+        held = [train_ids[np.asarray(r, np.int64)] for r in rows]
+        gone = train_ids[np.unique(np.concatenate([np.asarray(r, np.int64) for r in rows] or [np.zeros(0, np.int64)]))]
+        original, reduced = (np.asarray(records[name]["ranks"][f], np.float64) > 1 for f in FILTERINGS)
+        out[name] = {
+            "explained": sum(len(x) > 0 for x in held),
+            "head_tail": sum(bool(np.any(_joins(x, f))) for x, f in zip(held, facts, strict=True)),
+            "query_answer": sum(bool(np.any(_other_answer(x, f))) for x, f in zip(held, facts, strict=True)),
+            "unfiltered": sum(bool(np.any(_other_answer(gone, f))) for f in facts),
+            "fell": int(original.sum()),
+            "fell_reduced_only": int(np.sum(reduced & ~original)),
+        }
+    return out
+
+
+def _joins(x: np.ndarray, f) -> np.ndarray:
+    """Which of the triples ``x`` join the fact's head and tail (either way round)."""
+    return ((x[:, 0] == f[0]) & (x[:, 2] == f[2])) | ((x[:, 0] == f[2]) & (x[:, 2] == f[0]))
+
+
+def _other_answer(x: np.ndarray, f) -> np.ndarray:
+    """Which of the triples ``x`` answer the fact's query (h, r, ?) with another tail."""
+    return (x[:, 0] == f[0]) & (x[:, 1] == f[1]) & (x[:, 2] != f[2])
+
+
+CONTENTS_COLUMNS = (
+    ("explained", "facts explained"),
+    ("head_tail", "holding a fact joining head and tail"),
+    ("query_answer", "holding another answer (h, r, t′)"),
+    ("unfiltered", "queries losing a known answer to the removals"),
+    ("fell", "fell (original)"),
+    ("fell_reduced_only", "fell under the reduced filter only"),
+)
+
+
+def contents_table(contents: dict, title) -> list[str]:
+    """:func:`explanation_contents` as markdown rows, each arm named by ``title(arm)``."""
+    out = [
+        "| explanations | " + " | ".join(h for _, h in CONTENTS_COLUMNS) + " |",
+        "|---|" + "---|" * len(CONTENTS_COLUMNS),
+    ]
+    for name, c in contents.items():
+        out.append(f"| {title(name)} | " + " | ".join(str(c[k]) for k, _ in CONTENTS_COLUMNS) + " |")
+    return out
+
+
 def _ci(x: dict, key: str) -> str:
     if key not in x:
         return "—"
@@ -233,12 +304,20 @@ def compare_markdown(res: dict) -> str:
             )
     if res.get("same_explanation"):
         lines += ["", SAME_INTRO, "", *same_table(res["same_explanation"], str)]
+    if res.get("contents"):
+        lines += ["", CONTENTS_INTRO, "", *contents_table(res["contents"], str)]
     return "\n".join(lines) + "\n"
 
 
 SAME_INTRO = (
     "Facts two arms explain with the same removal set, and where they fell (original filtering): "
     "there a difference is the retrain's (the other facts' removals, the trajectory), not the explanation's."
+)
+
+
+CONTENTS_INTRO = (
+    "What each arm's explanations hold, counted over the graded facts, and the facts that fall only under "
+    "the reduced filter (where a removed answer (h, r, t′) is no longer filtered)."
 )
 
 
