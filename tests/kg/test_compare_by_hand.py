@@ -146,6 +146,13 @@ def test_versus_pairs_every_other_arm_with_the_named_arm_fact_by_fact(run, monke
     with pytest.raises(TracegraphError) as e:
         cmp.run_compare(dataclasses.replace(c, versus=["zz"]), explain_only=True)
     assert str(e.value).startswith("--versus zz: no such arm (arms: ext, random-head, far, noise)")
+    # --explain-only retrains nothing and summarises the finished arms anew, here without the pairing
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: None)  # a retrain would fail
+    (out / "compare.json").unlink()
+    again = cmp.run_compare(dataclasses.replace(c, versus=[]), explain_only=True)
+    assert again["finished"] == res["finished"] == ["ext", "random-head", "far", "noise"]
+    assert "beyond_ext_hits@1" not in again["summary"]["random-head"]["original"]
+    assert json.loads((out / "compare.json").read_text())["summary"] == again["summary"]
 
 
 def test_compare_counts_the_facts_two_explanation_arms_remove_the_same_set_for(run, monkeypatch):

@@ -78,7 +78,9 @@ def compare_cmd(
         None, "--arm", help="Retrain only this arm now (repeat; default: all). Parallel processes can share one -o."
     ),
     explain_only: bool = typer.Option(
-        False, "--explain-only", help="Write the graded facts' explanations, retrain nothing."
+        False,
+        "--explain-only",
+        help="Write the graded facts' explanations and the summary of the arms already finished; retrain nothing.",
     ),
     bootstrap: int = BootstrapOpt,
     seed: int = typer.Option(0, "--seed", help="Which facts (with --facts), the random arm's draws, tie-breaks."),

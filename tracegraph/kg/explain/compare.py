@@ -209,7 +209,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
 
     Args:
         cfg: The settings.
-        explain_only: Write the facts and the methods' explanations, retrain nothing.
+        explain_only: Write the facts, the methods' explanations and the summary of the finished arms; retrain nothing.
         progress: A rich progress display for one bar over the retrains, or None.
 
     Returns:
