@@ -27,7 +27,7 @@ from compare_results import fact_set, run_metrics  # the script beside this one
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results"
-KEEP = ("compare.json", "compare.md", "test_results.json", "config.json")
+KEEP = ("compare.json", "compare.md", "facts.tsv", "test_results.json", "config.json")
 
 
 COMMAND = "python3 benchmarks/gpu/device_run.py --inputs .gpuin --work .gpuwork --deadline 520 --pack $OUT"

@@ -203,6 +203,12 @@ def test_compare_counts_what_each_explanation_holds_against_its_labels(run, monk
     assert 0 < sum(joins) and 0 < sum(answers)  # the check needs both kinds of explanation
     assert set(res["contents"]) == {"ext", "random-head"}  # explanation and random arms; not far or noise
     assert "holding another answer (h, r, t′)" in (run / "contents" / "compare.md").read_text()
+    # facts.tsv: a row per graded fact, in compare.json's order, with each finished arm's ranks after
+    rows = [line.split("\t") for line in (run / "contents" / "facts.tsv").read_text().splitlines()]
+    assert rows[0][:3] == ["head", "relation", "tail"] and "ext reduced" in rows[0]
+    assert [tuple(r[:3]) for r in rows[1:]] == [tuple(f) for f in res["facts"]]
+    col = rows[0].index("ext reduced")
+    assert [float(r[col]) for r in rows[1:]] == rec["reduced"]
 
 
 def test_far_rows_avoid_every_graded_end_are_disjoint_seeded_and_sized_as_asked():

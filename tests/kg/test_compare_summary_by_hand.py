@@ -359,3 +359,19 @@ def test_explanation_contents_tables_word_for_word():
         "| tracin | 2 | 1 | 1 | 2 | 1 | 0 |\n| kelpie | 1 | 0 | 1 | 1 | 0 | 1 |\n"
     )
     assert CS.CONTENTS_INTRO not in CS.compare_markdown({**base, "contents": {}})
+
+
+def test_facts_tsv_lists_each_fact_its_groups_and_every_arms_ranks_word_for_word():
+    facts = [["a", "r", "b"], ["c", "r", "d"]]
+    groups = {"head_degree": ["≤ 2", "> 2"], "margin": ["near tie", "confident"]}
+    records = {
+        "kelpie": {"ranks": {"original": [1, 3.5], "reduced": [2, 7]}},
+        "noise": {"ranks": {"original": [1, 1], "reduced": [1, 1]}},
+    }
+    assert CS.facts_tsv(facts, groups, records).split("\n") == [
+        "head\trelation\ttail\thead_degree\tmargin\tkelpie original\tkelpie reduced\tnoise original\tnoise reduced",
+        "a\tr\tb\t≤ 2\tnear tie\t1\t2\t1\t1",
+        "c\tr\td\t> 2\tconfident\t3.5\t7\t1\t1",
+        "",
+    ]
+    assert CS.facts_tsv(facts, {}, {}).split("\n") == ["head\trelation\ttail", "a\tr\tb", "c\tr\td", ""]

@@ -39,7 +39,7 @@ def compare_cmd(
         ...,
         "--output-dir",
         "-o",
-        help="compare.json, compare.md, compare.png, arms/, explanations/ and retrains/ go here; a rerun resumes.",
+        help="compare.json, compare.md, compare.png, facts.tsv, arms/, explanations/ and retrains/ go here; a rerun resumes.",
     ),
     explanations: Optional[List[str]] = typer.Option(
         None,

@@ -23,7 +23,8 @@ original known triples (``original``: a removed fact ``(h, r, t')`` stays known 
 known triples minus the arm's removals (``reduced``: Kelpie's filter, under which a removed
 sibling answer can outrank the fact by itself). Each arm is written to ``arms/NAME.json`` when its
 retrain ends and skipped when rerun with the same removals; an interrupted retrain resumes from
-its last epoch. ``compare.json`` and ``compare.md`` summarise every finished arm.
+its last epoch. ``compare.json`` and ``compare.md`` summarise every finished arm; ``facts.tsv`` lists
+every graded fact with each finished arm's ranks after.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from tracegraph.kg.explain.compare_summary import (
     compare_markdown,
     explanation_contents,
     fact_groups,
+    facts_tsv,
     same_explanations,
     summarize,
 )
@@ -65,7 +67,7 @@ class CompareConfig:
 
     Attributes:
         model_dir: The trained run (its config.json is what every arm retrains with).
-        output_dir: Where ``compare.json``, ``compare.md``, ``arms/``, ``explanations/`` and
+        output_dir: Where ``compare.json``, ``compare.md``, ``facts.tsv``, ``arms/``, ``explanations/`` and
             ``retrains/`` go.
         explanations: Arm name -> explanations file.
         methods: Our explanation methods, one arm each.
@@ -283,6 +285,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     }
     atomic_write_json(out / "compare.json", res)
     atomic_write_text(out / "compare.md", compare_markdown(res))
+    atomic_write_text(out / "facts.tsv", facts_tsv(res["facts"], groups, records))
     return res
 
 

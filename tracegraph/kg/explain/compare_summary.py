@@ -245,6 +245,28 @@ def contents_table(contents: dict, title) -> list[str]:
     return out
 
 
+def facts_tsv(facts: list, groups: dict, records: dict) -> str:
+    """``facts.tsv``: one row per graded fact, its groups and every finished arm's rank after, per filtering.
+
+    Every graded fact was ranked first before (tail side, filtered), so the ranks after are the
+    whole story per prediction; the explanations are in ``explanations/``.
+
+    Args:
+        facts: The graded facts as label triples.
+        groups: :func:`fact_groups`.
+        records: Arm name -> its finished record (``arms/NAME.json``).
+
+    Returns:
+        Tab-separated text with a header line.
+    """
+    header = ["head", "relation", "tail", *groups, *(f"{a} {f}" for a in records for f in FILTERINGS)]
+    lines = ["\t".join(header)]
+    for i, fact in enumerate(facts):
+        ranks = [f"{records[a]['ranks'][f][i]:g}" for a in records for f in FILTERINGS]
+        lines.append("\t".join([*fact, *(groups[g][i] for g in groups), *ranks]))
+    return "\n".join(lines) + "\n"
+
+
 def _ci(x: dict, key: str) -> str:
     if key not in x:
         return "—"
