@@ -32,6 +32,7 @@ from tests.kg.references import walk_lengths
 from tests.kg.tiny_graph import TINY
 from tracegraph.errors import TracegraphError
 from tracegraph.kg.data.triples import KnownTails, with_reciprocals
+from tracegraph.kg.explain import influence_parts as IP
 from tracegraph.kg.explain import methods as M
 from tracegraph.kg.explain import rivals as RV
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
@@ -192,7 +193,7 @@ def test_default_method_is_plain_tracin_only_for_the_training_loss():
 
 
 def test_influence_parts_of_names_its_three_scores():
-    p = M.InfluenceParts([np.array([1.0])], [np.array([2.0])], [np.array([3.0])])
+    p = IP.InfluenceParts([np.array([1.0])], [np.array([2.0])], [np.array([3.0])])
     assert [float(p.of(m)[0][0]) for m in ("tracin", "tracin-cosine", "relatif")] == [1.0, 2.0, 3.0]
     with pytest.raises(KeyError):
         p.of("tracin-margin")
@@ -202,7 +203,7 @@ def test_influence_parts_of_names_its_three_scores():
 
 
 def hand_inputs():
-    parts = M.InfluenceParts(
+    parts = IP.InfluenceParts(
         tracin=[np.array([0.5, -1.0, 2.0, 0.25, 0.0], np.float32), np.array([1.0])],
         cosine=[np.array([0.1, 0.2, 0.3, 0.4, 0.5]), np.array([2.0])],
         relatif=[np.array([-3.0, 3.0, 1.0, 0.0, 2.0]), np.array([3.0])],
@@ -460,7 +461,7 @@ def test_influence_parts_equal_a_float64_loop_over_checkpoints(tmp_path, loss, l
     facts = np.array([[0, 0, 3], [5, 0, 2]])
     subsets = [np.array([4, 0, 8, 2]), np.array([2, 7])]  # unsorted and overlapping
     opts = M.MethodOptions(loss=loss, layers=layers, label_smoothing=0.3)
-    parts = M.influence_parts(paths, TRAIN, facts, subsets, opts, CPU)
+    parts = IP.influence_parts(paths, TRAIN, facts, subsets, opts, CPU)
     union = np.unique(np.concatenate(subsets))
     tracin, cosine, self_inf = float64_influence(paths, lrs, facts, TRAIN[union], loss, 0.3, names)
     for j, rows in enumerate(subsets):
@@ -505,11 +506,13 @@ def test_influence_parts_sum_each_checkpoints_parts_in_float64(monkeypatch):
                     checkpoints=[NS(lr=lrs[k])], scores=scores[k], test_self=test_self[k], train_self=train_self[k]
                 )
 
-    monkeypatch.setattr(M, "TracIn", Stub)
+    monkeypatch.setattr(IP, "TracIn", Stub)
     facts = np.array([[0, 0, 3], [5, 0, 2]])
     opts = M.MethodOptions(loss="score", layers="last:3", label_smoothing=0.4)
     bar = object()
-    parts = M.influence_parts(["a.pt", "b.pt"], TRAIN, facts, [np.array([9, 2]), np.array([4, 2, 9])], opts, "dev", bar)
+    parts = IP.influence_parts(
+        ["a.pt", "b.pt"], TRAIN, facts, [np.array([9, 2]), np.array([4, 2, 9])], opts, "dev", bar
+    )
     store, train_ids, ckpts, iopts, device = calls[0]
     assert store is None and train_ids is TRAIN and ckpts == ["a.pt", "b.pt"] and device == "dev"
     assert (iopts.engine, iopts.loss, iopts.layers, iopts.label_smoothing) == ("exact", "score", "last:3", 0.4)
@@ -536,7 +539,7 @@ def test_influence_parts_refuse_facts_without_candidates(tmp_path):
     paths = write_checkpoints(tmp_path, [(5, 0.1)])
     for subsets in ([np.zeros(0, np.int64)], []):
         with pytest.raises(TracegraphError) as e:
-            M.influence_parts(paths, TRAIN, np.array([[0, 0, 3]]), subsets, M.MethodOptions(), CPU)
+            IP.influence_parts(paths, TRAIN, np.array([[0, 0, 3]]), subsets, M.MethodOptions(), CPU)
         assert str(e.value) == "no candidate training triples for any fact"
 
 

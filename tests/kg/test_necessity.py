@@ -8,7 +8,8 @@ import torch
 
 from tests.kg.references import one_mimic_margin
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
-from tracegraph.kg.explain.methods import MethodOptions, influence_parts, method_keys_all
+from tracegraph.kg.explain.influence_parts import influence_parts
+from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
 from tracegraph.kg.explain.local_retrain import LocalRefit, LocalRetrainOptions
 from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.grading import choose_facts, fact_margins, fact_ranks, top_rows
