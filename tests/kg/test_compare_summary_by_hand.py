@@ -312,6 +312,21 @@ def test_explanation_contents_count_by_hand_what_each_explanation_holds():
         "b": {"explained": 2, "head_tail": 0, "query_answer": 1, "unfiltered": 1, "fell": 0, "fell_reduced_only": 1},
         "c": {"explained": 1, "head_tail": 0, "query_answer": 0, "unfiltered": 0, "fell": 0, "fell_reduced_only": 0},
     }
+    # with the floors finished: the facts both keep first (here fact 1: noise breaks fact 0), and the arm's falls there
+    floors = {"noise": {"ranks": {"original": [2, 1]}}, "far": {"ranks": {"original": [1, 1]}}}
+    with_floors = CS.explanation_contents(removed, facts, train, {**records, **floors})
+    assert {n: (c["floors_keep"], c["fell_where_floors_keep"]) for n, c in with_floors.items()} == {
+        "a": (1, 1),  # a broke fact 1, which both floors keep first
+        "b": (1, 0),
+        "c": (1, 0),
+    }
+    only_far = CS.explanation_contents(
+        {"a": removed["a"]},
+        facts,
+        train,
+        {"a": {"ranks": {"original": [1, 2], "reduced": [1, 2]}}, "far": floors["far"]},
+    )["a"]
+    assert (only_far["floors_keep"], only_far["fell_where_floors_keep"]) == (2, 1)  # one finished floor is enough
     # a removal made for one fact un-filters another fact's query: "unfiltered" counts it, "query_answer" does not
     shared = CS.explanation_contents({"d": [[], [1]]}, facts, train, {"d": records["c"]})["d"]
     assert (shared["query_answer"], shared["unfiltered"]) == (0, 1)
@@ -336,27 +351,29 @@ def test_explanation_contents_tables_word_for_word():
             "fell_reduced_only": 1,
         },
     }
+    contents["tracin"].update(floors_keep=2, fell_where_floors_keep=1)  # kelpie's summarised before any floor
     res = results()
     res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"contents": contents}
     header = (
         "| explanations | facts explained | holding a fact joining head and tail | holding another answer (h, r, t′) "
-        "| queries losing a known answer to the removals | fell (original) | fell under the reduced filter only |"
+        "| queries losing a known answer to the removals | fell (original) | fell under the reduced filter only "
+        "| fell where the floors keep it first |"
     )
     assert CP.side_by_side_contents(res).splitlines() == [
         "**UMLS**:",
         "",
         header,
-        "|---|---|---|---|---|---|---|",
-        "| TracIn top-k (`tracin`) | 2 | 1 | 1 | 2 | 1 | 0 |",
-        "| Kelpie | 1 | 0 | 1 | 1 | 0 | 1 |",
+        "|---|---|---|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`) | 2 | 1 | 1 | 2 | 1 | 0 | 1 of 2 |",
+        "| Kelpie | 1 | 0 | 1 | 1 | 0 | 1 | — |",
     ]
     assert CP.side_by_side_contents(results()) == ""
     fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
     base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
     md = CS.compare_markdown({**base, "contents": contents})
     assert md.endswith(
-        f"\n\n{CS.CONTENTS_INTRO}\n\n{header}\n|---|---|---|---|---|---|---|\n"
-        "| tracin | 2 | 1 | 1 | 2 | 1 | 0 |\n| kelpie | 1 | 0 | 1 | 1 | 0 | 1 |\n"
+        f"\n\n{CS.CONTENTS_INTRO}\n\n{header}\n|---|---|---|---|---|---|---|---|\n"
+        "| tracin | 2 | 1 | 1 | 2 | 1 | 0 | 1 of 2 |\n| kelpie | 1 | 0 | 1 | 1 | 0 | 1 | — |\n"
     )
     assert CS.CONTENTS_INTRO not in CS.compare_markdown({**base, "contents": {}})
 

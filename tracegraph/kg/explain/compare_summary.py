@@ -193,9 +193,13 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
         holding a training fact that joins the fact's head and tail, either way round),
         ``query_answer`` (explanations holding another answer (h, r, t′) of the fact's query),
         ``unfiltered`` (facts whose query loses a known answer to the arm's removals, any fact's),
-        ``fell`` (facts no longer first, original filter) and ``fell_reduced_only`` (first under the
-        original filter, not under the reduced one).
+        ``fell`` (facts no longer first, original filter), ``fell_reduced_only`` (first under the
+        original filter, not under the reduced one) and, once a floor arm has finished,
+        ``floors_keep`` (facts every finished floor keeps first: those the retrain's chaos alone
+        leaves standing) with ``fell_where_floors_keep`` (of those, the facts the arm breaks).
     """
+    floors = [np.asarray(records[f]["ranks"]["original"], np.float64) <= 1 for f in FLOORS if f in records]
+    steady = np.logical_and.reduce(floors) if floors else None
     out = {}
     for name, rows in removed.items():
         if name not in records:
@@ -211,6 +215,8 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
             "fell": int(original.sum()),
             "fell_reduced_only": int(np.sum(reduced & ~original)),
         }
+        if steady is not None:
+            out[name].update(floors_keep=int(steady.sum()), fell_where_floors_keep=int(np.sum(original & steady)))
     return out
 
 
@@ -231,6 +237,7 @@ CONTENTS_COLUMNS = (
     ("unfiltered", "queries losing a known answer to the removals"),
     ("fell", "fell (original)"),
     ("fell_reduced_only", "fell under the reduced filter only"),
+    ("fell_where_floors_keep", "fell where the floors keep it first"),
 )
 
 
@@ -241,8 +248,14 @@ def contents_table(contents: dict, title) -> list[str]:
         "|---|" + "---|" * len(CONTENTS_COLUMNS),
     ]
     for name, c in contents.items():
-        out.append(f"| {title(name)} | " + " | ".join(str(c[k]) for k, _ in CONTENTS_COLUMNS) + " |")
+        out.append(f"| {title(name)} | " + " | ".join(_count(c, k) for k, _ in CONTENTS_COLUMNS) + " |")
     return out
+
+
+def _count(c: dict, key: str) -> str:
+    if key == "fell_where_floors_keep":  # out of the facts the floors keep first; a dash before any floor
+        return f"{c[key]} of {c['floors_keep']}" if key in c else "—"
+    return str(c[key])
 
 
 def facts_tsv(facts: list, groups: dict, records: dict) -> str:
