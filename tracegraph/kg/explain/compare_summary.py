@@ -210,8 +210,8 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
         out[name] = {
             "explained": sum(len(x) > 0 for x in held),
             "head_tail": sum(bool(np.any(_joins(x, f))) for x, f in zip(held, facts, strict=True)),
-            "query_answer": sum(bool(np.any(_other_answer(x, f))) for x, f in zip(held, facts, strict=True)),
-            "unfiltered": sum(bool(np.any(_other_answer(gone, f))) for f in facts),
+            "query_answer": sum(bool(np.any(same_query(x, f))) for x, f in zip(held, facts, strict=True)),
+            "unfiltered": sum(bool(np.any(same_query(gone, f))) for f in facts),
             "fell": int(original.sum()),
             "fell_reduced_only": int(np.sum(reduced & ~original)),
         }
@@ -223,11 +223,6 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
 def _joins(x: np.ndarray, f) -> np.ndarray:
     """Which of the triples ``x`` join the fact's head and tail (either way round)."""
     return ((x[:, 0] == f[0]) & (x[:, 2] == f[2])) | ((x[:, 0] == f[2]) & (x[:, 2] == f[0]))
-
-
-def _other_answer(x: np.ndarray, f) -> np.ndarray:
-    """Which of the triples ``x`` answer the fact's query (h, r, ?) with another tail."""
-    return (x[:, 0] == f[0]) & (x[:, 1] == f[1]) & (x[:, 2] != f[2])
 
 
 CONTENTS_COLUMNS = (
