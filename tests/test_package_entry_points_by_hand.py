@@ -22,7 +22,7 @@ WHERE = {
     "import_checkpoint": ("tracegraph.kg.api", "import_checkpoint"),
     "Run": ("tracegraph.kg.run", "Run"),
     "Evaluation": ("tracegraph.kg.run", "Evaluation"),
-    "IdMap": ("tracegraph.kg.data.triples", "IdMap"),
+    "IdMap": ("tracegraph.kg.data.idmap", "IdMap"),
     "load_model": ("tracegraph.kg", "load_model"),
     "TracIn": ("tracegraph.kg.explain.tracin.influence", "TracIn"),
     "RunStore": ("tracegraph.kg.model.store", "RunStore"),

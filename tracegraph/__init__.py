@@ -17,7 +17,7 @@ _LAZY = {
     "import_checkpoint": "tracegraph.kg.api",
     "Run": "tracegraph.kg.run",
     "Evaluation": "tracegraph.kg.run",
-    "IdMap": "tracegraph.kg.data.triples",
+    "IdMap": "tracegraph.kg.data.idmap",
     "load_model": "tracegraph.kg",
     "TracIn": "tracegraph.kg.explain.tracin.influence",
     "RunStore": "tracegraph.kg.model.store",
