@@ -327,6 +327,13 @@ def test_explanation_contents_count_by_hand_what_each_explanation_holds():
         {"a": {"ranks": {"original": [1, 2], "reduced": [1, 2]}}, "far": floors["far"]},
     )["a"]
     assert (only_far["floors_keep"], only_far["fell_where_floors_keep"]) == (2, 1)  # one finished floor is enough
+    both_fell = CS.explanation_contents(
+        {"a": removed["a"]}, facts, train, {"a": {"ranks": {"original": [3, 2], "reduced": [3, 2]}}, **floors}
+    )["a"]
+    assert (both_fell["fell"], both_fell["fell_where_floors_keep"]) == (
+        2,
+        1,
+    )  # fact 0 fell under noise too: not counted
     # a removal made for one fact un-filters another fact's query: "unfiltered" counts it, "query_answer" does not
     shared = CS.explanation_contents({"d": [[], [1]]}, facts, train, {"d": records["c"]})["d"]
     assert (shared["query_answer"], shared["unfiltered"]) == (0, 1)
