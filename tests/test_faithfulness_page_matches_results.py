@@ -55,6 +55,7 @@ def test_benchmarks_page_rows_of_the_kelpie_runs_read_the_results_file():
         ("fb15k-237", "FB15k-237, Kelpie's"),
         ("wn18rr", "WN18RR, Kelpie's"),
         ("fb15k-237-cpu", "FB15k-237 on a CPU"),
+        ("wn18rr-cpu", "WN18RR on a CPU"),
     )
     for ds, title in rows:
         row = next(line for line in page.splitlines() if line.startswith(f"| {title}"))
