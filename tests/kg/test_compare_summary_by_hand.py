@@ -133,6 +133,12 @@ def results():
     }
 
 
+def markdown_input() -> dict:
+    """What compare_markdown reads of a run: the results' one measured fact set."""
+    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
+    return {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
+
+
 def test_the_page_table_word_for_word():
     assert CP.side_by_side_table(results(), "own-facts").splitlines() == [
         "**UMLS**: 2 of the test set's 5 facts ranked first by the original model (test MRR 0.900, both sides); "
@@ -187,10 +193,7 @@ def test_the_page_groups_and_compare_md_word_for_word():
         "|---|---|---|",
         "| TracIn top-k (`tracin`) | +0.00 | -0.50 |",
     ]
-    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
-    md = CS.compare_markdown(
-        {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
-    )
+    md = CS.compare_markdown(markdown_input())
     assert md.startswith("# Necessity, side by side\n\nRun `runs/x`; 2 facts graded (5 offered;")
     assert (
         "| tracin | 3 | 1.50 | -0.50 [-0.75, +0.00] | -0.25 [-0.50, +0.00] | -1.00 [-1.25, +0.00] | "
@@ -282,8 +285,7 @@ def test_same_explanation_tables_word_for_word():
     assert CP.side_by_side_same(res, min_facts=4) == "" and CP.side_by_side_same(
         res, min_facts=3
     ) == CP.side_by_side_same(res)
-    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
-    base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
+    base = markdown_input()
     md = CS.compare_markdown({**base, "same_explanation": pairs})
     assert md.endswith(
         f"\n\n{CS.SAME_INTRO}\n\n| arms | facts | fell in both | fell in the first only | fell in the second only |\n"
@@ -375,8 +377,7 @@ def test_explanation_contents_tables_word_for_word():
         "| Kelpie | 1 | 0 | 1 | 1 | 0 | 1 | — |",
     ]
     assert CP.side_by_side_contents(results()) == ""
-    fs = results()["datasets"]["umls"]["fact_sets"]["own-facts"]
-    base = {"model_dir": "runs/x", "n_facts": 2, "offered": 5, "summary": fs["summary"], "groups": fs["groups"]}
+    base = markdown_input()
     md = CS.compare_markdown({**base, "contents": contents})
     assert md.endswith(
         f"\n\n{CS.CONTENTS_INTRO}\n\n{header}\n|---|---|---|---|---|---|---|---|\n"

@@ -168,12 +168,12 @@ def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: 
     Returns:
         Markdown: one table per dataset with such a pair.
     """
-    out = []
-    for ds, d in results["datasets"].items():
-        pairs = [p for p in d["fact_sets"].get(fact_set, {}).get("same_explanation", []) if p["facts"] >= min_facts]
-        if pairs:
-            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *same_table(pairs, arm_title), ""]
-    return "\n".join(out)
+
+    def table(fs: dict) -> list[str]:
+        pairs = [p for p in fs.get("same_explanation", []) if p["facts"] >= min_facts]
+        return same_table(pairs, arm_title) if pairs else []
+
+    return _per_dataset(results, fact_set, table)
 
 
 def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
@@ -186,12 +186,21 @@ def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
     Returns:
         Markdown: one table per dataset whose run counted them, arms in table order.
     """
+
+    def table(fs: dict) -> list[str]:
+        contents = fs.get("contents", {})
+        return contents_table({a: contents[a] for a in in_table_order(contents)}, arm_title) if contents else []
+
+    return _per_dataset(results, fact_set, table)
+
+
+def _per_dataset(results: dict, fact_set: str, table) -> str:
+    """One titled table per dataset, ``table(that dataset's fact set)`` (no rows: the dataset left out)."""
     out = []
     for ds, d in results["datasets"].items():
-        contents = d["fact_sets"].get(fact_set, {}).get("contents", {})
-        if contents:
-            ordered = {a: contents[a] for a in in_table_order(contents)}
-            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *contents_table(ordered, arm_title), ""]
+        rows = table(d["fact_sets"].get(fact_set, {}))
+        if rows:
+            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *rows, ""]
     return "\n".join(out)
 
 
