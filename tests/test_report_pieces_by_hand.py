@@ -232,6 +232,7 @@ HEADERS = [
     "k",
     "ΔH@1 (95 % CI)",
     "above far (95 % CI)",
+    "above neighbour (95 % CI)",
     "ΔMRR",
     "H@1 after",
     "MRR after",
@@ -252,6 +253,7 @@ def _arm(dh, ci, dmrr, h1, mrr, rank, **more):
 def test_the_section_word_for_word():
     method = _arm(0.4, [0.2, 0.6], 0.3, 0.5, 0.6, 2.26, triples_removed=12, removed_at_fact=3.5)
     method |= {"above_far_hits@1": 0.25, "above_far_hits@1_ci95_first_seed": [0.1, 0.4]}  # a plain number
+    method |= {"above_neighbour_hits@1": {"mean": -0.05}, "above_neighbour_hits@1_ci95_first_seed": [-0.2, 0.1]}
     doc = {
         "summary": {"tracin-margin-path@2": method, "far@2": _arm(0.1, [-0.1, 0.3], 0.05, 0.7, 0.8, 1.5)},
         "seeds": {"0": {"reference": {"ranks": [1, 1, 1]}, "tracin-margin-path@2": {"ranks": [2, 1, 1]}}},
@@ -261,9 +263,9 @@ def test_the_section_word_for_word():
         "protocol": {"facts": "the 3 <best> facts"},
     }
     rows = [
-        ["tracin-margin-path", "2", "0.400 (0.200 to 0.600)", "0.250 (0.100 to 0.400)", "0.300", "0.500"]
-        + ["0.600", "2.3", "12", "3.5"],
-        ["far", "2", "0.100 (-0.100 to 0.300)", "—", "0.050", "0.700", "0.800", "1.5", "—", "—"],
+        ["tracin-margin-path", "2", "0.400 (0.200 to 0.600)", "0.250 (0.100 to 0.400)", "-0.050 (-0.200 to 0.100)"]
+        + ["0.300", "0.500", "0.600", "2.3", "12", "3.5"],
+        ["far", "2", "0.100 (-0.100 to 0.300)", "—", "—", "0.050", "0.700", "0.800", "1.5", "—", "—"],
     ]
     sentence = (
         "Removing the 2 training triples that <b>tracin-margin-path</b> names for each of the 3 predictions "
@@ -281,7 +283,9 @@ def test_the_section_word_for_word():
     bare = N.necessity_section({"summary": {"far@1": _arm(0.1, None, 0.0, 1.0, 1.0, 1.0)}})
     assert bare.html == (
         f"<h2>Necessity of the explanations</h2><p>Facts: the test triples the model ranks first. {N.PROTOCOL}</p>"
-        + H.table(HEADERS, [["far", "1", "0.100", "—", "0.000", "1.000", "1.000", "1.0", "—", "—"]], [""], num_from=1)
+        + H.table(
+            HEADERS, [["far", "1", "0.100", "—", "—", "0.000", "1.000", "1.000", "1.0", "—", "—"]], [""], num_from=1
+        )
         + "<p class='note'>? facts.</p>"
     )
     nothing = N.necessity_section({"summary": {}})

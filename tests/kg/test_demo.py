@@ -63,6 +63,7 @@ def test_demo_quick_end_to_end(tmp_path):
         for name, v in nec["summary"].items():  # what the report's necessity section reads
             assert len(v["delta_hits@1_ci95_first_seed"]) == 2 and 0 <= v["flipped"]["mean"] <= nec["n_facts"]
             assert ("above_far_hits@1" in v) == (name != "far@4"), name
+            assert ("above_neighbour_hits@1" in v) == (name not in ("far@4", "neighbour@4")), name
         assert json.loads((out / "necessity" / "necessity.json").read_text())["summary"] == nec["summary"]
     else:
         assert "ranked first" in nec["note"]
@@ -116,7 +117,7 @@ def test_demo_recovery_table_marks_the_default_and_the_best_and_escapes_text():
     assert "&lt;c&gt;" in html and "<c>" not in html
 
 
-def _arm(d, above=None):
+def _arm(d, above=None, above_neighbour=None):
     a = {
         "delta_hits@1": {"mean": d},
         "delta_mrr": {"mean": d / 2},
@@ -126,7 +127,11 @@ def _arm(d, above=None):
         "triples_removed": 8,
         "delta_hits@1_ci95_first_seed": [d - 0.1, d + 0.1],
     }
-    return a | ({"above_far_hits@1": {"mean": above}} if above is not None else {})
+    a |= {"above_far_hits@1": {"mean": above}} if above is not None else {}
+    if above_neighbour is not None:
+        mean, ci = above_neighbour
+        a |= {"above_neighbour_hits@1": {"mean": mean}, "above_neighbour_hits@1_ci95_first_seed": ci}
+    return a
 
 
 @pytest.mark.parametrize("default, path, ok", [((0.6, 0.5), (0.4, 0.3), True), ((0.439, 0.417), (0.453, 0.430), False)])
@@ -138,8 +143,8 @@ def test_demo_cards_compare_the_default_with_the_baselines_on_the_same_figures(d
         "summary": {
             "neighbour@4": _arm(0.125, 0.0625),
             "far@4": _arm(0.0),
-            "tracin-margin-path@4": _arm(0.625, 0.5),
-            "path@4": _arm(0.25, 0.1875),
+            "tracin-margin-path@4": _arm(0.625, 0.5, (0.5, [0.25, 0.75])),
+            "path@4": _arm(0.25, 0.1875, (0.125, [-0.125, 0.375])),
         },
         "seeds": {
             "0": {
@@ -163,5 +168,22 @@ def test_demo_cards_compare_the_default_with_the_baselines_on_the_same_figures(d
         f"class='{cls}'>{default[0]:.3f} / {default[1]:.3f}</span>"
     )
     assert f"baseline path: recovery MRR / MAP<b>{path[0]:.3f} / {path[1]:.3f}</b>" in html
-    assert "<span class='ok'>0.625</span> / 0.125 / 0.000" in html  # 0.625 ≥ 2 × neighbour's 0.125
+    # green: the paired excess over neighbour clears zero, and the card says by how much
+    assert "<span class='ok'>0.625</span> / 0.125 / 0.000 <span class='note'>0.500 (0.250 to 0.750) above" in html
     assert "flips <b>5 of 8</b>" in html and "same entities flips <b>1</b>" in html  # counted from the ranks
+
+
+@pytest.mark.parametrize("ci, cls", [([0.05, 0.4], "ok"), ([-0.05, 0.4], "bad"), (None, "bad")])
+def test_demo_necessity_card_is_green_only_when_the_lead_over_neighbour_clears_zero(ci, cls):
+    from tracegraph.kg.demo.report import headline_cards
+
+    default = _arm(0.5, 0.4) if ci is None else _arm(0.5, 0.4, (0.2, ci))  # 4 × neighbour's drop either way
+    nec = {
+        "n_facts": 8,
+        "summary": {"neighbour@4": _arm(0.125, 0.1), "far@4": _arm(0.0), "tracin-margin-path@4": default},
+    }
+    html = headline_cards(
+        {"tail": {"mrr": 0.5, "hits@10": 0.9}}, {"test": 8}, {"recovery": {"summary": {}}, "necessity": nec}
+    ).html
+    assert f"<span class='{cls}'>0.500</span> / 0.125 / 0.000" in html
+    assert ("above neighbour" in html) == (ci is not None)

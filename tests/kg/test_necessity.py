@@ -15,7 +15,7 @@ from tracegraph.kg.model.model_io import build_model
 from tracegraph.kg.explain.grading import choose_facts, fact_margins, fact_ranks, top_rows
 from tracegraph.kg.explain.necessity import NecessityConfig, arm_rows, resolve_sides, run_necessity
 from tracegraph.kg.explain.necessity_summary import (
-    add_above_far,
+    add_above,
     add_margin_halves,
     add_split,
     bootstrap_mean,
@@ -194,28 +194,37 @@ def test_choose_facts_bootstrap_and_summary():
     assert (s["flipped"], s["gained"]) == (1, 1) and s["delta_hits@1"] == 0.0
 
 
-def test_above_far_is_paired_by_fact():
+def test_above_the_random_floors_is_paired_by_fact():
     ref = np.ones(6)
     far = np.array([1.0, 1.0, 2.0, 1.0, 1.0, 3.0])  # loses facts 2 and 5
+    nb = np.array([2.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # loses fact 0
     arm = np.array([4.0, 1.0, 2.0, 9.0, 1.0, 3.0])  # loses 0, 2, 3, 5
     arms = {
         "reference": {"ranks": ref.tolist()},
         "far@4": dict(summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist()),
+        "neighbour@4": dict(summarize_arm(ref, nb, 200, 0), k=4, ranks=nb.tolist()),
         "m@4": dict(summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist()),
         "m@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
         "far@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
+        "neighbour@2": dict(summarize_arm(ref, far, 200, 0), k=2, ranks=far.tolist()),
     }
-    add_above_far(arms, [2, 4], 2000, 0)
+    add_above(arms, [2, 4], 2000, 0)
     a = arms["m@4"]
     assert (
         a["above_far_hits@1"]
         == pytest.approx(2 / 6)
         == pytest.approx(a["delta_hits@1"] - arms["far@4"]["delta_hits@1"])
     )
+    # against neighbour: m loses 2, 3, 5 that neighbour keeps, neighbour loses nothing m keeps
+    assert a["above_neighbour_hits@1"] == pytest.approx(3 / 6)
     # paired: the facts both lose cancel, so every resample's difference is 0, 1/6, … never negative
     lo, hi = a["above_far_hits@1_ci95"]
     assert 0.0 <= lo < 2 / 6 < hi <= 4 / 6
+    lo, hi = a["above_neighbour_hits@1_ci95"]
+    assert 0.0 <= lo < 3 / 6 < hi <= 1.0
     assert arms["m@2"]["above_far_hits@1"] == 0.0 and arms["m@2"]["above_far_hits@1_ci95"] == [0.0, 0.0]
+    assert arms["neighbour@4"]["above_far_hits@1"] == pytest.approx(-1 / 6)  # neighbour against far, not itself
+    assert "above_neighbour_hits@1" not in arms["neighbour@4"] and "above_neighbour_hits@1" not in arms["far@4"]
     assert "above_far_hits@1" not in arms["far@4"] and "above_far_hits@1" not in arms["reference"]
 
 
@@ -828,7 +837,7 @@ def test_head_side_needs_reciprocal_relations(umls_dir, tmp_path):
     assert not (tmp_path / "x").exists() and not (tmp_path / "n").exists()
 
 
-def test_summary_over_seeds_carries_counts_intervals_and_above_far():
+def test_summary_over_seeds_carries_counts_intervals_and_the_excess_over_the_floors():
     from tracegraph.kg.explain.necessity_summary import across_seeds
 
     ref = np.ones(4)
@@ -840,13 +849,16 @@ def test_summary_over_seeds_carries_counts_intervals_and_above_far():
             "far@4": dict(
                 summarize_arm(ref, far, 200, 0), k=4, ranks=far.tolist(), triples_removed=8, removed_at_fact=0.0
             ),
+            "neighbour@4": dict(
+                summarize_arm(ref, ref, 200, 0), k=4, ranks=ref.tolist(), triples_removed=8, removed_at_fact=1.0
+            ),
             "m@4": dict(
                 summarize_arm(ref, arm, 200, 0), k=4, ranks=arm.tolist(), triples_removed=8, removed_at_fact=2.0
             ),
         }
-        add_above_far(arms, [4], 200, 0)
+        add_above(arms, [4], 200, 0)
         per_seed[seed] = arms
-    out = across_seeds(per_seed, ["far", "m"], [4])
+    out = across_seeds(per_seed, ["far", "neighbour", "m"], [4])
     m = out["m@4"]
     # seed 0: m loses facts 0, 1, 3, far loses 3 (above far 2/4); seed 1: m loses 0, far none (1/4)
     assert m["flipped"] == {"mean": 2.0, "min": 1.0, "max": 3.0}
@@ -856,3 +868,7 @@ def test_summary_over_seeds_carries_counts_intervals_and_above_far():
     lo, hi = m["above_far_hits@1_ci95_first_seed"]
     assert 0.0 <= lo < 0.5 < hi <= 1.0  # per fact 1, 1, 0, 0: never negative
     assert "above_far_hits@1" not in out["far@4"] and out["far@4"]["flipped"]["max"] == 1.0
+    # neighbour loses nothing: above it, m's excess is its whole drop (3/4 and 1/4)
+    assert m["above_neighbour_hits@1"]["mean"] == pytest.approx(m["delta_hits@1"]["mean"]) == pytest.approx(0.5)
+    assert m["above_neighbour_hits@1_ci95_first_seed"] == per_seed["0"]["m@4"]["above_neighbour_hits@1_ci95"]
+    assert "above_neighbour_hits@1" not in out["neighbour@4"] and "above_far_hits@1" in out["neighbour@4"]

@@ -138,7 +138,7 @@ def walks(cand, h, t):
 
 
 def test_given_facts_on_both_sides_arms_and_reference_by_hand(run, tmp_path, logs, monkeypatch):
-    from tracegraph.kg.explain.necessity_summary import add_above_far, summarize_arm
+    from tracegraph.kg.explain.necessity_summary import add_above, summarize_arm
 
     splits = []  # the side split's mask (the retrains here flip no fact, so its figures alone cannot tell)
     real_split = nec.add_split
@@ -272,13 +272,15 @@ def test_given_facts_on_both_sides_arms_and_reference_by_hand(run, tmp_path, log
         for a in arms.values()
         if "k" in a
     )
-    # above far: paired by fact against far at the same k, resampled with the sample seed
+    # above far and neighbour: paired by fact against them at the same k, resampled with the sample seed
     bare = {n: {"ranks": a["ranks"], **({"k": a["k"]} if n != "reference" else {})} for n, a in arms.items()}
-    add_above_far(bare, [1, 2, 4], 20, 4)
+    add_above(bare, [1, 2, 4], 20, 4)
     for n in order:
-        if not n.startswith("far"):
-            assert arms[n]["above_far_hits@1"] == bare[n]["above_far_hits@1"]
-            assert arms[n]["above_far_hits@1_ci95"] == bare[n]["above_far_hits@1_ci95"]
+        for floor in ("far", "neighbour"):
+            key = f"above_{floor}_hits@1"
+            assert (key in arms[n]) == (key in bare[n]) and arms[n].get(key) == bare[n].get(key)
+            assert arms[n].get(f"{key}_ci95") == bare[n].get(f"{key}_ci95")
+        assert ("above_neighbour_hits@1" in arms[n]) == (not n.startswith(("far", "neighbour")))
     assert any("necessity: 6 facts (3 tail-side, 3 head-side) explained by degree, path in " in m for m in logs())
 
 

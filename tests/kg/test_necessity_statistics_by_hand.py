@@ -10,7 +10,7 @@ import pytest
 
 from tracegraph.kg.explain.necessity_summary import (
     across_seeds,
-    add_above_far,
+    add_above,
     add_margin_halves,
     add_split,
     bootstrap_mean,
@@ -63,11 +63,16 @@ def test_the_same_seed_gives_the_same_intervals_everywhere():
     def arms():
         far = [1.0] * 10 + [2.0] * 10
         arm = [float(i % 3 + 1) for i in range(20)]
-        return {"reference": {"ranks": [1.0] * 20}, "far@2": {"k": 2, "ranks": far}, "m@2": {"k": 2, "ranks": arm}}
+        ref = {"reference": {"ranks": [1.0] * 20}}
+        return ref | {
+            "far@2": {"k": 2, "ranks": far},
+            "neighbour@2": {"k": 2, "ranks": far},
+            "m@2": {"k": 2, "ranks": arm},
+        }
 
     a1, a2 = arms(), arms()
-    add_above_far(a1, [2], 50, 3)
-    add_above_far(a2, [2], 50, 3)
+    add_above(a1, [2], 50, 3)
+    add_above(a2, [2], 50, 3)
     assert a1["m@2"]["above_far_hits@1_ci95"] == a2["m@2"]["above_far_hits@1_ci95"]
     assert a1["m@2"]["above_far_hits@1_ci95"][0] < a1["m@2"]["above_far_hits@1_ci95"][1]
 
@@ -169,9 +174,10 @@ def test_summary_takes_the_first_seeds_intervals_and_the_mean_removed_at_fact():
 
 
 HEADER = (
-    "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
-    "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |\n"
-    "|---|---|---|---|---|---|---|---|---|---|\n"
+    "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | above neighbour (95 % CI) "
+    "| ΔH@1 low / high-margin half | ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after "
+    "| removed (at each fact) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 INTRO = (
     "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
@@ -206,6 +212,8 @@ def test_necessity_markdown_written_out_by_hand():
                 **{
                     "above_far_hits@1": _stat(0.125),
                     "above_far_hits@1_ci95_first_seed": [0.0, 0.25],
+                    "above_neighbour_hits@1": _stat(-0.25),
+                    "above_neighbour_hits@1_ci95_first_seed": [-0.5, 0.0],
                     "delta_hits@1_low_margin": _stat(0.5),
                     "delta_hits@1_high_margin": _stat(0.0),
                     "delta_hits@1_tail": _stat(0.3),
@@ -228,9 +236,9 @@ def test_necessity_markdown_written_out_by_hand():
         "## Necessity (3 facts, seeds 0, 1)\n\n"
         + INTRO
         + HEADER
-        + "| tracin-margin | 4 | 0.250 [0.125, 0.375] (0.050–0.450) | 0.125 (0.000–0.250) | 0.500 / 0.000 "
-        "| 0.300 / 0.200 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
-        "| far | 4 | 0.100 [0.000, 0.200] (-0.100–0.300) | — | — | — | 0.050 | 0.750 | 1.50 | 12 (0.5) |\n"
+        + "| tracin-margin | 4 | 0.250 [0.125, 0.375] (0.050–0.450) | 0.125 (0.000–0.250) | -0.250 (-0.500–0.000) "
+        "| 0.500 / 0.000 | 0.300 / 0.200 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
+        "| far | 4 | 0.100 [0.000, 0.200] (-0.100–0.300) | — | — | — | — | 0.050 | 0.750 | 1.50 | 12 (0.5) |\n"
     )
 
 
@@ -246,5 +254,5 @@ def test_necessity_markdown_of_one_seed_has_no_spread():
         "## Necessity (2 facts, seeds 5)\n\n"
         + INTRO
         + HEADER
-        + "| neighbour | 1 | 0.250 (0.050–0.450) | — | — | 1.000 / 0.000 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
+        + "| neighbour | 1 | 0.250 (0.050–0.450) | — | — | — | 1.000 / 0.000 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
     )

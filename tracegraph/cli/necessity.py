@@ -113,8 +113,11 @@ def necessity_cmd(
 
 
 def res_lines(res: dict) -> str:
+    from tracegraph.kg.explain.necessity_summary import FLOORS
+
     def above(e: dict) -> str:
-        return f" ({e['above_far_hits@1']['mean']:+.3f} above far)" if "above_far_hits@1" in e else ""
+        parts = [f"{e[f'above_{f}_hits@1']['mean']:+.3f} above {f}" for f in FLOORS if f"above_{f}_hits@1" in e]
+        return f" ({', '.join(parts)})" if parts else ""
 
     return "\n".join(
         f"{name}: ΔH@1 {e['delta_hits@1']['mean']:.3f}{above(e)}, ΔMRR {e['delta_mrr']['mean']:.3f}, "

@@ -23,7 +23,8 @@ PROTOCOL = (
     "triples touching the fact's head or tail; <b>far</b>: k random triples touching neither (the noise floor). "
     "ΔH@1 = Hits@1 of the facts before − after (positive: the facts got worse), with its 95 % bootstrap "
     "interval over the facts. <b>Above far</b>: the arm's ΔH@1 minus far's, paired by fact — what the removal "
-    "did beyond the floor. <b>At each fact</b>: how many of the removed triples touch a fact's head or tail, on "
+    "did beyond the floor. <b>Above neighbour</b>: the same against neighbour — whether the method chose better "
+    "than as many random triples at the same entities. <b>At each fact</b>: how many of the removed triples touch a fact's head or tail, on "
     "average — every fact's removals go at once, so on a small graph one fact's far draws are another's "
     "neighbours."
 )
@@ -143,7 +144,8 @@ def headline(nec: dict) -> str | None:
     return text
 
 
-def _ci(v: dict, key: str) -> str:
+def with_ci(v: dict, key: str) -> str:
+    """A summary figure with its first-seed interval, "mean (lo to hi)"; "—" when the summary has none."""
     lo_hi = v.get(f"{key}_ci95_first_seed")
     mean = v[key]["mean"] if isinstance(v.get(key), dict) else v.get(key)
     if mean is None:
@@ -152,7 +154,7 @@ def _ci(v: dict, key: str) -> str:
 
 
 def necessity_section(nec: dict, files: str = "") -> Section:
-    """The necessity table (every arm, its interval and its excess over far) with the headline sentence.
+    """The necessity table (every arm, its interval, its excess over far and over neighbour) with the headline sentence.
 
     Args:
         nec: what :func:`read_necessity` returns (or ``{"note": …, "summary": {}}`` when nothing was graded).
@@ -171,8 +173,9 @@ def necessity_section(nec: dict, files: str = "") -> Section:
             [
                 e(arm),
                 str(k),
-                _ci(v, "delta_hits@1"),
-                _ci(v, "above_far_hits@1"),
+                with_ci(v, "delta_hits@1"),
+                with_ci(v, "above_far_hits@1"),
+                with_ci(v, "above_neighbour_hits@1"),
                 num(v["delta_mrr"]["mean"]),
                 num(v["hits@1"]["mean"]),
                 num(v["mrr"]["mean"]),
@@ -195,6 +198,7 @@ def necessity_section(nec: dict, files: str = "") -> Section:
                 "k",
                 "ΔH@1 (95 % CI)",
                 "above far (95 % CI)",
+                "above neighbour (95 % CI)",
                 "ΔMRR",
                 "H@1 after",
                 "MRR after",

@@ -48,7 +48,7 @@ from tracegraph.kg.explain.retrain import Retrainer
 from tracegraph.kg.explain.necessity_summary import (
     SPLITS,
     across_seeds,
-    add_above_far,
+    add_above,
     add_margin_halves,
     add_split,
     necessity_markdown,
@@ -393,7 +393,7 @@ def retrain_arms(cfg, seed, run_seed, lm, retrainer, per_fact, ks, train_ids, g:
                 f"{[round(x, 3) for x in a['delta_hits@1_ci95']]}, ΔMRR {a['delta_mrr']:.3f}, H@1 after "
                 f"{a['hits@1']:.3f} ({len(rows)} triples removed, {secs:.0f}s)"
             )
-    add_above_far(arms, ks, cfg.bootstrap, cfg.sample_seed)
+    add_above(arms, ks, cfg.bootstrap, cfg.sample_seed)
     add_margin_halves(arms, ref_margins)
     add_split(arms, ~head_side, SPLITS[1])
     return arms

@@ -1,6 +1,6 @@
 """The necessity test's statistics and report.
 
-ΔH@1 / ΔMRR with bootstrap intervals, the excess over the far arm (paired by fact), ΔH@1 split
+ΔH@1 / ΔMRR with bootstrap intervals, the excess over the far and neighbour arms (paired by fact), ΔH@1 split
 by margin half and by side, the spread over seeds, and ``necessity.md`` (the protocol itself:
 kg/explain/necessity.py).
 """
@@ -56,11 +56,16 @@ def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: 
     return out
 
 
-def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
-    """Add every non-far arm's H@1 drop minus far's at the same k, paired by fact, in place.
+FLOORS = ("far", "neighbour")  # the random arms every method arm is paired against, fact by fact
 
-    Per fact, far's hit after retraining minus the arm's (the reference cancels), bootstrapped
-    over the facts.
+
+def add_above(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
+    """Add every arm's H@1 drop minus each random floor's at the same k, paired by fact, in place.
+
+    Per fact, the floor's hit after retraining minus the arm's (the reference cancels), bootstrapped
+    over the facts: ``above_far_hits@1`` (what the removal did beyond a retrain's own noise; every
+    arm but far) and ``above_neighbour_hits@1`` (whether the method chose better than as many random
+    triples at the same entities; every method arm), each with its ``_ci95``.
 
     Args:
         arms: Arm name (``method@k``) to its summary, with ``ranks``; updated in place.
@@ -69,12 +74,14 @@ def add_above_far(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
         seed: Resampling seed.
     """
     for k in ks:
-        far_hit = (np.asarray(arms[f"far@{k}"]["ranks"], np.float64) <= 1).astype(np.float64)
-        for name, a in arms.items():
-            if name in ("reference", f"far@{k}") or a.get("k") != k:
-                continue
-            m, lo, hi = bootstrap_mean(far_hit - (np.asarray(a["ranks"], np.float64) <= 1), n_boot, seed)
-            a["above_far_hits@1"], a["above_far_hits@1_ci95"] = m, [lo, hi]
+        for floor in FLOORS:
+            floor_hit = (np.asarray(arms[f"{floor}@{k}"]["ranks"], np.float64) <= 1).astype(np.float64)
+            skip = {f"{f}@{k}" for f in FLOORS[: FLOORS.index(floor) + 1]}  # neighbour above far, not far above it
+            for name, a in arms.items():
+                if name == "reference" or name in skip or a.get("k") != k:
+                    continue
+                m, lo, hi = bootstrap_mean(floor_hit - (np.asarray(a["ranks"], np.float64) <= 1), n_boot, seed)
+                a[f"above_{floor}_hits@1"], a[f"above_{floor}_hits@1_ci95"] = m, [lo, hi]
 
 
 def removed_at_fact(removed: np.ndarray, facts: np.ndarray) -> float:
@@ -147,7 +154,7 @@ def across_seeds(per_seed: dict, arms: list[str], ks) -> dict:
         for k in ks:
             rows = [s[f"{arm}@{k}"] for s in per_seed.values()]
             entry = {}
-            above = ("above_far_hits@1",) if "above_far_hits@1" in rows[0] else ()  # far has none
+            above = tuple(f"above_{f}_hits@1" for f in FLOORS if f"above_{f}_hits@1" in rows[0])
             splits = [
                 f"delta_hits@1_{part}"
                 for pair in SPLITS
@@ -167,8 +174,8 @@ def across_seeds(per_seed: dict, arms: list[str], ks) -> dict:
             ):
                 v = [r[key] for r in rows]
                 entry[key] = {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
-            if above:
-                entry["above_far_hits@1_ci95_first_seed"] = rows[0]["above_far_hits@1_ci95"]
+            for key in above:
+                entry[f"{key}_ci95_first_seed"] = rows[0][f"{key}_ci95"]
             entry["triples_removed"] = rows[0]["triples_removed"]
             entry["removed_at_fact"] = float(np.mean([r["removed_at_fact"] for r in rows]))
             entry["delta_hits@1_ci95_first_seed"] = rows[0]["delta_hits@1_ci95"]
@@ -193,18 +200,16 @@ def necessity_markdown(res: dict) -> str:
         "Remove every fact's top-k explanation triples at once, retrain once, rank the facts again "
         "(docs/demo.md, 'Necessity').",
         "",
-        "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | ΔH@1 low / high-margin half "
-        "| ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after | removed (at each fact) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| arm | k | ΔH@1 (95 % CI, first seed) | above far (95 % CI) | above neighbour (95 % CI) "
+        "| ΔH@1 low / high-margin half | ΔH@1 tail / head side | ΔMRR | H@1 after | mean rank after "
+        "| removed (at each fact) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, e in res["summary"].items():
         arm, k = name.rsplit("@", 1)
         lo, hi = e["delta_hits@1_ci95_first_seed"]
         spread = "" if len(seeds) == 1 else f" [{e['delta_hits@1']['min']:.3f}, {e['delta_hits@1']['max']:.3f}]"
-        above = "—"
-        if "above_far_hits@1" in e:
-            flo, fhi = e["above_far_hits@1_ci95_first_seed"]
-            above = f"{e['above_far_hits@1']['mean']:.3f} ({flo:.3f}–{fhi:.3f})"
+        above = " | ".join(_above(e, f) for f in FLOORS)
         halves, sides = (
             f"{e[f'delta_hits@1_{a}']['mean']:.3f} / {e[f'delta_hits@1_{b}']['mean']:.3f}"
             if f"delta_hits@1_{a}" in e
@@ -217,3 +222,12 @@ def necessity_markdown(res: dict) -> str:
             f"{e['triples_removed']} ({e['removed_at_fact']:.1f}) |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _above(e: dict, floor: str) -> str:
+    """An arm's paired excess over a floor with its interval, for the Markdown table ("—" when it has none)."""
+    key = f"above_{floor}_hits@1"
+    if key not in e:
+        return "—"
+    lo, hi = e[f"{key}_ci95_first_seed"]
+    return f"{e[key]['mean']:.3f} ({lo:.3f}–{hi:.3f})"
