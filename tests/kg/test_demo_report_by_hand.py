@@ -151,8 +151,13 @@ def card(title, value):
     return f'<div class="card">{title}<b>{value}</b></div>'
 
 
-def arm(d):
-    return {"delta_hits@1": {"mean": d}}
+def arm(d, above_neighbour=None):
+    """A necessity summary entry: its ΔH@1, and its paired excess over neighbour with the interval when given."""
+    a = {"delta_hits@1": {"mean": d}}
+    if above_neighbour is not None:
+        mean, ci = above_neighbour
+        a |= {"above_neighbour_hits@1": {"mean": mean}, "above_neighbour_hits@1_ci95_first_seed": ci}
+    return a
 
 
 COUNTS = {"entities": 40, "relations": 5, "train": 300, "test": 8}
@@ -177,8 +182,9 @@ def test_headline_cards_word_for_word_with_the_necessity_sentence():
             "neighbour@2": arm(0.0),
             "tracin-margin-path@2": arm(0.0),
             "path@4": arm(0.5),
-            "tracin-margin-path@4": arm(0.5),  # the default at its largest k
-            "neighbour@4": arm(0.25),  # 0.5 >= 2 x 0.25: green
+            # the default at its largest k; green: its excess over neighbour clears zero
+            "tracin-margin-path@4": arm(0.5, (0.25, [0.125, 0.375])),
+            "neighbour@4": arm(0.25),
             "far@4": arm(0.125),
         },
         "seeds": {
@@ -202,7 +208,8 @@ def test_headline_cards_word_for_word_with_the_necessity_sentence():
         + card("baseline degree: recovery MRR / MAP", "0.125 / 0.125")
         + card(
             "necessity ΔH@1 (8 facts): tracin-margin-path / neighbour / far",
-            "<span class='ok'>0.500</span> / 0.250 / 0.125",
+            "<span class='ok'>0.500</span> / 0.250 / 0.125 "
+            "<span class='note'>0.250 (0.125 to 0.375) above neighbour</span>",
         )
         + "</div><p class='headline'>Removing the 4 training triples that <b>tracin-margin-path</b> names for each "
         "of the 8 predictions (all at once, then retraining) flips <b>2 of 8</b>: the model no longer ranks them "
@@ -276,29 +283,33 @@ def test_necessity_card_says_no_fact_to_test_when_only_a_note():
 @pytest.mark.parametrize(
     "ours, neighbour, far, value",
     [
-        (0.5, 0.25, 0.0, "<span class='ok'>0.500</span> / 0.250 / 0.000"),  # exactly twice: green
-        (0.5, 0.375, 0.0, "<span class='bad'>0.500</span> / 0.375 / 0.000"),
-        (0.25, -0.5, None, "<span class='ok'>0.250</span> / -0.500 / —"),  # a negative neighbour counts as 0
-        (0.25, None, 0.125, "<span class='ok'>0.250</span> / — / 0.125"),  # no neighbour arm
-        (0.25, "no ΔH@1", "no ΔH@1", "<span class='ok'>0.250</span> / — / —"),  # arms without the figure
-        (0.0, -0.25, 0.0, "<span class='bad'>0.000</span> / -0.250 / 0.000"),  # nothing flipped: not green
-        (-0.125, None, None, "<span class='bad'>-0.125</span> / — / —"),
+        ((0.5, [0.1, 0.4]), 0.25, 0.0, "<span class='ok'>0.500</span> / 0.250 / 0.000"),  # the excess clears 0
+        ((0.5, [0.0, 0.4]), 0.25, 0.0, "<span class='bad'>0.500</span> / 0.250 / 0.000"),  # it touches 0
+        ((0.5, None), 0.0, 0.0, "<span class='bad'>0.500</span> / 0.000 / 0.000"),  # no excess measured
+        ((0.25, [0.05, 0.5]), -0.5, None, "<span class='ok'>0.250</span> / -0.500 / —"),
+        ((0.25, [0.05, 0.5]), None, 0.125, "<span class='ok'>0.250</span> / — / 0.125"),  # no neighbour arm
+        ((0.25, [0.05, 0.5]), "no ΔH@1", "no ΔH@1", "<span class='ok'>0.250</span> / — / —"),
+        ((0.0, [0.05, 0.5]), -0.25, 0.0, "<span class='bad'>0.000</span> / -0.250 / 0.000"),  # nothing flipped
+        ((-0.125, None), None, None, "<span class='bad'>-0.125</span> / — / —"),
     ],
 )
 def test_necessity_card_against_neighbour_at_the_same_k(ours, neighbour, far, value):
     # no default arm: the first method arm, at its own k; the other k's random arms are not read
-    summary = {"neighbour@2": arm(0.0), "far@2": arm(0.0), "path@3": arm(ours), "path@2": arm(1.0)}
-    for name, d in (("neighbour@3", neighbour), ("far@3", far)):
-        if d == "no ΔH@1":
+    d, ci = ours
+    summary = {"neighbour@2": arm(0.0), "far@2": arm(0.0), "path@3": arm(d, (0.2, ci) if ci else None)}
+    summary["path@2"] = arm(1.0, (1.0, [1.0, 1.0]))
+    for name, x in (("neighbour@3", neighbour), ("far@3", far)):
+        if x == "no ΔH@1":
             summary[name] = {"triples_removed": 4}
-        elif d is not None:
-            summary[name] = arm(d)
+        elif x is not None:
+            summary[name] = arm(x)
     nec = {"n_facts": 5, "summary": summary}  # no per-fact ranks: no sentence
     html = headline_cards(METRICS, COUNTS, {"recovery": {"summary": {}}, "necessity": nec}).html
+    note = f" <span class='note'>0.200 ({ci[0]:.3f} to {ci[1]:.3f}) above neighbour</span>" if ci else ""
     assert html == (
         "<div class='cards'>"
         + TAIL_CARD
-        + card("necessity ΔH@1 (5 facts): path / neighbour / far", value)
+        + card("necessity ΔH@1 (5 facts): path / neighbour / far", value + note)
         + "</div>"
         + GRAPH
     )
