@@ -479,3 +479,45 @@ def test_method_explanations_are_reused_only_for_the_same_facts_and_settings(run
     cmp.run_compare(cmp.CompareConfig(**base, methods=["degree", "tracin"]), explain_only=True)
     cmp.run_compare(cmp.CompareConfig(**base, methods=["degree", "tracin"], k=2), explain_only=True)
     assert calls == [["degree", "tracin"], ["degree", "tracin"]]  # the second run reused; another k explains again
+
+
+def test_an_arm_removing_what_a_finished_arm_removed_with_its_seed_takes_its_retrain(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    explanations_file(run / "tw_a.tsv", facts, lambda t: t[1] == "r1")
+    explanations_file(run / "tw_copy.tsv", facts, lambda t: t[1] == "r1")
+    explanations_file(run / "tw_b.tsv", facts, lambda t: t[1] == "r0")
+    rec = Recorder(lm.model)
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: rec)
+    files = {n: str(run / f"tw_{n}.tsv") for n in ("a", "copy", "b")}
+    c = cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(run / "twins"), explanations=files)
+    res = cmp.run_compare(dataclasses.replace(c, arms=["a", "copy", "b"]))
+    assert [n for n, _, _ in rec.calls] == ["a", "b"]  # copy removes what a removed, with the same seed
+    arms = {n: json.loads((run / "twins" / "arms" / f"{n}.json").read_text()) for n in ("a", "copy", "b")}
+    assert arms["copy"]["retrain_of"] == "a" and arms["copy"]["ranks"] == arms["a"]["ranks"]
+    assert "retrain_of" not in arms["a"] and "retrain_of" not in arms["b"]
+    assert res["summary"]["copy"]["retrain_of"] == "a" and "retrain_of" not in res["summary"]["b"]
+    # a later file alike is taken without a retrain even when asked to retrain nothing
+    explanations_file(run / "tw_late.tsv", facts, lambda t: t[1] == "r1")
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: None)  # a retrain would fail
+    late = cmp.run_compare(
+        dataclasses.replace(c, explanations={**files, "late": str(run / "tw_late.tsv")}), explain_only=True
+    )
+    assert late["summary"]["late"]["retrain_of"] == "a"  # the first finished twin, not the copy of it
+
+
+def test_twin_record_needs_the_same_removals_and_the_same_seed():
+    from tracegraph.kg.explain.compare_arms import Arm, twin_record
+
+    rows = [np.array([3, 1]), np.array([1, 7])]
+    arms = {
+        "x": Arm("x", "file", rows, 5),
+        "regrouped": Arm("regrouped", "method", [np.array([1]), np.array([3, 7])], 5),  # same union, other facts
+        "other_seed": Arm("other_seed", "file", rows, 6),
+        "fewer": Arm("fewer", "file", [np.array([1]), np.array([7])], 5),
+    }
+    records = {"x": {"name": "x", "ranks": {"original": [1, 2]}, "explanation_sizes": [2, 2]}}
+    got = twin_record(arms, records, "regrouped", [("a", "r", "b"), ("c", "r", "d")])
+    assert got["retrain_of"] == "x" and got["ranks"] == records["x"]["ranks"] and got["explanation_sizes"] == [1, 2]
+    assert got["kind"] == "method" and got["name"] == "regrouped"
+    assert twin_record(arms, records, "other_seed", []) is None and twin_record(arms, records, "fewer", []) is None

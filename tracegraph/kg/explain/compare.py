@@ -23,7 +23,8 @@ original known triples (``original``: a removed fact ``(h, r, t')`` stays known 
 known triples minus the arm's removals (``reduced``: Kelpie's filter, under which a removed
 sibling answer can outrank the fact by itself). Each arm is written to ``arms/NAME.json`` when its
 retrain ends and skipped when rerun with the same removals; an interrupted retrain resumes from
-its last epoch. ``compare.json`` and ``compare.md`` summarise every finished arm; ``facts.tsv`` lists
+its last epoch, and an arm removing the same facts with the same seed as a finished one takes its
+record (``retrain_of``) instead of a second, identical retrain. ``compare.json`` and ``compare.md`` summarise every finished arm; ``facts.tsv`` lists
 every graded fact with each finished arm's ranks after.
 """
 
@@ -43,6 +44,7 @@ from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows,
     candidate_rows,
     removal_digest,
     table_rows,
+    twin_record,
 )
 from tracegraph.kg.explain.compare_summary import (
     compare_markdown,
@@ -250,10 +252,14 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=cfg.keep_models),
     }
     records = {a: rec for a in arms if (rec := _finished(out, arms[a], labels)) is not None}
+    for name in [a for a in wanted if a not in records]:  # an arm that is a finished arm's retrain needs none
+        if (rec := twin_record(arms, records, name, labels)) is not None:
+            records[name] = rec
+            atomic_write_json(out / "arms" / f"{name}.json", rec)
     todo = [] if explain_only else [a for a in wanted if a not in records]
     tick = step_callback(progress, "retrain", len(todo))
     for name in todo:
-        rec = records[name] = run_arm(arms[name], ctx)
+        rec = records[name] = twin_record(arms, records, name, labels) or run_arm(arms[name], ctx)
         atomic_write_json(out / "arms" / f"{name}.json", rec)
         tick(name)
         o = np.asarray(rec["ranks"]["original"])

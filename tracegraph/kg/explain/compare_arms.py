@@ -240,3 +240,28 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     noise_seed = run_seed + 1 if cfg.noise_seed is None else cfg.noise_seed
     arms["noise"] = Arm("noise", "noise", [np.zeros(0, np.int64)] * len(facts), noise_seed)
     return arms
+
+
+def twin_record(arms: dict[str, Arm], records: dict, name: str, labels: list) -> dict | None:
+    """The record of ``name`` taken from a finished arm that removes the same facts with the same seed, else None.
+
+    A retrain depends only on what is removed and the seed (the graded facts are the same), and both
+    filterings only on the removals: such an arm *is* that retrain, so it is not run twice (two methods
+    that explain every fact alike, say). The record says whose retrain it is (``retrain_of``).
+    """
+    arm = arms[name]
+    for other, rec in records.items():
+        if (
+            rec.get("retrain_of") is None
+            and arms[other].seed == arm.seed
+            and np.array_equal(arms[other].removed(), arm.removed())
+        ):
+            return rec | {
+                "name": name,
+                "kind": arm.kind,
+                "digest": removal_digest(arm, labels),
+                "explanation_sizes": [int(len(x)) for x in arm.rows],
+                "seconds_per_explanation": arm.seconds_per_explanation,
+                "retrain_of": other,
+            }
+    return None

@@ -12,9 +12,9 @@ ARM_TITLES = {
     "local-retrain": "tracegraph `local-retrain`",
     "local-newton": "tracegraph `local-newton`",
     "tracin-margin-path": "tracegraph `tracin-margin-path`",
+    "tracin-margin": "tracegraph `tracin-margin`",
     "tracin-margin-query": "tracegraph `tracin-margin-query`",
     "tracin": "TracIn top-k (`tracin`)",
-    "tracin-margin": "`tracin-margin`",
     "kelpie": "Kelpie",
     "data_poisoning": "Data Poisoning",
     "criage": "CRIAGE",
@@ -39,12 +39,12 @@ def in_table_order(arms) -> list[str]:
     return sorted(arms, key=lambda a: order.index(a) if a in order else len(order))
 
 
-def arm_title(arm: str) -> str:
-    """An arm's row title on the page; explain's default method says so."""
+def arm_title(arm: str, retrain_of: str | None = None) -> str:
+    """An arm's row title on the page; explain's default method says so, and an arm that is another's retrain too."""
     from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 
-    title = ARM_TITLES.get(arm, arm)
-    return f"{title}, explain's default" if arm == DEFAULT_EXPLAINER else title
+    title = ARM_TITLES.get(arm, arm) + (", explain's default" if arm == DEFAULT_EXPLAINER else "")
+    return f"{title} (the same removals as {ARM_TITLES.get(retrain_of, retrain_of)})" if retrain_of else title
 
 
 def _cell(s: dict | None, filtering: str, key: str) -> str:
@@ -109,7 +109,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
             spe = fs.get("explained", {}).get(arm) if s is None else s["seconds_per_explanation"]
             out.append(
-                f"| {arm_title(arm)} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
+                f"| {arm_title(arm, (s or {}).get('retrain_of'))} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
                 f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
                 f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
                 f"{_cell(s, 'original', 'beyond_far_hits@1')} | "

@@ -114,6 +114,7 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
             "mean_size": float(np.mean(rec["explanation_sizes"] or [0])),
             "seconds_per_explanation": rec["seconds_per_explanation"],
             "retrain_seconds": rec["retrain_seconds"],
+            **({"retrain_of": rec["retrain_of"]} if rec.get("retrain_of") else {}),
         }
         for f in FILTERINGS:
             after = np.asarray(rec["ranks"][f], np.float64)
