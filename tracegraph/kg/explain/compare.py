@@ -24,8 +24,9 @@ known triples minus the arm's removals (``reduced``: Kelpie's filter, under whic
 sibling answer can outrank the fact by itself). Each arm is written to ``arms/NAME.json`` when its
 retrain ends and skipped when rerun with the same removals; an interrupted retrain resumes from
 its last epoch, and an arm removing the same facts with the same seed as a finished one takes its
-record (``retrain_of``) instead of a second, identical retrain. ``compare.json`` and ``compare.md`` summarise every finished arm; ``facts.tsv`` lists
-every graded fact with each finished arm's ranks after.
+record (``retrain_of``) instead of a second, identical retrain. ``compare.json`` and ``compare.md``
+summarise every finished arm; ``facts.tsv`` lists every graded fact with each finished arm's ranks
+after.
 """
 
 from __future__ import annotations
