@@ -497,6 +497,8 @@ def test_an_arm_removing_what_a_finished_arm_removed_with_its_seed_takes_its_ret
     assert arms["copy"]["retrain_of"] == "a" and arms["copy"]["ranks"] == arms["a"]["ranks"]
     assert "retrain_of" not in arms["a"] and "retrain_of" not in arms["b"]
     assert res["summary"]["copy"]["retrain_of"] == "a" and "retrain_of" not in res["summary"]["b"]
+    md = (run / "twins" / "compare.md").read_text()
+    assert "| copy (the retrain of a) |" in md and "| a |" in md and "| b |" in md
     # a later file alike is taken without a retrain even when asked to retrain nothing
     explanations_file(run / "tw_late.tsv", facts, lambda t: t[1] == "r1")
     monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: None)  # a retrain would fail

@@ -306,8 +306,9 @@ def compare_markdown(res: dict) -> str:
     for name, s in res["summary"].items():
         o, r = s["original"], s["reduced"]
         spe = s["seconds_per_explanation"]
+        shown = f"{name} (the retrain of {s['retrain_of']})" if s.get("retrain_of") else name
         lines.append(
-            f"| {name} | {s['facts_removed']} | {s['mean_size']:.2f} | {_ci(o, 'change_hits@1')} | "
+            f"| {shown} | {s['facts_removed']} | {s['mean_size']:.2f} | {_ci(o, 'change_hits@1')} | "
             f"{_ci(o, 'change_mrr')} | {_ci(r, 'change_hits@1')} | {_ci(r, 'change_mrr')} | "
             f"{_ci(o, 'beyond_noise_hits@1')} | {_ci(o, 'beyond_far_hits@1')} | "
             + "".join(f"{_ci(o, f'beyond_{v}_hits@1')} | {_ci(r, f'beyond_{v}_hits@1')} | " for v in versus)
