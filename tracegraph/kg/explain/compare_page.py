@@ -13,6 +13,7 @@ ARM_TITLES = {
     "local-newton": "tracegraph `local-newton`",
     "tracin-margin-path": "tracegraph `tracin-margin-path`",
     "tracin-margin": "tracegraph `tracin-margin`",
+    "tracin-path": "tracegraph `tracin-path`",
     "tracin-margin-query": "tracegraph `tracin-margin-query`",
     "tracin": "TracIn top-k (`tracin`)",
     "kelpie": "Kelpie",
