@@ -12,6 +12,7 @@ Writes ``benchmarks/results/demo.json`` (``--results``), which the README, the d
 benchmarks page quote: seed 0 is what ``./run demo`` reproduces, the rest its spread.
 
 Usage: python benchmarks/demo_replicates.py --work DIR [--seeds 0,1,2,3,4] [--jobs 2]
+    [--methods tracin-margin,tracin,...] [--load TEXT] [--page]
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER as DEFAULT
+
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = "tracin-margin-path"
 ARMS = (DEFAULT, "path", "neighbour", "far")
 
 
