@@ -256,3 +256,17 @@ def test_necessity_markdown_of_one_seed_has_no_spread():
         + HEADER
         + "| neighbour | 1 | 0.250 (0.050–0.450) | — | — | — | 1.000 / 0.000 | 0.125 | 0.500 | 2.25 | 12 (1.5) |\n"
     )
+
+
+def test_cli_summary_lines_say_each_arms_excess_over_the_floors_it_has():
+    from tracegraph.cli.necessity import res_lines
+
+    entry = _summary_entry(**{"above_far_hits@1": _stat(0.125), "above_neighbour_hits@1": _stat(-0.25)})
+    far = _summary_entry(**{"delta_hits@1": _stat(0.1), "triples_removed": 8})
+    neighbour = _summary_entry(**{"above_far_hits@1": _stat(0.05)})
+    got = res_lines({"summary": {"m@4": entry, "neighbour@4": neighbour, "far@4": far}})
+    assert got.splitlines() == [
+        "m@4: ΔH@1 0.250 (+0.125 above far, -0.250 above neighbour), ΔMRR 0.125, 12 removed",
+        "neighbour@4: ΔH@1 0.250 (+0.050 above far), ΔMRR 0.125, 12 removed",
+        "far@4: ΔH@1 0.100, ΔMRR 0.125, 8 removed",
+    ]
