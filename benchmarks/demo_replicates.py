@@ -24,6 +24,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER as DEFAULT
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = (DEFAULT, "path", "neighbour", "far")
+TREATS = "biolink:treats"  # the demo's predicted relation
 
 
 def git_commit() -> str:
@@ -95,13 +97,16 @@ def method_jobs(work: Path, seeds: list[int], methods: list[str]) -> list:
     return jobs
 
 
-def necessity_arms(nec: dict, arms) -> dict:
-    """Each arm's figures from a ``necessity.json`` (its first seed), with the facts' ranks after."""
-    k = nec["config"]["ks"][0]
-    ranks = nec["seeds"][str(nec["config"]["sample_seed"])]
+def necessity_arms(nec: dict, arms, folder: Path) -> dict:
+    """Each arm's figures from ``folder``'s ``necessity.json`` (its first seed), with the facts' ranks after and
+    how many of the arm's removed triples each relation has (from its retrain's ``excluded.txt``)."""
+    k, seed = nec["config"]["ks"][0], str(nec["config"]["sample_seed"])
+    ranks = nec["seeds"][seed]
     out = {}
     for a in arms:
         sm = nec["summary"][f"{a}@{k}"]
+        excluded = (folder / "retrains" / f"seed{seed}_{a}_k{k}" / "excluded.txt").read_text().splitlines()
+        relations = Counter(line.split("\t")[1] for line in excluded if line.strip())
         out[a] = {
             "delta_hits@1": sm["delta_hits@1"]["mean"],
             "delta_hits@1_ci95": sm["delta_hits@1_ci95_first_seed"],
@@ -112,6 +117,7 @@ def necessity_arms(nec: dict, arms) -> dict:
             "triples_removed": sm["triples_removed"],
             "removed_at_fact": sm["removed_at_fact"],
             "ranks": ranks[f"{a}@{k}"]["ranks"],
+            "removed_relations": dict(relations.most_common()),
         }
     return out
 
@@ -123,10 +129,10 @@ def one_seed(folder: Path) -> dict:
     nec = json.loads((folder / "necessity" / "necessity.json").read_text())
     k = nec["config"]["ks"][0]
     tm = summ["test_metrics"]
-    necessity = necessity_arms(nec, ARMS)
+    necessity = necessity_arms(nec, ARMS, folder / "necessity")
     for more in sorted(folder.glob("methods-*/necessity.json")):  # further methods on the same facts
         extra = json.loads(more.read_text())
-        got = necessity_arms(extra, [a.rsplit("@", 1)[0] for a in extra["summary"]])
+        got = necessity_arms(extra, [a.rsplit("@", 1)[0] for a in extra["summary"]], more.parent)
         for a in [a for a in got if a in necessity]:  # the random arms, or a method the demo ran: the same retrain
             if extra["facts"] != nec["facts"] or got.pop(a)["ranks"] != necessity[a]["ranks"]:
                 sys.exit(f"error: {more}: its facts or its {a} arm differ from the demo's; remove it and rerun")
@@ -169,6 +175,12 @@ def lead(per_seed: dict, over: str, arm: str = DEFAULT, draws: int = 2000, seed:
     }
 
 
+def treats_share(arm: dict) -> float:
+    """The share of `treats` edges among the triples an arm removed (the relation the demo predicts)."""
+    rel = arm["removed_relations"]
+    return rel.get(TREATS, 0) / max(sum(rel.values()), 1)
+
+
 def spread(values: list[float]) -> dict:
     return {"mean": float(np.mean(values)), "min": float(np.min(values)), "max": float(np.max(values))}
 
@@ -181,6 +193,8 @@ def across(per_seed: dict) -> dict:
         "test_mrr_tail": spread([r["test"]["mrr_tail"] for r in rs]),
         "recovery_mrr": {m: spread([r["recovery"][m]["mrr"] for r in rs]) for m in rs[0]["recovery"]},
         "necessity_delta_hits@1": {a: spread([r["necessity"][a]["delta_hits@1"] for r in rs]) for a in arms},
+        # what each arm removes: the share of the prediction's own relation among its triples
+        "treats_share": {a: spread([treats_share(r["necessity"][a]) for r in rs]) for a in arms},
         "lead_over": {a: lead(per_seed, a) for a in ("neighbour", "far", "path")},
         "method_lead_over": {
             m: {a: lead(per_seed, a, arm=m) for a in ("neighbour", "far")}
@@ -319,20 +333,25 @@ def necessity_block(res: dict) -> str:
 
 
 def methods_block(res: dict) -> str:
-    """Every necessity arm over the seeds: its ΔH@1, its paired lead over the random arms, its recovery MRR."""
+    """Every necessity arm over the seeds: its ΔH@1, its paired lead over the random arms, what it removes, and
+    its recovery MRR."""
     acr, t = res["across_seeds"], seeds_title(res)
     lines = [
         f"| arm (k = 4, the same facts) | ΔH@1, {t}: mean (range) | above `neighbour`, paired (95 % CI) "
-        f"| above `far`, paired (95 % CI) | recovery MRR, {t} |",
-        "|---|---|---|---|---|",
+        f"| above `far`, paired (95 % CI) | `treats` edges among its removals | recovery MRR, {t} |",
+        "|---|---|---|---|---|---|",
     ]
     leads = acr["method_lead_over"]
-    for m in sorted(leads, key=lambda m: -leads[m]["neighbour"]["mean"]):
-        above = " | ".join(f"{f(leads[m][a]['mean'])} {ci(leads[m][a]['ci95'])}" for a in ("neighbour", "far"))
+    for m in [*sorted(leads, key=lambda m: -leads[m]["neighbour"]["mean"]), "neighbour", "far"]:
+        above = " | ".join(
+            f"{f(leads[m][a]['mean'])} {ci(leads[m][a]['ci95'])}" if m in leads else "" for a in ("neighbour", "far")
+        )
         rec = mean_range(acr["recovery_mrr"][m], 3) if m in acr["recovery_mrr"] else "not graded"
-        lines.append(f"| {NAMES.get(m, f'`{m}`')} | {mean_range(acr['necessity_delta_hits@1'][m])} | {above} | {rec} |")
-    for a in ("neighbour", "far"):
-        lines.append(f"| {NAMES[a]} | {mean_range(acr['necessity_delta_hits@1'][a])} | | | |")
+        share = f"{100 * acr['treats_share'][m]['mean']:.0f} %"
+        lines.append(
+            f"| {NAMES.get(m, f'`{m}`')} | {mean_range(acr['necessity_delta_hits@1'][m])} | {above} | {share} | "
+            f"{rec if m in leads else ''} |"
+        )
     return "\n".join(lines)
 
 

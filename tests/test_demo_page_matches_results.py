@@ -77,3 +77,10 @@ def test_the_lead_is_the_paired_difference_of_facts_kept_first():
     assert got["per_seed"] == pytest.approx(naive)
     assert got["mean"] == pytest.approx(np.mean(list(naive.values())))
     assert got["ci95"][0] <= got["mean"] <= got["ci95"][1]
+
+
+def test_the_treats_share_counts_the_removed_triples_by_relation():
+    assert bench.treats_share({"removed_relations": {"biolink:treats": 3, "biolink:affects": 1}}) == 0.75
+    assert bench.treats_share({"removed_relations": {}}) == 0.0
+    s0 = RES["seeds"]["0"]["necessity"]["tracin-margin-path"]
+    assert sum(s0["removed_relations"].values()) == s0["triples_removed"]  # every removed triple counted once
