@@ -523,3 +523,7 @@ def test_twin_record_needs_the_same_removals_and_the_same_seed():
     assert got["retrain_of"] == "x" and got["ranks"] == records["x"]["ranks"] and got["explanation_sizes"] == [1, 2]
     assert got["kind"] == "method" and got["name"] == "regrouped"
     assert twin_record(arms, records, "other_seed", []) is None and twin_record(arms, records, "fewer", []) is None
+    # a record that is itself another's retrain is never named: the chain ends at the arm that ran
+    arms["copy"] = Arm("copy", "file", rows, 5)
+    chained = {"copy": {**records["x"], "name": "copy", "retrain_of": "x"}, **records}
+    assert twin_record(arms, chained, "regrouped", [])["retrain_of"] == "x"
