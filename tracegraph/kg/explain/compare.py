@@ -253,20 +253,23 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=cfg.keep_models),
     }
     records = {a: rec for a in arms if (rec := _finished(out, arms[a], labels)) is not None}
-    for name in [a for a in wanted if a not in records]:  # an arm that is a finished arm's retrain needs none
-        if (rec := twin_record(arms, records, name, labels)) is not None:
-            records[name] = rec
-            atomic_write_json(out / "arms" / f"{name}.json", rec)
-    todo = [] if explain_only else [a for a in wanted if a not in records]
-    tick = step_callback(progress, "retrain", len(todo))
-    for name in todo:
-        rec = records[name] = twin_record(arms, records, name, labels) or run_arm(arms[name], ctx)
+    pending = [a for a in wanted if a not in records]
+    tick = step_callback(None if explain_only else progress, "retrain", len(pending))
+    for name in pending:
+        # an arm removing what a finished arm removed, with its seed, is that arm's retrain: it needs none
+        rec = twin_record(arms, records, name, labels)
+        if rec is None and explain_only:
+            continue
+        rec = records[name] = rec or run_arm(arms[name], ctx)
         atomic_write_json(out / "arms" / f"{name}.json", rec)
         tick(name)
         o = np.asarray(rec["ranks"]["original"])
+        retrain = (
+            f"the retrain of {rec['retrain_of']}" if rec.get("retrain_of") else f"retrain {rec['retrain_seconds']:.0f}s"
+        )
         log.info(
             f"compare: {name} removed {rec['facts_removed']} facts, H@1 after {np.mean(o <= 1):.3f} "
-            f"(original filtering), retrain {rec['retrain_seconds']:.0f}s"
+            f"(original filtering), {retrain}"
         )
     # in table order, with the arms other processes sharing this folder finished meanwhile
     records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
