@@ -42,10 +42,9 @@ def git_commit() -> str:
     return r.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
-def run_jobs(jobs: list[tuple[Path, list[str]]], at_once: int) -> float:
-    """Run each ``(log, command)``, ``at_once`` at a time; wall seconds. Stops at the first that fails."""
+def run_jobs(jobs: list[tuple[Path, list[str]]], at_once: int) -> None:
+    """Run each ``(log, command)``, ``at_once`` at a time. Stops at the first that fails."""
     running: list[subprocess.Popen] = []
-    t0 = time.perf_counter()
     while jobs or running:
         while jobs and len(running) < at_once:
             log, cmd = jobs.pop(0)
@@ -55,7 +54,6 @@ def run_jobs(jobs: list[tuple[Path, list[str]]], at_once: int) -> float:
             running.remove(p)
             if p.returncode:
                 sys.exit(f"error: {' '.join(p.args)} exited {p.returncode} (its log is beside its folder)")
-    return time.perf_counter() - t0
 
 
 def demo_jobs(work: Path, seeds: list[int]) -> list:
@@ -195,8 +193,7 @@ def across(per_seed: dict) -> dict:
         "necessity_delta_hits@1": {a: spread([r["necessity"][a]["delta_hits@1"] for r in rs]) for a in arms},
         # what each arm removes: the share of the prediction's own relation among its triples
         "treats_share": {a: spread([treats_share(r["necessity"][a]) for r in rs]) for a in arms},
-        "lead_over": {a: lead(per_seed, a) for a in ("neighbour", "far", "path")},
-        "method_lead_over": {
+        "lead_over": {
             m: {a: lead(per_seed, a, arm=m) for a in ("neighbour", "far")}
             for m in arms
             if m not in ("neighbour", "far")
@@ -267,7 +264,7 @@ def figures_block(res: dict) -> str:
             f"{nec[a]['flipped']} of {s0['n_facts']} | {mean_range(acr['necessity_delta_hits@1'][a])} |"
         )
     for a in ("neighbour", "far"):
-        ld = acr["lead_over"][a]
+        ld = acr["lead_over"][DEFAULT][a]
         lines.append(
             f"| the default's lead over `{a}`, paired by fact | {f(ld['per_seed']['0'])} | "
             f"{f(ld['mean'])} {ci(ld['ci95'])} |"
@@ -322,11 +319,12 @@ def necessity_block(res: dict) -> str:
     ]
     for s, r in res["seeds"].items():
         cells = " | ".join(f(r["necessity"][a]["delta_hits@1"]) for a in ARMS)
-        leads = " | ".join(f(acr["lead_over"][a]["per_seed"][s]) for a in ("neighbour", "far"))
+        leads = " | ".join(f(acr["lead_over"][DEFAULT][a]["per_seed"][s]) for a in ("neighbour", "far"))
         lines.append(f"| {s} | {r['n_facts']} | {cells} | {leads} |")
     means = " | ".join(f(acr["necessity_delta_hits@1"][a]["mean"]) for a in ARMS)
     leads = " | ".join(
-        f"{f(acr['lead_over'][a]['mean'])} {ci(acr['lead_over'][a]['ci95'])}" for a in ("neighbour", "far")
+        f"{f(acr['lead_over'][DEFAULT][a]['mean'])} {ci(acr['lead_over'][DEFAULT][a]['ci95'])}"
+        for a in ("neighbour", "far")
     )
     lines.append(f"| mean | | {means} | {leads} |")
     return "\n".join(lines)
@@ -341,7 +339,7 @@ def methods_block(res: dict) -> str:
         f"| above `far`, paired (95 % CI) | `treats` edges among its removals | recovery MRR, {t} |",
         "|---|---|---|---|---|---|",
     ]
-    leads = acr["method_lead_over"]
+    leads = acr["lead_over"]
     for m in [*sorted(leads, key=lambda m: -leads[m]["neighbour"]["mean"]), "neighbour", "far"]:
         above = " | ".join(
             f"{f(leads[m][a]['mean'])} {ci(leads[m][a]['ci95'])}" if m in leads else "" for a in ("neighbour", "far")
@@ -414,7 +412,7 @@ def main() -> None:
     Path(a.results).write_text(json.dumps(res, indent=1) + "\n")
     if a.page:
         write_page(res)
-    print(json.dumps({"seeds": seeds, **res["across_seeds"]["lead_over"]["neighbour"]}))
+    print(json.dumps({"seeds": seeds, **res["across_seeds"]["lead_over"][DEFAULT]["neighbour"]}))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def test_every_figure_in_the_demo_pages_prose_is_in_its_tables():
 
 def test_readme_demo_row_reads_the_results_file():
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if "[the demo]" in line)
-    s0, lead = RES["seeds"]["0"], RES["across_seeds"]["lead_over"]["neighbour"]
+    s0, lead = RES["seeds"]["0"], RES["across_seeds"]["lead_over"]["tracin-margin-path"]["neighbour"]
     nec = s0["necessity"]
     assert numbers(row) == {f"{s0['test']['mrr_tail']:.3f}", f"{lead['mean']:.2f}", *(f"{x:.2f}" for x in lead["ci95"])}
     assert f"flips {nec['tracin-margin-path']['flipped']} of {s0['n_facts']}" in row
@@ -58,7 +58,7 @@ def test_benchmarks_page_demo_rows_read_the_results_file():
     }
     assert numbers(rec) == want and RES["commit"] in rec
     nec = next(line for line in page.splitlines() if line.startswith("| necessity on the demo"))
-    lead = acr["lead_over"]["neighbour"]
+    lead = acr["lead_over"]["tracin-margin-path"]["neighbour"]
     want = {f"{s0['necessity'][a]['delta_hits@1']:.2f}" for a in ("tracin-margin-path", "neighbour", "far")}
     want |= {f"{lead['mean']:.2f}", *(f"{x:.2f}" for x in lead["ci95"])}
     assert numbers(nec) == want and RES["commit"] in nec
