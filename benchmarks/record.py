@@ -27,9 +27,16 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def git_commit() -> str:
-    """The checkout's short commit, marked when the tree has uncommitted changes to tracked files."""
+    """The checkout's short commit, marked when its code differs from it.
+
+    Edits to the pages, the tests and the results files (what a benchmark session writes while it
+    measures) change no figure, so they do not mark the commit.
+    """
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "-uno"], cwd=ROOT, capture_output=True, text=True)
+    code = [".", ":!docs", ":!tests", ":!benchmarks/results", ":!*.md"]
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "-uno", "--", *code], cwd=ROOT, capture_output=True, text=True
+    )
     return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
