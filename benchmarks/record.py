@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("error: give the benchmark's command after --")
     rec = record(resolve(command), a.read, a.load)
     rec["command"] = shlex.join(command)  # as a reader types it, not this machine's interpreter path
-    print(f"filed {file(a.name, a.label, rec, script_about(command)).relative_to(ROOT)} [{a.label}]")
+    path = file(a.name, a.label, rec, script_about(command))
+    print(f"filed {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} [{a.label}]")
 
 
 if __name__ == "__main__":

@@ -49,21 +49,6 @@ def test_readme_headline_row_reads_the_results_file():
     assert numbers(row) == want  # the noise arm has one figure: nothing removed, one filter
 
 
-def test_benchmarks_page_rows_of_the_kelpie_runs_read_the_results_file():
-    page = (ROOT / "docs" / "benchmarks.md").read_text()
-    rows = (
-        ("fb15k-237", "FB15k-237, Kelpie's"),
-        ("wn18rr", "WN18RR, Kelpie's"),
-        ("fb15k-237-cpu", "FB15k-237 on a CPU"),
-        ("wn18rr-cpu", "WN18RR on a CPU"),
-    )
-    for ds, title in rows:
-        row = next(line for line in page.splitlines() if line.startswith(f"| {title}"))
-        d = RESULTS["datasets"][ds]
-        want = {f"{d['test_both']['mrr']:.3f}", f"{d['test_both']['hits@10']:.3f}", f"{d['test_tail']['mrr']:.3f}"}
-        assert numbers(row) - {"0.995"} == want and d["commit"] in row
-
-
 def test_the_page_figure_is_drawn_at_build_from_every_measured_fact_set(tmp_path):
     spec = importlib.util.spec_from_file_location("docs_conf", ROOT / "docs" / "conf.py")
     conf = importlib.util.module_from_spec(spec)

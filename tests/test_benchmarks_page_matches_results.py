@@ -1,0 +1,137 @@
+"""The benchmarks page, and the README and docs sentences that quote it, read benchmarks/results/."""
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+page = load_script("benchmarks_page")
+record = load_script("record")
+PAGE = (ROOT / "docs" / "benchmarks.md").read_text()
+BLOCKS = page.page_blocks()
+# Published figures the pages cite beside ours (ConvE paper; LibKGE's tuned ConvE), not measurements of ours.
+PUBLISHED = {"0.94", "0.99", "0.325", "0.501", "0.43", "0.52", "0.339", "0.442"}
+# Settings quoted beside the figures: ConvE's learning rate, label smoothing and dropouts; the step's 1.5× target.
+SETTINGS = {"0.003", "0.1", "0.2", "0.3", "1.5"}
+# Rows held to benchmarks/results/demo.json by tests/test_demo_page_matches_results.py.
+DEMO_ROWS = ("| recovery of the demo's", "| necessity on the demo")
+
+
+def numbers(text: str) -> set[str]:
+    """Decimal figures and ratios (``41×``) in ``text``, signs dropped (a drop is quoted as −0.29 or -0.29)."""
+    return set(re.findall(r"\d+\.\d+", text)) | set(re.findall(r"(?<![\d.])(\d+)×(?!\d)", text))
+
+
+def without_blocks(text: str) -> str:
+    return re.sub(r"<!-- (bench:[a-z-]+) -->.*?<!-- /\1 -->", "", text, flags=re.S)
+
+
+def test_the_benchmarks_page_blocks_are_rendered_from_the_results_files():
+    for name, block in BLOCKS.items():
+        shown = PAGE.split(f"<!-- {name} -->", 1)[1].split(f"<!-- /{name} -->", 1)[0]
+        assert shown.strip() == block.strip(), f"docs/benchmarks.md's {name} block differs from benchmarks/results/"
+
+
+def test_every_figure_in_the_benchmarks_pages_prose_is_in_its_blocks():
+    prose = "\n".join(ln for ln in without_blocks(PAGE).splitlines() if not ln.startswith(DEMO_ROWS))
+    missing = numbers(prose) - numbers("".join(BLOCKS.values())) - PUBLISHED - SETTINGS
+    assert not missing, f"figures on the benchmarks page that no results file holds: {sorted(missing)}"
+
+
+def quoting_passages(text: str) -> list[str]:
+    """Table rows and paragraphs that link to the benchmarks page."""
+    parts = [p for p in re.split(r"\n\s*\n", text) if "benchmarks.md" in p]
+    rows = [ln for p in parts for ln in p.splitlines() if ln.startswith("|") and "benchmarks.md" in ln]
+    return rows + [p for p in parts if not p.lstrip().startswith("|")]
+
+
+@pytest.mark.parametrize(
+    "doc", ["README.md", "docs/training.md", "docs/explaining.md", "docs/filtering.md", "docs/trees.md"]
+)
+def test_pages_quoting_the_benchmarks_quote_its_figures(doc):
+    known = numbers("".join(BLOCKS.values())) | PUBLISHED | SETTINGS
+    for passage in quoting_passages((ROOT / doc).read_text()):
+        if passage.startswith(DEMO_ROWS) or "[the demo]" in passage:
+            continue
+        missing = numbers(passage) - known
+        assert not missing, (
+            f"{doc} quotes figures the benchmarks' results files do not hold: {sorted(missing)}\n{passage}"
+        )
+
+
+def test_numbers_reads_decimals_and_ratios_without_their_sign():
+    assert numbers("ΔHits@1 −0.29 [-0.38, +0.20]; 41× faster, 1.34× the floor") == {
+        "0.29",
+        "0.38",
+        "0.20",
+        "41",
+        "1.34",
+    }
+
+
+def test_record_files_the_json_lines_a_command_prints_beside_the_files_earlier_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "RESULTS", tmp_path)
+    (tmp_path / "b.json").write_text(json.dumps({"about": "b", "runs": {"gpu": {"kept": True}}}))
+    out = tmp_path / "out.json"
+    code = f"import json; print('progress'); print(json.dumps({{'setting': 's', 'value': 1.5}})); open({str(out)!r}, 'w').write('[3]')"
+    record.main(["b", "--label", "cpu", "--load", "idle", "--read", str(out), "--", "python", "-c", code])
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["runs"]["gpu"] == {"kept": True}
+    got = doc["runs"]["cpu"]
+    assert got["lines"] == [{"setting": "s", "value": 1.5}] and got["files"] == {str(out): [3]}
+    assert got["command"].startswith("python -c ") and got["load"] == "idle"
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    assert got["commit"].startswith(head.stdout.strip()) and got["machine"]["cpu_cores"] >= 1
+
+
+def test_record_files_nothing_when_the_command_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "RESULTS", tmp_path)
+    code = "import json, sys; print(json.dumps({'value': 1})); sys.exit(3)"
+    with pytest.raises(SystemExit, match="exited with 3; nothing filed"):
+        record.main(["b", "--", "python", "-c", code])
+    assert not list(tmp_path.iterdir())
+
+
+def test_record_runs_the_checkouts_python_and_tracegraph():
+    assert record.resolve(["python", "x.py"]) == [sys.executable, "x.py"]
+    assert Path(record.resolve(["tracegraph", "train"])[0]).name == "tracegraph"
+    assert record.resolve(["ls"]) == ["ls"]
+
+
+def test_record_keeps_only_the_json_object_lines():
+    text = 'INFO start\n{"a": 1}\n[1, 2]\n{not json\n  {"b": 2}  \n'
+    assert record.json_lines(text) == [{"a": 1}, {"b": 2}]
+
+
+def test_record_marks_the_commit_when_code_differs_but_not_for_pages_or_results(tmp_path, monkeypatch):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for rel in ("lib.py", "docs/page.md", "benchmarks/results/x.json"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("0\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(record, "ROOT", tmp_path)
+    (tmp_path / "docs/page.md").write_text("1\n")
+    (tmp_path / "benchmarks/results/x.json").write_text("1\n")
+    (tmp_path / "new.py").write_text("untracked\n")
+    assert "uncommitted" not in record.git_commit()
+    (tmp_path / "lib.py").write_text("1\n")
+    assert record.git_commit().endswith(" (with uncommitted changes)")
