@@ -88,6 +88,7 @@ def main():
         first = per[seeds[0]]["summary"][arm]
         names = {
             "above_far_hits@1": "above_far_mean",
+            "above_neighbour_hits@1": "above_neighbour_mean",
             "delta_hits@1_tail": "delta_hits1_tail_mean",
             "delta_hits@1_head": "delta_hits1_head_mean",
         }
