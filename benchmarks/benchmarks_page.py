@@ -1,9 +1,9 @@
-"""Render docs/benchmarks.md's tables from the results files that ``benchmarks/record.py`` filed.
+"""Render docs/benchmarks.md's and docs/demo-evidence.md's tables from what ``benchmarks/record.py`` filed.
 
     python benchmarks/benchmarks_page.py          # print the blocks
-    python benchmarks/benchmarks_page.py --write  # rewrite them in docs/benchmarks.md
+    python benchmarks/benchmarks_page.py --write  # rewrite them in the two pages
 
-Each block sits between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` on the page and is
+Each block sits between ``<!-- NAME -->`` and ``<!-- /NAME -->`` on its page and is
 built from ``benchmarks/results/*.json`` alone, so a figure on the page is always the file's
 (tests/test_benchmarks_page_matches_results.py renders the blocks and compares them byte for byte).
 """
@@ -279,11 +279,52 @@ def necessity_block(umls: dict, kelpie: dict) -> str:
                     what,
                     f"{a['original']['change_hits@1']:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                     f"{sec:.2f}" if sec else "—",
-                    (d.get("machine") or res["machine"]).split(" (")[0],
+                    (d.get("machine") or res["machine"]).split(" (")[0]
+                    + (", shared with other work" if "shared the" in (d.get("load") or res["load"]) else ""),
                     (d.get("commit") or res["commit"]).split()[0],
                 )
             )
     return "\n".join(out)
+
+
+REPLICATE_ARMS = {
+    "tracin-margin-path": "**`tracin-margin-path`** (default)",
+    "tracin-margin": "`tracin-margin`",
+    "neighbour": "neighbour: 4 random triples at the head or tail",
+    "far": "far: 4 random triples touching neither",
+}
+
+
+def replicates_block(nec: dict) -> str:
+    """ΔHits@1 of each arm in every independent replicate on UMLS, with the paired excesses."""
+    run = nec["runs"]["cpu"]
+    reps = {ln["arm"].split("@")[0]: ln for ln in run["lines"] if ln.get("figure") == "necessity_replicates"}
+    first = next(iter(reps.values()))
+    seeds = first["seeds"]
+    out = [
+        f"`{run['command']}` on {machine(run)} ({run['load']}), commit {run['commit']}; "
+        f"replicates {seeds[0]}–{seeds[-1]}, k = {first['k']}:",
+        "",
+        header("arm", f"ΔHits@1, replicates {seeds[0]}–{seeds[-1]}", "mean", "above far", "above neighbour", "ΔMRR"),
+    ]
+    for arm, title in REPLICATE_ARMS.items():
+        r = reps[arm]
+        out.append(
+            row(
+                title,
+                " ".join(f"{x:.2f}" for x in r["delta_hits1"]),
+                f"{r['delta_hits1_mean']:.3f}",
+                f"{r['above_far_mean']:.3f}" if "above_far_mean" in r else "",
+                f"{r['above_neighbour_mean']:.3f}" if "above_neighbour_mean" in r else "",
+                f"{r['delta_mrr_mean']:.3f}",
+            )
+        )
+    return "\n".join(out)
+
+
+def evidence_blocks() -> dict[str, str]:
+    """The generated blocks of docs/demo-evidence.md."""
+    return {"evidence:umls-replicates": replicates_block(load("necessity_umls"))}
 
 
 def page_blocks() -> dict[str, str]:
@@ -312,9 +353,12 @@ def write_blocks(page: Path, blocks: dict[str, str]) -> None:
     page.write_text(text)
 
 
+EVIDENCE = ROOT / "docs" / "demo-evidence.md"
+
 if __name__ == "__main__":
-    blocks = page_blocks()
-    if "--write" in sys.argv[1:]:
-        write_blocks(PAGE, blocks)
-    else:
-        print("\n\n".join(f"<!-- {k} -->\n{v}" for k, v in blocks.items()))
+    pages = {PAGE: page_blocks(), EVIDENCE: evidence_blocks()}
+    for path, blocks in pages.items():
+        if "--write" in sys.argv[1:]:
+            write_blocks(path, blocks)
+        else:
+            print("\n\n".join(f"<!-- {k} -->\n{v}" for k, v in blocks.items()))

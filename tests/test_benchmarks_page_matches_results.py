@@ -23,7 +23,9 @@ def load_script(name: str):
 page = load_script("benchmarks_page")
 record = load_script("record")
 PAGE = (ROOT / "docs" / "benchmarks.md").read_text()
+EVIDENCE = (ROOT / "docs" / "demo-evidence.md").read_text()
 BLOCKS = page.page_blocks()
+EVIDENCE_BLOCKS = page.evidence_blocks()
 # Published figures the pages cite beside ours (ConvE paper; LibKGE's tuned ConvE), not measurements of ours.
 PUBLISHED = {"0.94", "0.99", "0.325", "0.501", "0.43", "0.52", "0.339", "0.442"}
 # Settings quoted beside the figures: ConvE's learning rate, label smoothing and dropouts; the step's 1.5× target.
@@ -41,10 +43,25 @@ def without_blocks(text: str) -> str:
     return re.sub(r"<!-- (bench:[a-z-]+) -->.*?<!-- /\1 -->", "", text, flags=re.S)
 
 
-def test_the_benchmarks_page_blocks_are_rendered_from_the_results_files():
-    for name, block in BLOCKS.items():
-        shown = PAGE.split(f"<!-- {name} -->", 1)[1].split(f"<!-- /{name} -->", 1)[0]
-        assert shown.strip() == block.strip(), f"docs/benchmarks.md's {name} block differs from benchmarks/results/"
+@pytest.mark.parametrize("text, blocks", [(PAGE, BLOCKS), (EVIDENCE, EVIDENCE_BLOCKS)], ids=["benchmarks", "evidence"])
+def test_the_pages_blocks_are_rendered_from_the_results_files(text, blocks):
+    for name, block in blocks.items():
+        shown = text.split(f"<!-- {name} -->", 1)[1].split(f"<!-- /{name} -->", 1)[0]
+        assert shown.strip() == block.strip(), f"the page's {name} block differs from benchmarks/results/"
+
+
+def test_every_figure_in_the_evidence_pages_prose_is_in_its_tables():
+    prose = re.sub(r"<!-- (evidence:[a-z-]+) -->.*?<!-- /\1 -->", "", EVIDENCE, flags=re.S)
+    assert not numbers(prose) - numbers("".join(EVIDENCE_BLOCKS.values()))
+
+
+def test_passages_quoting_the_evidence_page_quote_its_figures():
+    known = numbers("".join(EVIDENCE_BLOCKS.values()))
+    paragraphs_and_items = re.split(r"\n\s*\n|\n(?=- )", (ROOT / "docs" / "demo.md").read_text())
+    passages = [p for p in paragraphs_and_items if "demo-evidence.md" in p]
+    assert len(passages) >= 2
+    for passage in passages:
+        assert not numbers(passage) - known, passage
 
 
 def test_every_figure_in_the_benchmarks_pages_prose_is_in_its_blocks():
