@@ -86,3 +86,9 @@ def test_the_treats_share_counts_the_removed_triples_by_relation():
     assert bench.treats_share({"removed_relations": {}}) == 0.0
     s0 = RES["seeds"]["0"]["necessity"]["tracin-margin-path"]
     assert sum(s0["removed_relations"].values()) == s0["triples_removed"]  # every removed triple counted once
+
+
+def test_the_explaining_pages_recovery_figures_are_the_demo_pages():
+    text = (ROOT / "docs" / "explaining.md").read_text()
+    passage = next(p for p in re.split(r"\n\s*\n", text) if p.startswith("**Recovery** of the demo's"))
+    assert numbers(passage) <= numbers(bench.page_blocks(RES)["demo-recovery"])
