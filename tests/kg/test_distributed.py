@@ -330,8 +330,8 @@ def test_devices_shard_test_triples(single_run, explain_inputs, tmp_path):
 FAILING = """
 import os, sys, time
 if os.environ["RANK"] == "1":
-    import tracegraph.kg.model.train as tr
-    real, calls = tr.TrainingObjective.forward, [0]
+    from tracegraph.kg.model.objective import TrainingObjective
+    real, calls = TrainingObjective.forward, [0]
     def failing(self, *a, **k):
         calls[0] += 1
         if calls[0] == 3:  # mid-epoch, while rank 0 waits in a collective
@@ -340,7 +340,7 @@ if os.environ["RANK"] == "1":
                 raise RuntimeError("simulated failure on rank 1")
             time.sleep(3600)  # hang: only the collective timeout can end this
         return real(self, *a, **k)
-    tr.TrainingObjective.forward = failing
+    TrainingObjective.forward = failing
 from tracegraph.cli import main
 sys.argv = ["tracegraph", *sys.argv[1:]]
 main()

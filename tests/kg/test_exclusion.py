@@ -5,7 +5,7 @@ import hashlib
 import pytest
 import torch
 
-import tracegraph.kg.model.train as tr
+from tracegraph.kg.model.objective import TrainingObjective
 from tracegraph.errors import DataError
 from tracegraph.kg.data.split import write_triples
 from tracegraph.kg.model.train import TrainConfig, train
@@ -31,7 +31,7 @@ def _cfg(umls_dir, out, **kw):
 def _record_batches(monkeypatch, cfg):
     """Train, recording per step: the batch's (h, r, tail) triples as a set, and the RNG state."""
     seen = []
-    real = tr.TrainingObjective.forward
+    real = TrainingObjective.forward
 
     def spy(self, h, r, batch_index, tails, weight=None):  # weight: CUDA-graph padding only, None on CPU
         rows = {(int(h[b]), int(r[b]), int(t)) for b, t in zip(batch_index.tolist(), tails.tolist())}
@@ -41,7 +41,7 @@ def _record_batches(monkeypatch, cfg):
         seen.append((rows, pairs, rng, float(loss.detach())))
         return loss
 
-    monkeypatch.setattr(tr.TrainingObjective, "forward", spy)
+    monkeypatch.setattr(TrainingObjective, "forward", spy)
     train(cfg)
     monkeypatch.undo()
     return seen

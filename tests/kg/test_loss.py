@@ -131,7 +131,7 @@ def test_tied_lookup_objective_gradients_equal_dense(mode, ckpt):
     """The training objective's fused path (head lookup adding into the loss's dE buffer) gives
     every parameter the gradient of the plain dense-BCE objective."""
     from tracegraph.kg.model.conve import ConvE, ConvEConfig
-    from tracegraph.kg.model.train import TrainingObjective
+    from tracegraph.kg.model.objective import TrainingObjective
 
     gen = torch.Generator().manual_seed(5)
     m = (

@@ -16,7 +16,9 @@ import torch
 import tracegraph.kg.model.train as train_module
 import tracegraph.kg.model.objective as objective_module
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.model.train import TrainingObjective, train
+import tracegraph.kg.model.train_session as session_module
+from tracegraph.kg.model.objective import TrainingObjective
+from tracegraph.kg.model.train import train
 from tests.kg.tiny_graph import TRIPLES, cfg, dense_loss, groups, initial_model, load, read, rows_loss, scripted
 
 
@@ -78,7 +80,7 @@ def test_a_non_finite_loss_stops_the_run_naming_epoch_step_and_rate(data, tmp_pa
 def test_exclusion_is_refused_under_torchrun_before_anything_is_read(data, tmp_path, monkeypatch):
     """A rank of a torchrun job (faked: the refusal comes before any collective call)."""
     rank = SimpleNamespace(device=torch.device("cpu"), active=True, rank=0, world_size=2, is_main=True)
-    monkeypatch.setattr(train_module, "init_distributed", lambda device: rank)
+    monkeypatch.setattr(session_module, "init_distributed", lambda device: rank)
     with pytest.raises(TracegraphError) as e:
         train(cfg(data, tmp_path / "out", exclude=str(tmp_path / "not-read.txt")))
     assert str(e.value) == (
@@ -177,7 +179,9 @@ def test_compile_wraps_the_objective_every_step_goes_through(data, tmp_path, mon
 def test_a_padded_step_is_the_unpadded_step(data, tmp_path, impl):
     """CUDA-graph replay pads a batch's targets to a fixed capacity with weight-0 rows (run on CPU
     here): the step's loss must be the dense loss of the batch, padded or not."""
-    s = train_module._build(cfg(data, tmp_path / "pad", learning_rate=0.0, label_smoothing=0.1, loss_impl=impl))
+    s = session_module.build_session(
+        cfg(data, tmp_path / "pad", learning_rate=0.0, label_smoothing=0.1, loss_impl=impl)
+    )
     s.step = s.objective
     run_step = train_module._step_function(s)
     index = torch.arange(5)

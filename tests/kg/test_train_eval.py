@@ -92,17 +92,17 @@ def test_resume_gives_identical_weights(umls_dir, tmp_path, mode):
 
 
 def test_nan_loss_stops_without_checkpoint(umls_dir, tmp_path, monkeypatch):
-    import tracegraph.kg.model.train as tr
+    from tracegraph.kg.model.objective import TrainingObjective
 
     calls = {"n": 0}
-    real = tr.TrainingObjective.forward  # whichever loss implementation the step takes
+    real = TrainingObjective.forward  # whichever loss implementation the step takes
 
     def sometimes_nan(self, *a, **k):
         calls["n"] += 1
         loss = real(self, *a, **k)
         return loss * float("nan") if calls["n"] > 25 else loss
 
-    monkeypatch.setattr(tr.TrainingObjective, "forward", sometimes_nan)
+    monkeypatch.setattr(TrainingObjective, "forward", sometimes_nan)
     out = tmp_path / "nan"
     with pytest.raises(TracegraphError, match="loss became nan"):
         train(small_cfg(umls_dir, out, epochs=5))

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 import tracegraph.kg.model.train as train_module
+from tracegraph.kg.model.objective import TrainingObjective
 from tracegraph.kg.model.conve import ConvE, ConvEConfig
 from tracegraph.kg.model.train import TrainConfig
 from tracegraph.runtime.seeding import seed_everything
@@ -139,13 +140,13 @@ def adam_steps(ck) -> int:
 def spy_batches(monkeypatch):
     """Record the (head, relation) rows of every training step, in the order the step saw them."""
     seen = []
-    real = train_module.TrainingObjective.forward
+    real = TrainingObjective.forward
 
     def spy(self, h, r, *a, **k):
         seen.append((h.clone(), r.clone()))
         return real(self, h, r, *a, **k)
 
-    monkeypatch.setattr(train_module.TrainingObjective, "forward", spy)
+    monkeypatch.setattr(TrainingObjective, "forward", spy)
     return seen
 
 
