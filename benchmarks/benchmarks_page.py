@@ -280,7 +280,7 @@ def necessity_block(umls: dict, kelpie: dict) -> str:
                     f"{a['original']['change_hits@1']:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                     f"{sec:.2f}" if sec else "—",
                     (d.get("machine") or res["machine"]).split(" (")[0]
-                    + (", shared with other work" if "shared the" in (d.get("load") or res["load"]) else ""),
+                    + (", shared with other work" if "shared the" in d.get("load", res.get("load", "")) else ""),
                     (d.get("commit") or res["commit"]).split()[0],
                 )
             )

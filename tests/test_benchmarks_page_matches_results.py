@@ -153,3 +153,37 @@ def test_record_marks_the_commit_when_code_differs_but_not_for_pages_or_results(
     assert "uncommitted" not in record.git_commit()
     (tmp_path / "lib.py").write_text("1\n")
     assert record.git_commit().endswith(" (with uncommitted changes)")
+
+
+def test_write_blocks_replaces_each_marked_block_and_keeps_the_rest(tmp_path):
+    p = tmp_path / "page.md"
+    p.write_text("intro\n<!-- bench:a -->\nold\n<!-- /bench:a -->\nmiddle\n<!-- bench:b -->\n<!-- /bench:b -->\nend\n")
+    page.write_blocks(p, {"bench:a": "new a", "bench:b": "| x |"})
+    assert p.read_text() == (
+        "intro\n<!-- bench:a -->\nnew a\n<!-- /bench:a -->\nmiddle\n<!-- bench:b -->\n| x |\n<!-- /bench:b -->\nend\n"
+    )
+    with pytest.raises(SystemExit, match="no <!-- bench:c --> marker"):
+        page.write_blocks(p, {"bench:c": "x"})
+
+
+def test_the_necessity_block_shows_a_dataset_once_its_default_arm_is_measured():
+    def arm(x):
+        return {"original": {"change_hits@1": x, "change_hits@1_ci95": [x - 0.1, x + 0.1]}}
+
+    def dataset(finished):
+        summary = {a: arm(-0.3) for a in finished}
+        fs = {"n_facts": 9, "finished": finished, "summary": summary}
+        return {"machine": "2 CPU cores (x)", "commit": "abc1234", "load": "", "fact_sets": {"kelpie-facts": fs}}
+
+    umls = {"machine": "m", "commit": "c", "load": "", "datasets": {}}
+    kelpie = {
+        "datasets": {
+            "fb15k-237-cpu": dataset(["kelpie", "noise"]),
+            "wn18rr-cpu": dataset(["tracin-margin-path", "noise"]),
+        }
+    }
+    block = page.necessity_block(umls, kelpie)
+    assert "FB15k-237" not in block
+    wn = [ln for ln in block.splitlines() if ln.startswith("| WN18RR")]
+    assert [ln.split(" | ")[1] for ln in wn] == ["tracegraph's default", "nothing removed, another seed"]
+    assert wn[0].split(" | ")[2] == "-0.30 [-0.40, -0.20]" and "abc1234" in wn[0]
