@@ -290,20 +290,31 @@ def necessity_block(umls: dict, kelpie: dict) -> str:
 REPLICATE_ARMS = {
     "tracin-margin-path": "**`tracin-margin-path`** (default)",
     "tracin-margin": "`tracin-margin`",
+    "tracin-path": "`tracin-path`",
     "neighbour": "neighbour: 4 random triples at the head or tail",
     "far": "far: 4 random triples touching neither",
 }
 
 
+def replicate_lines(nec: dict) -> dict[str, dict]:
+    """Each arm's across-replicates line, from every run of the file (an arm in several: the first run's)."""
+    reps = {}
+    for run in nec["runs"].values():
+        for ln in run["lines"]:
+            if ln.get("figure") == "necessity_replicates":
+                reps.setdefault(ln["arm"].split("@")[0], ln)
+    return reps
+
+
 def replicates_block(nec: dict) -> str:
     """ΔHits@1 of each arm in every independent replicate on UMLS, with the paired excesses."""
-    run = nec["runs"]["cpu"]
-    reps = {ln["arm"].split("@")[0]: ln for ln in run["lines"] if ln.get("figure") == "necessity_replicates"}
-    first = next(iter(reps.values()))
+    reps = replicate_lines(nec)
+    first = reps["tracin-margin-path"]
     seeds = first["seeds"]
-    out = [
-        f"`{run['command']}` on {machine(run)} ({run['load']}), commit {run['commit']}; "
-        f"replicates {seeds[0]}–{seeds[-1]}, k = {first['k']}:",
+    out = [f"On {machine(nec['runs']['cpu'])}, replicates {seeds[0]}–{seeds[-1]}, k = {first['k']}:", ""]
+    for run in nec["runs"].values():
+        out.append(f"- `{run['command']}` at commit {run['commit']} ({run['load']})")
+    out += [
         "",
         header("arm", f"ΔHits@1, replicates {seeds[0]}–{seeds[-1]}", "mean", "above far", "above neighbour", "ΔMRR"),
     ]

@@ -187,3 +187,15 @@ def test_the_necessity_block_shows_a_dataset_once_its_default_arm_is_measured():
     wn = [ln for ln in block.splitlines() if ln.startswith("| WN18RR")]
     assert [ln.split(" | ")[1] for ln in wn] == ["tracegraph's default", "nothing removed, another seed"]
     assert wn[0].split(" | ")[2] == "-0.30 [-0.40, -0.20]" and "abc1234" in wn[0]
+
+
+def test_replicates_are_reproduced_exactly_by_every_run_that_repeats_an_arm():
+    nec = json.loads((BENCH / "results" / "necessity_umls.json").read_text())
+    seen: dict[str, list] = {}
+    for run in nec["runs"].values():
+        for ln in run["lines"]:
+            if ln.get("figure") == "necessity_replicates":
+                seen.setdefault(ln["arm"], []).append(ln["delta_hits1"])
+    repeated = {arm: runs for arm, runs in seen.items() if len(runs) > 1}
+    assert {"tracin-margin-path@4", "neighbour@4", "far@4"} <= set(repeated)
+    assert all(runs[0] == r for runs in repeated.values() for r in runs[1:])
