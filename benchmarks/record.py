@@ -13,6 +13,7 @@ A command that fails files nothing.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -90,11 +91,11 @@ def run(command: list[str]) -> str:
 
 
 def record(command: list[str], reads: list[str], load: str | None) -> dict:
-    """Run the command and return the record that ``file`` writes."""
+    """Run ``command`` (already resolved) and return the record that ``file`` writes, its command as given."""
     before, started = os.getloadavg(), datetime.datetime.now(datetime.timezone.utc)
     commit, host = git_commit(), machine()
     lines = json_lines(run(command))
-    files = {r: json.loads((ROOT / r).read_text()) for r in reads}
+    files = {r: read_json(ROOT / r) for r in reads}
     if not lines and not files:
         raise SystemExit(f"error: {shlex.join(command)} printed no JSON line and no --read file; nothing filed")
     return {
@@ -109,6 +110,22 @@ def record(command: list[str], reads: list[str], load: str | None) -> dict:
         "lines": lines,
         "files": files,
     }
+
+
+def usage_error(message: str) -> SystemExit:
+    """One ``error:`` line on stderr and exit status 2, as every tracegraph command does for bad input."""
+    print(f"error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
+def read_json(path: Path):
+    """A ``--read`` file the command wrote; a missing or malformed one files nothing."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"error: --read {path}: the command did not write it; nothing filed") from None
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"error: --read {path}: line {e.lineno}: not JSON ({e.msg}); nothing filed") from None
 
 
 def file(name: str, label: str, rec: dict, about: str) -> Path:
@@ -128,8 +145,6 @@ def script_about(command: list[str]) -> str:
     for part in command:
         p = ROOT / part
         if part.endswith(".py") and p.exists():
-            import ast
-
             doc = ast.get_docstring(ast.parse(p.read_text()))
             if doc:
                 return doc.splitlines()[0]
@@ -144,8 +159,8 @@ def resolve(command: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if "--" not in argv:
-        raise SystemExit("error: give the benchmark's command after --")
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        raise usage_error("give the benchmark's command after --")
     cut = argv.index("--")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", help="results file: benchmarks/results/NAME.json")
@@ -154,8 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--read", action="append", default=[], help="a JSON file the command writes, kept too")
     a = ap.parse_args(argv[:cut])
     command = argv[cut + 1 :]
-    if not command:
-        raise SystemExit("error: give the benchmark's command after --")
+    if not a.name.replace("_", "").replace("-", "").isalnum():
+        raise usage_error(f"NAME {a.name!r}: letters, digits, - and _ only (it names benchmarks/results/NAME.json)")
     rec = record(resolve(command), a.read, a.load)
     rec["command"] = shlex.join(command)  # as a reader types it, not this machine's interpreter path
     path = file(a.name, a.label, rec, script_about(command))

@@ -199,3 +199,32 @@ def test_replicates_are_reproduced_exactly_by_every_run_that_repeats_an_arm():
     repeated = {arm: runs for arm, runs in seen.items() if len(runs) > 1}
     assert {"tracin-margin-path@4", "neighbour@4", "far@4"} <= set(repeated)
     assert all(runs[0] == r for runs in repeated.values() for r in runs[1:])
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["b"], "error: give the benchmark's command after --"),
+        (["b", "--"], "error: give the benchmark's command after --"),
+        (["../b", "--", "true"], "error: NAME '../b': letters, digits, - and _ only"),
+    ],
+)
+def test_record_usage_errors_are_one_error_line_and_status_2(argv, said, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "RESULTS", tmp_path)
+    with pytest.raises(SystemExit) as e:
+        record.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(said) and "\n" not in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_record_files_nothing_when_a_read_file_is_missing_or_not_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "RESULTS", tmp_path)
+    bad = tmp_path / "bad.json"
+    code = f"open({str(bad)!r}, 'w').write('{{\\n oops')"
+    with pytest.raises(SystemExit, match=r"bad.json: line 2: not JSON"):
+        record.main(["b", "--read", str(bad), "--", "python", "-c", code])
+    with pytest.raises(SystemExit, match=r"the command did not write it"):
+        record.main(["b", "--read", str(tmp_path / "absent.json"), "--", "python", "-c", "print('{}')"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
