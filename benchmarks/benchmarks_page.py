@@ -313,7 +313,7 @@ def replicates_block(nec: dict) -> str:
     seeds = first["seeds"]
     out = [f"On {machine(nec['runs']['cpu'])}, replicates {seeds[0]}–{seeds[-1]}, k = {first['k']}:", ""]
     for run in nec["runs"].values():
-        out.append(f"- `{run['command']}` at commit {run['commit']} ({run['load']})")
+        out.append(f"- `{run['command']}` at commit {run['commit']}: {run['load']}")
     out += [
         "",
         header("arm", f"ΔHits@1, replicates {seeds[0]}–{seeds[-1]}", "mean", "above far", "above neighbour", "ΔMRR"),
