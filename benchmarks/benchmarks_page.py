@@ -29,10 +29,9 @@ def lines(run: dict) -> dict[str, dict]:
 
 
 def machine(run: dict) -> str:
-    """The machine column: cores (or GPU) and, when given, the load."""
+    """The machine column: the GPU's name, else the CPU cores."""
     m = run["machine"]
-    name = m.get("gpu") or f"{m['cpu_cores']} CPU cores"
-    return name
+    return m.get("gpu") or f"{m['cpu_cores']} CPU cores"
 
 
 def row(*cells) -> str:
@@ -46,7 +45,7 @@ def header(*names) -> str:
 def quality_block(train: dict, kelpie: dict) -> str:
     """Test metrics of the trainings: UMLS at the defaults and with its preset; FB15k-237 and WN18RR at Kelpie's settings."""
     out = [header("figure", "measured", "command", "machine", "commit")]
-    for label, title in (("defaults", "UMLS, defaults (100 epochs)"), ("preset", "UMLS, `--preset umls`")):
+    for label, title in (("defaults", "UMLS, defaults, at most 100 epochs"), ("preset", "UMLS, `--preset umls`")):
         run = train["runs"][label]
         files = run["files"]
         test = next(v for k, v in files.items() if k.endswith("test_results.json"))["metrics"]["both"]
@@ -55,7 +54,7 @@ def quality_block(train: dict, kelpie: dict) -> str:
             row(
                 title,
                 f"test MRR {test['mrr']:.3f}, Hits@1 {test['hits@1']:.3f}, Hits@10 {test['hits@10']:.3f}; "
-                f"{epochs} epochs (early stopping on valid MRR), {run['seconds']:.0f} s in all",
+                f"stopped after {epochs} epochs, {run['seconds']:.0f} s in all",
                 f"`{run['command']}`",
                 machine(run),
                 run["commit"],
