@@ -11,6 +11,7 @@ built from ``benchmarks/results/*.json`` alone, so a figure on the page is alway
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -223,7 +224,7 @@ def tracin_block(speed: dict) -> str:
     s = lines(run)
     fwd, one, many = s["plain_forward"], s["exact_T1"], s["exact_T256"]
     loop1, loop256 = s["autograd_T1"], s["autograd_T256"]
-    n_train = int(one["problem"].split(" training triples")[0].rsplit(", ", 1)[1].replace(",", ""))
+    n_train = int(re.search(r"(\d[\d,]*) training triples", one["problem"]).group(1).replace(",", ""))
     out = [
         f"{one['problem']}; `{run['command']}` on {machine(run)}, commit {run['commit']}:",
         "",
