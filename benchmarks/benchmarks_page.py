@@ -25,8 +25,8 @@ def load(name: str) -> dict:
 
 
 def lines(run: dict) -> dict[str, dict]:
-    """A record's JSON lines by their ``setting`` (or ``system``) name."""
-    return {ln.get("setting") or ln.get("system"): ln for ln in run["lines"]}
+    """A record's JSON lines by their ``setting`` name."""
+    return {ln["setting"]: ln for ln in run["lines"]}
 
 
 def machine(run: dict) -> str:
@@ -37,6 +37,11 @@ def machine(run: dict) -> str:
 
 def row(*cells) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def run_row(figure: str, measured: str, run: dict) -> str:
+    """A table row of a figure measured by one recorded run: its command, machine and commit beside it."""
+    return row(figure, measured, f"`{run['command']}`", machine(run), run["commit"])
 
 
 def header(*names) -> str:
@@ -52,13 +57,11 @@ def quality_block(train: dict, kelpie: dict) -> str:
         test = next(v for k, v in files.items() if k.endswith("test_results.json"))["metrics"]["both"]
         epochs = len(next(v for k, v in files.items() if k.endswith("training_history.json")))
         out.append(
-            row(
+            run_row(
                 title,
                 f"test MRR {test['mrr']:.3f}, Hits@1 {test['hits@1']:.3f}, Hits@10 {test['hits@10']:.3f}; "
                 f"stopped after {epochs} epochs, {run['seconds']:.0f} s in all",
-                f"`{run['command']}`",
-                machine(run),
-                run["commit"],
+                run,
             )
         )
     for key, title in (
@@ -90,32 +93,26 @@ def training_speed_block(pykeen: dict, cleanup: dict) -> str:
     off, on = (lines(cleanup["runs"]["cpu"])[f"memory_cleanup_{x}"] for x in ("off", "on"))
     out = [
         header("figure", "measured", "command", "machine", "commit"),
-        row(
+        run_row(
             "step vs PyKEEN 1.11 LCWA ConvE: 10k entities, 50k triples, d = 200, batch 512",
             f"{ours['value']:.3f} s/batch, {ours['peak_rss_mb']:.0f} MB (fused loss {fused['value']:.3f} s, "
             f"{fused['peak_rss_mb']:.0f} MB); PyKEEN {pk['value']:.2f} s/batch, {pk['peak_rss_mb'] / 1000:.1f} GB: "
             f"**{ours['speedup_vs_pykeen']:.0f}× faster, {ours['memory_fraction_of_pykeen']:.3f} of the memory**; "
             f"{ours['ratio_to_floor']:.2f}× the fp32 GEMM floor ({floor['value']:.3f} s)",
-            f"`{run['command']}`",
-            machine(run),
-            run["commit"],
+            run,
         ),
-        row(
+        run_row(
             "the same step against its fp32 GEMM floor, timed paired (step, then one pass over the floor's "
             "matmul shapes, alternately in one process)",
             f"**{p['paired_ratio_to_floor']:.2f}×** the floor (interquartile range of the "
             f"{p['timed_batches']} per-batch ratios {p['paired_ratio_iqr'][0]:.2f}–{p['paired_ratio_iqr'][1]:.2f})",
-            f"`{paired['command']}`",
-            machine(paired),
-            paired["commit"],
+            paired,
         ),
-        row(
+        run_row(
             "`--memory-cleanup` on UMLS",
             f"{on['value']:.3f} s/epoch on, {off['value']:.3f} off ({on['time_ratio_on_over_off']:.2f}×); each cleanup "
             f"{on['cleanup_call_ms']:.0f} ms; peak memory {on['peak_rss_ratio_on_over_off']:.2f}× off's: off by default",
-            f"`{cleanup['runs']['cpu']['command']}`",
-            machine(cleanup["runs"]["cpu"]),
-            cleanup["runs"]["cpu"]["commit"],
+            cleanup["runs"]["cpu"],
         ),
     ]
     return "\n".join(out)
@@ -180,39 +177,31 @@ def trees_block(probe: dict, memory: dict, vessels: dict, paths: dict) -> str:
     mb = 2**20
     out = [
         header("figure", "measured", "command", "machine", "commit"),
-        row(
+        run_row(
             "linear probe, pretrained vs random encoder",
             f"{100 * study['pretrained_mean']:.1f} ± {100 * study['pretrained_std']:.1f} % vs "
             f"{100 * study['random_mean']:.1f} ± {100 * study['random_std']:.1f} %: "
             f"**+{study['gain_points_mean']:.1f} ± {study['gain_points_std']:.1f} points** ({len(study['seeds'])} seeds)",
-            f"`{prun['command']}`",
-            machine(prun),
-            prun["commit"],
+            prun,
         ),
-        row(
+        run_row(
             f"pretraining epoch, {plain['trees']:,} trees of ~{plain['nodes_mean']:.0f} nodes, 1 thread",
             f"{plain['epoch_seconds']:.1f} s; {ck['epoch_seconds']:.1f} s with gradient checkpointing "
             f"(saved activations {plain['activation_bytes_per_batch'] / mb:.0f} → "
             f"{ck['activation_bytes_per_batch'] / mb:.0f} MB per batch)",
-            f"`{mrun['command']}`",
-            machine(mrun),
-            mrun["commit"],
+            mrun,
         ),
-        row(
+        run_row(
             f"{v['image_shape'][1]}×{v['image_shape'][0]} vessel masks → trees of {v['nodes_mean']:.0f} nodes, "
             f"{v['trees']:,}-tree epoch",
             f"{v['epoch_seconds']:.1f} s, {v['ratio_to_baseline']:.2f}× the synthetic epoch timed in the same process; "
             f"mask → tree {v['mask_to_tree_seconds_mean']:.1f} s per image",
-            f"`{vrun['command']}`",
-            machine(vrun),
-            vrun["commit"],
+            vrun,
         ),
-        row(
+        run_row(
             f"3rd-order paths per node, {big['nodes']:,}-node tree vs a kNN-8 graph of the same points",
             f"{big['tree_paths_per_node']:.1f} vs {big['knn8_paths_per_node']:.0f}",
-            f"`{paths['runs']['cpu']['command']}`",
-            machine(paths["runs"]["cpu"]),
-            paths["runs"]["cpu"]["commit"],
+            paths["runs"]["cpu"],
         ),
     ]
     return "\n".join(out)

@@ -363,17 +363,6 @@ def page_blocks(res: dict) -> dict[str, str]:
     }
 
 
-def write_page(res: dict, page: Path = PAGE) -> None:
-    """Rewrite the page's generated blocks in place from ``res``."""
-    text = page.read_text()
-    for name, block in page_blocks(res).items():
-        if f"<!-- {name} -->" not in text:
-            sys.exit(f"error: {page}: no <!-- {name} --> marker to write the block into")
-        head, rest = text.split(f"<!-- {name} -->", 1)
-        text = f"{head}<!-- {name} -->\n{block}\n<!-- /{name} -->{rest.split(f'<!-- /{name} -->', 1)[1]}"
-    page.write_text(text)
-
-
 def load_text(loads: list) -> str:
     """The 1-minute load average at the demos' starts, as "a–b"."""
     if any(x is None for x in loads):
@@ -411,7 +400,9 @@ def main() -> None:
     }
     Path(a.results).write_text(json.dumps(res, indent=1) + "\n")
     if a.page:
-        write_page(res)
+        from benchmarks_page import write_blocks  # the script beside this one
+
+        write_blocks(PAGE, page_blocks(res))
     print(json.dumps({"seeds": seeds, **res["across_seeds"]["lead_over"][DEFAULT]["neighbour"]}))
 
 

@@ -91,10 +91,10 @@ def run(command: list[str]) -> str:
 
 
 def record(command: list[str], reads: list[str], load: str | None) -> dict:
-    """Run ``command`` (already resolved) and return the record that ``file`` writes, its command as given."""
+    """Run ``command`` as given (``python``/``tracegraph`` this checkout's) and return the record ``file`` writes."""
     before, started = os.getloadavg(), datetime.datetime.now(datetime.timezone.utc)
     commit, host = git_commit(), machine()
-    lines = json_lines(run(command))
+    lines = json_lines(run(resolve(command)))
     files = {r: read_json(ROOT / r) for r in reads}
     if not lines and not files:
         raise SystemExit(f"error: {shlex.join(command)} printed no JSON line and no --read file; nothing filed")
@@ -171,8 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     command = argv[cut + 1 :]
     if not a.name.replace("_", "").replace("-", "").isalnum():
         raise usage_error(f"NAME {a.name!r}: letters, digits, - and _ only (it names benchmarks/results/NAME.json)")
-    rec = record(resolve(command), a.read, a.load)
-    rec["command"] = shlex.join(command)  # as a reader types it, not this machine's interpreter path
+    rec = record(command, a.read, a.load)  # its command as a reader types it, not this machine's paths
     path = file(a.name, a.label, rec, script_about(command))
     print(f"filed {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} [{a.label}]")
 
