@@ -31,15 +31,13 @@ import numpy as np
 
 from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER as DEFAULT
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the scripts beside this one
+from benchmarks_page import write_blocks  # noqa: E402
+from record import git_commit  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = (DEFAULT, "path", "neighbour", "far")
 TREATS = "biolink:treats"  # the demo's predicted relation
-
-
-def git_commit() -> str:
-    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "tracegraph"], cwd=ROOT, capture_output=True, text=True)
-    return r.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
 def run_jobs(jobs: list[tuple[Path, list[str]]], at_once: int) -> None:
@@ -400,8 +398,6 @@ def main() -> None:
     }
     Path(a.results).write_text(json.dumps(res, indent=1) + "\n")
     if a.page:
-        from benchmarks_page import write_blocks  # the script beside this one
-
         write_blocks(PAGE, page_blocks(res))
     print(json.dumps({"seeds": seeds, **res["across_seeds"]["lead_over"][DEFAULT]["neighbour"]}))
 

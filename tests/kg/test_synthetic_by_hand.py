@@ -31,17 +31,14 @@ from tracegraph.kg.demo.synthetic import (
     MechanismPath,
     SyntheticConfig,
     SyntheticKG,
-    _end_of,
     _hold_out_edges,
-    _kind,
-    _Neighbours,
     _noise_edges,
     _partner_distribution,
-    _walk,
     _zipf_weights,
     generate,
     write,
 )
+from tracegraph.kg.demo.mechanisms import _end_of, _kind, _Neighbours, _walk, plant_treatments
 
 D1, D2 = "CHEBI:100001", "CHEBI:100002"
 G1, G2, G3 = "NCBIGene:1001", "NCBIGene:1002", "NCBIGene:1003"
@@ -570,11 +567,9 @@ class Counting:
 
 
 def test_a_walk_that_dead_ends_is_tried_twenty_times():
-    from tracegraph.kg.demo.synthetic import _plant_treatments
-
     cfg = SyntheticConfig.quick(treats_per_drug=1, template_weights={"target_gene_condition": 1.0})
     rng = Counting()
-    got = _plant_treatments(cfg, {"drug": [D1]}, [(D1, AFFECTS, G2)], SALIENCE, rng)  # G2: no disease
+    got = plant_treatments(cfg, {"drug": [D1]}, [(D1, AFFECTS, G2)], SALIENCE, rng)  # G2: no disease
     assert got == {} and rng.choices == 20
 
 
@@ -593,13 +588,11 @@ class Scripted(Counting):
 
 
 def test_a_walk_given_up_does_not_stop_the_drugs_other_walks():
-    from tracegraph.kg.demo.synthetic import _plant_treatments
-
     weights = {"target_gene_condition": 0.5, "target_phenotype": 0.5}
     cfg = SyntheticConfig.quick(template_weights=weights)
     background = [(D1, AFFECTS, G2), (G2, GENE_PHENOTYPE, P1), (M2, HAS_PHENOTYPE, P1)]
     rng = Scripted([0] * 20 + [1], [1])  # two walks: the first dead-ends 20 times, the second succeeds
-    got = _plant_treatments(cfg, {"drug": [D1]}, background, SALIENCE, rng)
+    got = plant_treatments(cfg, {"drug": [D1]}, background, SALIENCE, rng)
     assert got == {(D1, TREATS, M2): [MechanismPath("target_phenotype", tuple(background))]}
 
 
