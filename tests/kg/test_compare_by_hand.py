@@ -196,10 +196,11 @@ def test_compare_counts_what_each_explanation_holds_against_its_labels(run, monk
         "explained": sum(map(bool, rows)),
         "head_tail": sum(joins),
         "query_answer": sum(answers),
-        "head_bare": sum(not any(f[0] in (t[0], t[2]) for t in set(TRIPLES) - gone) for f in facts),
         "unfiltered": sum(any(t[:2] == f[:2] and t[2] != f[2] for t in gone) for f in facts),
         "fell": 0,  # the run's own model: every graded fact stays first under the original filter
         "fell_reduced_only": int(np.sum(r & ~o)),
+        "head_kept": sum(any(f[0] in (t[0], t[2]) for t in set(TRIPLES) - gone) for f in facts),
+        "fell_where_head_kept": 0,
         "floors_keep": len(facts),  # the floors retrained to the run's own model too: every fact stays first
         "fell_where_floors_keep": 0,
     }

@@ -313,29 +313,32 @@ def test_explanation_contents_count_by_hand_what_each_explanation_holds():
             "explained": 2,
             "head_tail": 1,
             "query_answer": 1,
-            "head_bare": 0,
             "unfiltered": 1,
             "fell": 1,
             "fell_reduced_only": 1,
+            "head_kept": 2,
+            "fell_where_head_kept": 1,
         },
         # b's (1, 1, 2) un-filters fact 1's query only; (0, 0, ?) keeps its answers
         "b": {
             "explained": 2,
             "head_tail": 0,
             "query_answer": 1,
-            "head_bare": 0,
             "unfiltered": 1,
             "fell": 0,
             "fell_reduced_only": 1,
+            "head_kept": 2,
+            "fell_where_head_kept": 0,
         },
         "c": {
             "explained": 1,
             "head_tail": 0,
             "query_answer": 0,
-            "head_bare": 0,
             "unfiltered": 0,
             "fell": 0,
             "fell_reduced_only": 0,
+            "head_kept": 2,
+            "fell_where_head_kept": 0,
         },
     }
     # with the floors finished: the facts both keep first (here fact 1: noise breaks fact 0), and the arm's falls there
@@ -366,8 +369,13 @@ def test_explanation_contents_count_by_hand_what_each_explanation_holds():
     # a head left with no training fact: entity 0 features in rows 0, 1, 2 and 6, entity 1 in rows 0, 3 and 9;
     # the arm's removals count together, whichever fact's explanation each belongs to
     bare = {"e": [[0, 1, 2, 6], []], "f": [[0, 3], [9]], "g": [[0, 1, 2], [3]]}
-    got = CS.explanation_contents(bare, facts, train, {n: records["c"] for n in bare})
-    assert {n: c["head_bare"] for n, c in got.items()} == {"e": 1, "f": 1, "g": 0}  # g leaves row 6 to 0, row 9 to 1
+    fell_first = {"ranks": {"original": [2, 1], "reduced": [2, 1]}}  # fact 0 (head 0) fell, fact 1 (head 1) stayed
+    got = CS.explanation_contents(bare, facts, train, {n: fell_first for n in bare})
+    assert {n: (c["head_kept"], c["fell_where_head_kept"]) for n, c in got.items()} == {
+        "e": (1, 0),  # head 0 bare: its fall is not counted
+        "f": (1, 1),  # head 1 bare; head 0 keeps rows 1, 2 and 6
+        "g": (2, 1),  # g leaves row 6 to 0, row 9 to 1
+    }
 
 
 def test_explanation_contents_tables_word_for_word():
@@ -376,10 +384,11 @@ def test_explanation_contents_tables_word_for_word():
             "explained": 2,
             "head_tail": 1,
             "query_answer": 1,
-            "head_bare": 1,
             "unfiltered": 2,
             "fell": 1,
             "fell_reduced_only": 0,
+            "head_kept": 2,
+            "fell_where_head_kept": 1,
         },
         "kelpie": {
             "explained": 1,
@@ -395,23 +404,23 @@ def test_explanation_contents_tables_word_for_word():
     res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"contents": contents}
     header = (
         "| explanations | facts explained | holding a fact joining head and tail | holding another answer (h, r, t′) "
-        "| heads left with no training fact | queries losing a known answer to the removals | fell (original) | fell under the reduced filter only "
-        "| fell where the floors keep it first |"
+        "| queries losing a known answer to the removals | fell (original) | fell under the reduced filter only "
+        "| fell where the head keeps a training fact | fell where the floors keep it first |"
     )
     assert CP.side_by_side_contents(res).splitlines() == [
         "**UMLS**:",
         "",
         header,
         "|---|---|---|---|---|---|---|---|---|",
-        "| TracIn top-k (`tracin`) | 2 | 1 | 1 | 1 | 2 | 1 | 0 | 1 of 2 |",
-        "| Kelpie | 1 | 0 | 1 | — | 1 | 0 | 1 | — |",  # summarised before heads were counted
+        "| TracIn top-k (`tracin`) | 2 | 1 | 1 | 2 | 1 | 0 | 1 of 2 | 1 of 2 |",
+        "| Kelpie | 1 | 0 | 1 | 1 | 0 | 1 | — | — |",  # summarised before heads and floors were counted
     ]
     assert CP.side_by_side_contents(results()) == ""
     base = markdown_input()
     md = CS.compare_markdown({**base, "contents": contents})
     assert md.endswith(
         f"\n\n{CS.CONTENTS_INTRO}\n\n{header}\n|---|---|---|---|---|---|---|---|---|\n"
-        "| tracin | 2 | 1 | 1 | 1 | 2 | 1 | 0 | 1 of 2 |\n| kelpie | 1 | 0 | 1 | — | 1 | 0 | 1 | — |\n"
+        "| tracin | 2 | 1 | 1 | 2 | 1 | 0 | 1 of 2 | 1 of 2 |\n| kelpie | 1 | 0 | 1 | 1 | 0 | 1 | — | — |\n"
     )
     assert CS.CONTENTS_INTRO not in CS.compare_markdown({**base, "contents": {}})
 

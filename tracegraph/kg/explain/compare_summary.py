@@ -193,11 +193,12 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
         Arm name -> ``explained`` (facts with a non-empty explanation), ``head_tail`` (explanations
         holding a training fact that joins the fact's head and tail, either way round),
         ``query_answer`` (explanations holding another answer (h, r, t′) of the fact's query),
-        ``head_bare`` (facts whose head keeps no training fact once the arm's removals are made: its
-        embedding then learns nothing of it, so the prediction falls without any explanation),
         ``unfiltered`` (facts whose query loses a known answer to the arm's removals, any fact's),
         ``fell`` (facts no longer first, original filter), ``fell_reduced_only`` (first under the
-        original filter, not under the reduced one) and, once a floor arm has finished,
+        original filter, not under the reduced one), ``head_kept`` (facts whose head keeps a training
+        fact once the arm's removals, every fact's, are made: a head left with none learns nothing
+        of itself, so its prediction falls without any explanation) with ``fell_where_head_kept``
+        (of those, the facts the arm breaks) and, once a floor arm has finished,
         ``floors_keep`` (facts every finished floor keeps first: those the retrain's chaos alone
         leaves standing) with ``fell_where_floors_keep`` (of those, the facts the arm breaks).
     """
@@ -211,14 +212,16 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
         gone_rows = np.unique(np.concatenate([np.asarray(r, np.int64) for r in rows] or [np.zeros(0, np.int64)]))
         gone, kept = train_ids[gone_rows], np.delete(train_ids, gone_rows, axis=0)
         original, reduced = (np.asarray(records[name]["ranks"][f], np.float64) > 1 for f in FILTERINGS)
+        head_kept = np.isin(facts[:, 0], np.union1d(kept[:, 0], kept[:, 2]))
         out[name] = {
             "explained": sum(len(x) > 0 for x in held),
             "head_tail": sum(bool(np.any(_joins(x, f))) for x, f in zip(held, facts, strict=True)),
             "query_answer": sum(bool(np.any(same_query(x, f))) for x, f in zip(held, facts, strict=True)),
-            "head_bare": int(np.sum(~np.isin(facts[:, 0], np.union1d(kept[:, 0], kept[:, 2])))),
             "unfiltered": sum(bool(np.any(same_query(gone, f))) for f in facts),
             "fell": int(original.sum()),
             "fell_reduced_only": int(np.sum(reduced & ~original)),
+            "head_kept": int(head_kept.sum()),
+            "fell_where_head_kept": int(np.sum(original & head_kept)),
         }
         if steady is not None:
             out[name].update(floors_keep=int(steady.sum()), fell_where_floors_keep=int(np.sum(original & steady)))
@@ -234,10 +237,10 @@ CONTENTS_COLUMNS = (
     ("explained", "facts explained"),
     ("head_tail", "holding a fact joining head and tail"),
     ("query_answer", "holding another answer (h, r, t′)"),
-    ("head_bare", "heads left with no training fact"),
     ("unfiltered", "queries losing a known answer to the removals"),
     ("fell", "fell (original)"),
     ("fell_reduced_only", "fell under the reduced filter only"),
+    ("fell_where_head_kept", "fell where the head keeps a training fact"),
     ("fell_where_floors_keep", "fell where the floors keep it first"),
 )
 
@@ -256,6 +259,8 @@ def contents_table(contents: dict, title) -> list[str]:
 def _count(c: dict, key: str) -> str:
     if key == "fell_where_floors_keep":  # out of the facts the floors keep first; a dash before any floor
         return f"{c[key]} of {c['floors_keep']}" if key in c else "—"
+    if key == "fell_where_head_kept":
+        return f"{c[key]} of {c['head_kept']}" if key in c else "—"
     return str(c[key]) if key in c else "—"  # a count added after the arm was summarised
 
 
