@@ -256,12 +256,14 @@ def contents_table(contents: dict, title) -> list[str]:
     return out
 
 
+_OUT_OF = {"fell_where_floors_keep": "floors_keep", "fell_where_head_kept": "head_kept"}
+
+
 def _count(c: dict, key: str) -> str:
-    if key == "fell_where_floors_keep":  # out of the facts the floors keep first; a dash before any floor
-        return f"{c[key]} of {c['floors_keep']}" if key in c else "—"
-    if key == "fell_where_head_kept":
-        return f"{c[key]} of {c['head_kept']}" if key in c else "—"
-    return str(c[key]) if key in c else "—"  # a count added after the arm was summarised
+    # out of the facts the floors keep first / whose head keeps a fact; a dash before any floor, or in an older summary
+    if key in _OUT_OF:
+        return f"{c[key]} of {c[_OUT_OF[key]]}" if key in c else "—"
+    return str(c[key])
 
 
 def facts_tsv(facts: list, groups: dict, records: dict) -> str:
