@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.demo.synthetic import (
+from tracegraph.kg.demo.mechanisms import (
     AFFECTS,
     GENE_CONDITION,
     GENE_PHENOTYPE,
@@ -29,6 +29,13 @@ from tracegraph.kg.demo.synthetic import (
     TEMPLATES,
     TREATS,
     MechanismPath,
+    _end_of,
+    _kind,
+    _Neighbours,
+    _walk,
+    plant_treatments,
+)
+from tracegraph.kg.demo.synthetic import (
     SyntheticConfig,
     SyntheticKG,
     _hold_out_edges,
@@ -38,7 +45,6 @@ from tracegraph.kg.demo.synthetic import (
     generate,
     write,
 )
-from tracegraph.kg.demo.mechanisms import _end_of, _kind, _Neighbours, _walk, plant_treatments
 
 D1, D2 = "CHEBI:100001", "CHEBI:100002"
 G1, G2, G3 = "NCBIGene:1001", "NCBIGene:1002", "NCBIGene:1003"

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import TracegraphError
-from tracegraph.kg.demo.mechanisms import (  # noqa: F401  (the graph's vocabulary, re-exported)
+from tracegraph.kg.demo.mechanisms import (
     AFFECTS,
     GENE_CONDITION,
     GENE_PHENOTYPE,
