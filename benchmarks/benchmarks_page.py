@@ -322,6 +322,23 @@ def replicates_block(nec: dict) -> str:
     return "\n".join(out)
 
 
+def suite_block(suite: dict) -> str:
+    """The testing page's sentence on the suite's size and time, from the fresh-clone run."""
+    run = suite["runs"]["cpu"]
+    s = run["lines"][0]
+    return (
+        f"The whole suite: {s['tests']:,} tests, {s['skipped']} of them skipped on a CPU (the GPU-only ones "
+        f"and those that read a local benchmark mirror), {s['pytest_seconds']:.0f} s of tests and "
+        f"{s['wall_seconds']:.0f} s with the set-up, by the README's `./run test` in a fresh clone at commit "
+        f"{s['clone_of']} (`{run['command']}`; {machine(run)}; {run['load']})."
+    )
+
+
+def testing_blocks() -> dict[str, str]:
+    """The generated blocks of docs/testing.md."""
+    return {"testing:suite": suite_block(load("suite_time"))}
+
+
 def evidence_blocks() -> dict[str, str]:
     """The generated blocks of docs/demo-evidence.md."""
     return {"evidence:umls-replicates": replicates_block(load("necessity_umls"))}
@@ -354,9 +371,10 @@ def write_blocks(page: Path, blocks: dict[str, str]) -> None:
 
 
 EVIDENCE = ROOT / "docs" / "demo-evidence.md"
+TESTING = ROOT / "docs" / "testing.md"
 
 if __name__ == "__main__":
-    pages = {PAGE: page_blocks(), EVIDENCE: evidence_blocks()}
+    pages = {PAGE: page_blocks(), EVIDENCE: evidence_blocks(), TESTING: testing_blocks()}
     for path, blocks in pages.items():
         if "--write" in sys.argv[1:]:
             write_blocks(path, blocks)

@@ -24,8 +24,10 @@ page = load_script("benchmarks_page")
 record = load_script("record")
 PAGE = (ROOT / "docs" / "benchmarks.md").read_text()
 EVIDENCE = (ROOT / "docs" / "demo-evidence.md").read_text()
+TESTING = (ROOT / "docs" / "testing.md").read_text()
 BLOCKS = page.page_blocks()
 EVIDENCE_BLOCKS = page.evidence_blocks()
+TESTING_BLOCKS = page.testing_blocks()
 # Published figures the pages cite beside ours (ConvE paper; LibKGE's tuned ConvE), not measurements of ours.
 PUBLISHED = {"0.94", "0.99", "0.325", "0.501", "0.43", "0.52", "0.339", "0.442"}
 # Settings quoted beside the figures: ConvE's learning rate, label smoothing and dropouts; the step's 1.5× target.
@@ -43,7 +45,11 @@ def without_blocks(text: str) -> str:
     return re.sub(r"<!-- (bench:[a-z-]+) -->.*?<!-- /\1 -->", "", text, flags=re.S)
 
 
-@pytest.mark.parametrize("text, blocks", [(PAGE, BLOCKS), (EVIDENCE, EVIDENCE_BLOCKS)], ids=["benchmarks", "evidence"])
+@pytest.mark.parametrize(
+    "text, blocks",
+    [(PAGE, BLOCKS), (EVIDENCE, EVIDENCE_BLOCKS), (TESTING, TESTING_BLOCKS)],
+    ids=["benchmarks", "evidence", "testing"],
+)
 def test_the_pages_blocks_are_rendered_from_the_results_files(text, blocks):
     for name, block in blocks.items():
         shown = text.split(f"<!-- {name} -->", 1)[1].split(f"<!-- /{name} -->", 1)[0]
@@ -228,3 +234,15 @@ def test_record_files_nothing_when_a_read_file_is_missing_or_not_json(tmp_path, 
     with pytest.raises(SystemExit, match=r"the command did not write it"):
         record.main(["b", "--read", str(tmp_path / "absent.json"), "--", "python", "-c", "print('{}')"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
+def test_suite_time_reads_pytests_last_summary_line():
+    suite_time = load_script("suite_time")
+    out = "collected\n===== 1 failed in 0.10s =====\nrerun\n== 2386 passed, 17 skipped, 1 warning in 91.23s (0:01:31) ==\n"
+    assert suite_time.summary(out) == {
+        "counts": {"passed": 2386, "skipped": 17, "warnings": 1},
+        "pytest_seconds": 91.23,
+    }
+    assert suite_time.summary("= 3 passed, 2 errors in 4s =")["counts"] == {"passed": 3, "errors": 2}
+    with pytest.raises(ValueError, match="no pytest summary"):
+        suite_time.summary("ImportError while loading conftest\n")
