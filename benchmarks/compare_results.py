@@ -30,6 +30,7 @@ def fact_set(compare_dir: Path) -> dict:
     out = {k: c[k] for k in ("offered", "n_facts", "arms", "finished", "summary", "groups")}
     out["same_explanation"] = c.get("same_explanation", [])
     out["contents"] = c.get("contents", {})
+    out["sizes"] = c.get("sizes", [])
     out["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
     # each method's time per explanation, also for arms whose retrain has not finished
     out["explained"] = {

@@ -165,13 +165,33 @@ def test_compare_counts_the_facts_two_explanation_arms_remove_the_same_set_for(r
     monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: Recorder(lm.model))
     files = {"ext": str(run / "same_a.tsv"), "twin": str(run / "same_b.tsv")}
     res = cmp.run_compare(
-        cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(run / "same"), explanations=files)
+        cmp.CompareConfig(model_dir=str(run / "run"), output_dir=str(run / "same"), explanations=files, versus=["ext"])
     )
     # the returned model is the run's own: every fact stays first in both arms; random and floor arms are not paired
     assert res["same_explanation"] == [
         {"arms": ["ext", "twin"], "facts": same, "fell_in_both": 0, "fell_only_in": {"ext": 0, "twin": 0}}
     ]
     assert "fell in the first only" in (run / "same" / "compare.md").read_text()
+    # by size against --versus ext, from the files' label triples: the twin adds a fact to some explanations,
+    # the random arm copies ext's sizes; nothing falls with the run's own model
+    larger = sum(len(b) > len(a) for a, b in zip(ext, twin))
+    assert larger > 0
+    none = {"ext": 0}
+    assert res["sizes"] == [
+        {
+            "arms": ["twin", "ext"],
+            "same": {"facts": len(facts) - larger, "fell": {"twin": 0, **none}},
+            "larger": {"facts": larger, "fell": {"twin": 0, **none}},
+            "smaller": {"facts": 0, "fell": {"twin": 0, **none}},
+        },
+        {
+            "arms": ["random-head", "ext"],
+            "same": {"facts": len(facts), "fell": {"random-head": 0, **none}},
+            "larger": {"facts": 0, "fell": {"random-head": 0, **none}},
+            "smaller": {"facts": 0, "fell": {"random-head": 0, **none}},
+        },
+    ]
+    assert "the first larger" in (run / "same" / "compare.md").read_text()
 
 
 def test_compare_counts_what_each_explanation_holds_against_its_labels(run, monkeypatch):

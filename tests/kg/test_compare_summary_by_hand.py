@@ -1,9 +1,12 @@
 """The side-by-side statistics and pages against figures worked out by hand on a few facts."""
 
+import json
+
 import numpy as np
 import pytest
 
 from tracegraph.kg.explain import compare_page as CP
+from tracegraph.kg.explain import compare_pairs as CPR
 from tracegraph.kg.explain import compare_summary as CS
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 
@@ -259,7 +262,7 @@ def test_same_explanations_count_by_hand_where_two_arms_remove_the_same_set():
     }
     ranks = {"a": [1, 3, 1, 1, 2], "b": [2, 1, 1, 5, 4], "c": [1, 1, 1, 1, 1]}
     records = {n: {"ranks": {"original": r, "reduced": [1] * 5}} for n, r in ranks.items()}
-    got = CS.same_explanations(removed, records)
+    got = CPR.same_explanations(removed, records)
     # a, b on facts 0, 1, 4: fact 0 fell in b only, fact 1 in a only, fact 4 in both
     # a, c on fact 4: fell in a only; b, c on fact 4: fell in b only
     assert got == [
@@ -267,7 +270,7 @@ def test_same_explanations_count_by_hand_where_two_arms_remove_the_same_set():
         {"arms": ["a", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"a": 1, "c": 0}},
         {"arms": ["b", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"b": 1, "c": 0}},
     ]
-    assert CS.same_explanations({"a": removed["a"], "c": [[9], [8], [6], [0], [1]]}, records) == []
+    assert CPR.same_explanations({"a": removed["a"], "c": [[9], [8], [6], [0], [1]]}, records) == []
 
 
 def test_same_explanation_tables_word_for_word():
@@ -288,10 +291,56 @@ def test_same_explanation_tables_word_for_word():
     base = markdown_input()
     md = CS.compare_markdown({**base, "same_explanation": pairs})
     assert md.endswith(
-        f"\n\n{CS.SAME_INTRO}\n\n| arms | facts | fell in both | fell in the first only | fell in the second only |\n"
+        f"\n\n{CPR.SAME_INTRO}\n\n| arms | facts | fell in both | fell in the first only | fell in the second only |\n"
         "|---|---|---|---|---|\n| tracin; kelpie | 3 | 1 | 0 | 2 |\n"
     )
-    assert CS.SAME_INTRO not in CS.compare_markdown({**base, "same_explanation": []})
+    assert CPR.SAME_INTRO not in CS.compare_markdown({**base, "same_explanation": []})
+
+
+def test_sizes_versus_counts_by_hand_the_facts_by_explanation_size_and_the_falls():
+    removed = {
+        "kelpie": [[1], [2, 3], [4, 5], [], [6, 7]],
+        "ours": [[1, 2], [3, 4], [5], [8], [9, 10]],  # larger, same, smaller, larger, same
+        "unfinished": [[1], [2], [3], [4], [5]],
+    }
+    ranks = {"kelpie": [2, 1, 3, 1, 1], "ours": [2, 2, 1, 4, 5]}
+    records = {n: {"ranks": {"original": r, "reduced": [1] * 5}} for n, r in ranks.items()}
+    # facts 1, 4 the same size: ours broke both, kelpie neither; 0, 3 ours larger: both fell at 0,
+    # ours alone at 3; 2 ours smaller: kelpie fell
+    want = {
+        "arms": ["ours", "kelpie"],
+        "same": {"facts": 2, "fell": {"ours": 2, "kelpie": 0}},
+        "larger": {"facts": 2, "fell": {"ours": 2, "kelpie": 1}},
+        "smaller": {"facts": 1, "fell": {"ours": 0, "kelpie": 1}},
+    }
+    assert CPR.sizes_versus(removed, records, ["kelpie", "absent"]) == [want]
+    assert CPR.sizes_versus(removed, records, []) == []
+    rows = CPR.sizes_table([want, {**want, "smaller": {"facts": 0, "fell": {"ours": 0, "kelpie": 0}}}], str.upper)
+    assert rows == [
+        "| arms | explanations | facts | fell (first) | fell (second) |",
+        "|---|---|---|---|---|",
+        "| OURS; KELPIE | the same size | 2 | 2 | 0 |",
+        "| OURS; KELPIE | the first larger | 2 | 2 | 1 |",
+        "| OURS; KELPIE | the first smaller | 1 | 0 | 1 |",
+        "| OURS; KELPIE | the same size | 2 | 2 | 0 |",
+        "| OURS; KELPIE | the first larger | 2 | 2 | 1 |",  # no fact smaller: no row
+    ]
+    res = results()
+    as_tracin = json.loads(json.dumps(want).replace('"ours"', '"tracin"'))
+    fs = res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"sizes": [as_tracin]}
+    assert CP.side_by_side_sizes(res).splitlines()[:5] == [
+        "**UMLS**:",
+        "",
+        "| arms | explanations | facts | fell (first) | fell (second) |",
+        "|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`); Kelpie | the same size | 2 | 2 | 0 |",
+    ]
+    assert CP.side_by_side_sizes(res, versus="random-head") == ""
+    fs["sizes"] = []
+    assert CP.side_by_side_sizes(res) == ""
+    md = CS.compare_markdown({**markdown_input(), "sizes": [want]})
+    assert md.endswith(f"\n\n{CPR.SIZES_INTRO}\n\n" + "\n".join(CPR.sizes_table([want], str)) + "\n")
+    assert CPR.SIZES_INTRO not in CS.compare_markdown({**markdown_input(), "sizes": []})
 
 
 def test_explanation_contents_count_by_hand_what_each_explanation_holds():

@@ -47,12 +47,12 @@ from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows,
     table_rows,
     twin_record,
 )
+from tracegraph.kg.explain.compare_pairs import same_explanations, sizes_versus
 from tracegraph.kg.explain.compare_summary import (
     compare_markdown,
     explanation_contents,
     fact_groups,
     facts_tsv,
-    same_explanations,
     summarize,
 )
 from tracegraph.kg.explain.explanation_tsv import ExplanationTable, read_explanation_table
@@ -274,6 +274,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     # in table order, with the arms other processes sharing this folder finished meanwhile
     records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
     groups = fact_groups(facts, train_ids, fact_margins(store.model, facts, known), cfg.k)
+    explained = {n: a.rows for n, a in arms.items() if a.kind in ("method", "file", "random")}
     res = {
         "model_dir": str(mdir),
         "config": {**asdict(cfg), "local": asdict(cfg.local)},
@@ -287,9 +288,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "same_explanation": same_explanations(
             {n: a.rows for n, a in arms.items() if a.kind in ("method", "file")}, records
         ),
-        "contents": explanation_contents(
-            {n: a.rows for n, a in arms.items() if a.kind in ("method", "file", "random")}, facts, train_ids, records
-        ),
+        "contents": explanation_contents(explained, facts, train_ids, records),
+        "sizes": sizes_versus(explained, records, cfg.versus),
         "device": str(device),
         "seconds": time.perf_counter() - t_start,
     }

@@ -5,7 +5,8 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 
 from __future__ import annotations
 
-from tracegraph.kg.explain.compare_summary import FILTERINGS, contents_table, group_values, same_table
+from tracegraph.kg.explain.compare_pairs import same_table, sizes_table
+from tracegraph.kg.explain.compare_summary import FILTERINGS, contents_table, group_values
 
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
 ARM_TITLES = {
@@ -177,6 +178,25 @@ def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: 
     return _per_dataset(results, fact_set, table)
 
 
+def side_by_side_sizes(results: dict, fact_set: str = "kelpie-facts", versus: str = "kelpie") -> str:
+    """Per dataset, each measured arm against ``versus`` by explanation size (:func:`sizes_versus`).
+
+    Args:
+        results: The results file's content.
+        fact_set: ``kelpie-facts`` or ``own-facts``.
+        versus: The ``--versus`` arm the others are set against.
+
+    Returns:
+        Markdown: one table per dataset whose run counted them, arms in table order.
+    """
+
+    def table(fs: dict) -> list[str]:
+        pairs = {p["arms"][0]: p for p in fs.get("sizes", []) if p["arms"][1] == versus}
+        return sizes_table([pairs[a] for a in in_table_order(pairs)], arm_title) if pairs else []
+
+    return _per_dataset(results, fact_set, table)
+
+
 def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
     """Per dataset, what each measured arm's explanations hold (:func:`explanation_contents`).
 
@@ -249,6 +269,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
             kelpie, min_facts=10
         ),
         ("<!-- explanation-contents:kelpie-facts -->", "<!-- /explanation-contents -->"): side_by_side_contents(kelpie),
+        ("<!-- sizes:kelpie-facts -->", "<!-- /sizes -->"): side_by_side_sizes(kelpie),
         ("<!-- same-explanation:umls -->", "<!-- /same-explanation:umls -->"): side_by_side_same(umls, "own-facts", 10),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }

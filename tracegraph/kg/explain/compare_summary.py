@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracegraph.kg.explain.compare_pairs import SAME_INTRO, SIZES_INTRO, same_table, sizes_table
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 from tracegraph.kg.explain.ranking import same_query
 
@@ -132,46 +133,6 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
             for g, labels in groups.items()
         }
         out[name] = s
-    return out
-
-
-def same_explanations(removed: dict[str, list], records: dict[str, dict]) -> list[dict]:
-    """Per pair of finished arms: the facts both remove the same set for, and where those fell.
-
-    Where two arms remove the same training facts for a prediction, a difference in its outcome
-    comes from the rest of the retrain (the other predictions' removals, the trajectory's chaos),
-    not from its explanation: how often that happens bounds what a per-fact comparison of the
-    two arms can credit to the explanations.
-
-    Args:
-        removed: Arm name -> per graded fact, the training rows the arm removes (explanation arms).
-        records: Arm name -> its finished record (``arms/NAME.json``).
-
-    Returns:
-        One entry per pair with at least one such fact, in ``removed``'s order: ``arms`` (the
-        pair), ``facts``, and under the original filter ``fell_in_both`` and ``fell_only_in``
-        (arm name -> count).
-    """
-    names = [n for n in removed if n in records]
-    out = []
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            same = [
-                j
-                for j, (x, y) in enumerate(zip(removed[a], removed[b], strict=True))
-                if len(x) and np.array_equal(np.sort(np.asarray(x)), np.sort(np.asarray(y)))
-            ]
-            if not same:
-                continue
-            fa, fb = (np.asarray(records[n]["ranks"]["original"], np.float64)[same] > 1 for n in (a, b))
-            out.append(
-                {
-                    "arms": [a, b],
-                    "facts": len(same),
-                    "fell_in_both": int(np.sum(fa & fb)),
-                    "fell_only_in": {a: int(np.sum(fa & ~fb)), b: int(np.sum(fb & ~fa))},
-                }
-            )
     return out
 
 
@@ -348,31 +309,14 @@ def compare_markdown(res: dict) -> str:
             )
     if res.get("same_explanation"):
         lines += ["", SAME_INTRO, "", *same_table(res["same_explanation"], str)]
+    if res.get("sizes"):
+        lines += ["", SIZES_INTRO, "", *sizes_table(res["sizes"], str)]
     if res.get("contents"):
         lines += ["", CONTENTS_INTRO, "", *contents_table(res["contents"], str)]
     return "\n".join(lines) + "\n"
-
-
-SAME_INTRO = (
-    "Facts two arms explain with the same removal set, and where they fell (original filtering): "
-    "there a difference is the retrain's (the other facts' removals, the trajectory), not the explanation's."
-)
 
 
 CONTENTS_INTRO = (
     "What each arm's explanations hold, counted over the graded facts, and the facts that fall only under "
     "the reduced filter (where a removed answer (h, r, t′) is no longer filtered)."
 )
-
-
-def same_table(pairs: list[dict], title) -> list[str]:
-    """The same-explanation pairs as markdown rows, each arm named by ``title(arm)``."""
-    out = [
-        "| arms | facts | fell in both | fell in the first only | fell in the second only |",
-        "|---|---|---|---|---|",
-    ]
-    for p in pairs:
-        a, b = p["arms"]
-        only = p["fell_only_in"]
-        out.append(f"| {title(a)}; {title(b)} | {p['facts']} | {p['fell_in_both']} | {only[a]} | {only[b]} |")
-    return out

@@ -1,0 +1,122 @@
+"""Two arms of the side-by-side protocol, fact by fact: where they remove the same facts, and where as many.
+
+A difference between two arms' ΔH@1 mixes three things: what the explanations chose, how much
+they removed, and the retrain's chaos. These counts pull them apart: on the facts both explain
+with the same removal set the difference is the chaos; on the facts whose explanations are the
+same size it is the choice (and the chaos), not the size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def same_explanations(removed: dict[str, list], records: dict[str, dict]) -> list[dict]:
+    """Per pair of finished arms: the facts both remove the same set for, and where those fell.
+
+    Where two arms remove the same training facts for a prediction, a difference in its outcome
+    comes from the rest of the retrain (the other predictions' removals, the trajectory's chaos),
+    not from its explanation: how often that happens bounds what a per-fact comparison of the
+    two arms can credit to the explanations.
+
+    Args:
+        removed: Arm name -> per graded fact, the training rows the arm removes (explanation arms).
+        records: Arm name -> its finished record (``arms/NAME.json``).
+
+    Returns:
+        One entry per pair with at least one such fact, in ``removed``'s order: ``arms`` (the
+        pair), ``facts``, and under the original filter ``fell_in_both`` and ``fell_only_in``
+        (arm name -> count).
+    """
+    names = [n for n in removed if n in records]
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            same = [
+                j
+                for j, (x, y) in enumerate(zip(removed[a], removed[b], strict=True))
+                if len(x) and np.array_equal(np.sort(np.asarray(x)), np.sort(np.asarray(y)))
+            ]
+            if not same:
+                continue
+            fa, fb = (np.asarray(records[n]["ranks"]["original"], np.float64)[same] > 1 for n in (a, b))
+            out.append(
+                {
+                    "arms": [a, b],
+                    "facts": len(same),
+                    "fell_in_both": int(np.sum(fa & fb)),
+                    "fell_only_in": {a: int(np.sum(fa & ~fb)), b: int(np.sum(fb & ~fa))},
+                }
+            )
+    return out
+
+
+SAME_INTRO = (
+    "Facts two arms explain with the same removal set, and where they fell (original filtering): "
+    "there a difference is the retrain's (the other facts' removals, the trajectory), not the explanation's."
+)
+
+
+def same_table(pairs: list[dict], title) -> list[str]:
+    """The same-explanation pairs as markdown rows, each arm named by ``title(arm)``."""
+    out = [
+        "| arms | facts | fell in both | fell in the first only | fell in the second only |",
+        "|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        a, b = p["arms"]
+        only = p["fell_only_in"]
+        out.append(f"| {title(a)}; {title(b)} | {p['facts']} | {p['fell_in_both']} | {only[a]} | {only[b]} |")
+    return out
+
+
+SIZES = (("same", "the same size"), ("larger", "the first larger"), ("smaller", "the first smaller"))
+
+
+def sizes_versus(removed: dict[str, list], records: dict[str, dict], versus) -> list[dict]:
+    """Per finished arm against each finished ``versus`` arm: the facts by explanation size, and the falls.
+
+    Every arm's removals go at once, so a fact also loses what other facts' explanations remove;
+    the size compared is its own explanation's.
+
+    Args:
+        removed: Arm name -> per graded fact, the training rows the arm removes.
+        records: Arm name -> its finished record (``arms/NAME.json``).
+        versus: The arms every other arm is compared with (``--versus``).
+
+    Returns:
+        One entry per (arm, versus arm) pair, versus arms in ``versus``'s order, arms in
+        ``removed``'s: ``arms`` (the pair) and, for ``same``, ``larger`` and ``smaller`` (the first
+        arm's explanation against the second's), ``facts`` and ``fell`` (arm name -> facts no
+        longer first, original filter).
+    """
+    size = {a: np.array([len(x) for x in rows]) for a, rows in removed.items() if a in records}
+    fell = {a: np.asarray(records[a]["ranks"]["original"], np.float64) > 1 for a in size}
+    out = []
+    for v in (v for v in versus if v in size):
+        for a in (a for a in size if a != v):
+            masks = {"same": size[a] == size[v], "larger": size[a] > size[v], "smaller": size[a] < size[v]}
+            entry = {"arms": [a, v]}
+            for key, m in masks.items():
+                entry[key] = {"facts": int(m.sum()), "fell": {n: int(np.sum(fell[n] & m)) for n in (a, v)}}
+            out.append(entry)
+    return out
+
+
+SIZES_INTRO = (
+    "Facts by the size of two arms' explanations (the first arm's against the second's), and how many "
+    "each breaks there (original filtering): where the sizes are equal, a difference is what the "
+    "explanations chose, not how much they removed."
+)
+
+
+def sizes_table(pairs: list[dict], title) -> list[str]:
+    """:func:`sizes_versus` as markdown rows (sizes no fact has left out), each arm named by ``title(arm)``."""
+    out = ["| arms | explanations | facts | fell (first) | fell (second) |", "|---|---|---|---|---|"]
+    for p in pairs:
+        a, b = p["arms"]
+        for key, words in SIZES:
+            c = p[key]
+            if c["facts"]:
+                out.append(f"| {title(a)}; {title(b)} | {words} | {c['facts']} | {c['fell'][a]} | {c['fell'][b]} |")
+    return out
