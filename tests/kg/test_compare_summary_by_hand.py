@@ -336,6 +336,9 @@ def test_sizes_versus_counts_by_hand_the_facts_by_explanation_size_and_the_falls
         "| TracIn top-k (`tracin`); Kelpie | the same size | 2 | 2 | 0 |",
     ]
     assert CP.side_by_side_sizes(res, versus="random-head") == ""
+    fs["summary"] = {"tracin": {"retrain_of": "tracin-path"}}  # another arm's retrain: its rows are that arm's
+    assert CP.side_by_side_sizes(res) == ""
+    del fs["summary"]
     fs["sizes"] = []
     assert CP.side_by_side_sizes(res) == ""
     md = CS.compare_markdown({**markdown_input(), "sizes": [want]})

@@ -187,11 +187,13 @@ def side_by_side_sizes(results: dict, fact_set: str = "kelpie-facts", versus: st
         versus: The ``--versus`` arm the others are set against.
 
     Returns:
-        Markdown: one table per dataset whose run counted them, arms in table order.
+        Markdown: one table per dataset whose run counted them, arms in table order; an arm that is
+        another arm's retrain (the same removals) is left out, its rows being that arm's.
     """
 
     def table(fs: dict) -> list[str]:
-        pairs = {p["arms"][0]: p for p in fs.get("sizes", []) if p["arms"][1] == versus}
+        twins = {a for a, s in fs.get("summary", {}).items() if s.get("retrain_of")}
+        pairs = {p["arms"][0]: p for p in fs.get("sizes", []) if p["arms"][1] == versus and p["arms"][0] not in twins}
         return sizes_table([pairs[a] for a in in_table_order(pairs)], arm_title) if pairs else []
 
     return _per_dataset(results, fact_set, table)
