@@ -81,7 +81,8 @@ class CompareConfig:
         random_like: The arm whose per-fact explanation sizes the random arm copies; None: the
             first explanations file, else ``k``.
         versus: Arms every other arm is paired against by fact, as against the floors (say
-            ``kelpie``): ΔH@1 beyond each under both filterings.
+            ``kelpie``): ΔH@1 beyond each under both filterings, and the falls of both where
+            their explanations are the same size (:func:`sizes_versus`).
         noise_seed: The noise arm's training seed; None: the run's seed + 1.
         arms: The arms to retrain now; None: all (the summary covers every finished arm).
         bootstrap: Bootstrap resamples of the facts for the 95 % intervals.
