@@ -169,6 +169,13 @@ def test_an_explained_triple_word_for_word_with_marks_rival_and_both_tables(draw
     assert between.endswith("</div><p class='note'>Hubs not checked: the run's training file is not at hand.</p>")
 
 
+def test_the_drawings_legend_counts_the_rows_the_tables_show(drawn):
+    t = margin_triple()  # 4 proponents, 2 opponents
+    X.explained_section([t], n_pro=10, n_opp=5)
+    X.explained_section([t], n_pro=3, n_opp=1)
+    assert [(k["n_pro"], k["n_opp"]) for _, k in drawn.calls] == [(4, 2), (3, 1)]
+
+
 # ------------------------------------------------------------------ order, signs, score, competing answer
 
 
@@ -294,7 +301,7 @@ def test_the_drawing_gets_node_ids_names_edge_kinds_and_the_rest_as_context(draw
         (7, 8, 99, "marked"),  # a marked proponent past the table
     ]
     assert args == (0, 1, edges, names, [(8, 2)])  # the rest: grey context; every name short enough
-    assert kwargs == {"mark_label": "mechanism edge", "n_pro": 2, "n_opp": 5, "rival": 9}
+    assert kwargs == {"mark_label": "mechanism edge", "n_pro": 2, "n_opp": 2, "rival": 9}  # its 2 opponents
 
 
 def test_names_cut_in_the_drawing_are_distinct_and_listed_in_full_under_it(drawn):
@@ -332,7 +339,7 @@ def test_context_is_the_first_300_of_the_rest_in_the_files_order(drawn):
     assert (head, tail) == (0, 1) and [e[2:] for e in edges] == [(k, "proponent") for k in range(10)]
     assert edges[0][:2] == (2, 3) and names[2] == "u0" and names[3] == "v0"
     assert context == [(2 + 2 * i, 3 + 2 * i) for i in range(10, 310)]
-    assert kwargs == {"mark_label": "marked edge", "n_pro": 10, "n_opp": 5, "rival": None}
+    assert kwargs == {"mark_label": "marked edge", "n_pro": 10, "n_opp": 0, "rival": None}  # no opponent
 
 
 # ------------------------------------------------------------------ the legend

@@ -331,6 +331,8 @@ def _drawing(t: ExplainedTriple, marked: set, mark_label: str, n_pro: int, n_opp
     context = [ends[i][:2] for i in ends if i not in shown][:MAX_CONTEXT]
     drawn = {n for u, v, _, _ in edges for n in (u, v)} | {head, tail} | ({rival} if rival is not None else set())
     labels = drawing.short_labels({n: names[n] for n in sorted(drawn)}, wide={head, tail, rival})
+    # the legend names the tables' counts: an explanation kept with --top-k 5 has 5 proponents, not n_pro
+    n_pro, n_opp = min(n_pro, len(t.proponents)), min(n_opp, len(t.opponents))
     png = drawing.subgraph(
         head, tail, edges, labels, context, mark_label=f"{mark_label} edge", n_pro=n_pro, n_opp=n_opp, rival=rival
     )
