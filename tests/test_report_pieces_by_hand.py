@@ -204,6 +204,19 @@ def test_the_headline_speaks_of_the_default_method_at_its_largest_k():
     )
     d["seeds"]["1"] = d["seeds"]["0"]
     assert N.headline(d).endswith(" (First training seed.)")
+    del d["seeds"]["1"]
+    # with the paired excess over the neighbour arm, a verdict on it follows
+    arm = d["summary"]["tracin-margin-path@4"]
+    for ci, words in (
+        ([0.01, 0.5], " That is more than the random triples at the same entities, paired fact by fact beyond"),
+        ([-0.5, -0.01], " That is fewer than the random triples at the same entities, paired fact by fact beyond"),
+        ([-0.1, 0.2], " That is not clearly more than the random triples at the same entities (paired fact by fact,"),
+        ([0.0, 0.2], " That is not clearly more"),  # an interval touching zero does not clear it
+    ):
+        arm["above_neighbour_hits@1_ci95_first_seed"] = ci
+        sentence = N.headline(d)
+        assert words in sentence and sentence.index(words) > sentence.index("flip <b>0</b>.")
+    assert N.verdict({}) == "" and N.verdict({"above_neighbour_hits@1_ci95_first_seed": None}) == ""
     only_path = {
         "summary": {"far@1": {}, "path@1": {}},
         "n_facts": 2,
@@ -269,7 +282,10 @@ def test_the_section_word_for_word():
     ]
     sentence = (
         "Removing the 2 training triples that <b>tracin-margin-path</b> names for each of the 3 predictions "
-        "(all at once, then retraining) flips <b>1 of 3</b>: the model no longer ranks them first."
+        "(all at once, then retraining) flips <b>1 of 3</b>: the model no longer ranks them first. That is not "
+        "clearly more than the random triples at the same entities (paired fact by fact, the 95 % interval of the "
+        "difference includes zero): removing triples there breaks these predictions, but the test does not show "
+        "that the explanations chose the right ones."
     )
     section = N.necessity_section(doc, files="out/nec")
     assert section.key == "necessity"

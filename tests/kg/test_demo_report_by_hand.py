@@ -214,7 +214,8 @@ def test_headline_cards_word_for_word_with_the_necessity_sentence():
         + "</div><p class='headline'>Removing the 4 training triples that <b>tracin-margin-path</b> names for each "
         "of the 8 predictions (all at once, then retraining) flips <b>2 of 8</b>: the model no longer ranks them "
         "first. Removing 4 random triples at the same entities flips <b>1</b>; 4 random triples elsewhere in the "
-        "graph flip <b>0</b>.</p>" + GRAPH
+        "graph flip <b>0</b>. That is more than the random triples at the same entities, paired fact by fact "
+        "beyond the 95 % interval: the explanations name triples these predictions rest on.</p>" + GRAPH
     )
     assert section.key == "cards"
     assert section.html == expected

@@ -113,6 +113,33 @@ def flips(nec: dict, name: str) -> int | None:
     return int(np.sum((ref <= 1) & (after > 1)))
 
 
+def verdict(arm: dict) -> str:
+    """What the paired excess over random triples at the same entities says, in words ("" without it).
+
+    Flipping many predictions is not enough: removing any few triples at a fact's entities can
+    flip it. The explanation earns its place only where it flips more than those, fact by fact.
+    """
+    ci = arm.get("above_neighbour_hits@1_ci95_first_seed")
+    if not ci:
+        return ""
+    lo, hi = ci
+    if lo > 0:
+        return (
+            " That is more than the random triples at the same entities, paired fact by fact beyond the 95 % "
+            "interval: the explanations name triples these predictions rest on."
+        )
+    if hi < 0:
+        return (
+            " That is fewer than the random triples at the same entities, paired fact by fact beyond the 95 % "
+            "interval: on this graph the test shows no sign that the explanations chose the right triples."
+        )
+    return (
+        " That is not clearly more than the random triples at the same entities (paired fact by fact, the 95 % "
+        "interval of the difference includes zero): removing triples there breaks these predictions, but the "
+        "test does not show that the explanations chose the right ones."
+    )
+
+
 def headline(nec: dict) -> str | None:
     """One sentence a reader outside machine learning can follow, in plain HTML.
 
@@ -139,6 +166,7 @@ def headline(nec: dict) -> str | None:
     if y is not None:
         text += f" Removing {k} random {t} at the same entities flips <b>{y}</b>"
         text += f"; {k} random {t} elsewhere in the graph flip <b>{z}</b>." if z is not None else "."
+    text += verdict(nec["summary"].get(name, {}))
     if len(nec.get("seeds") or {}) > 1:
         text += " (First training seed.)"
     return text
@@ -214,4 +242,4 @@ def necessity_section(nec: dict, files: str = "") -> Section:
     )
 
 
-__all__ = ["headline", "headline_arm", "flips", "necessity_section", "read_necessity"]
+__all__ = ["headline", "headline_arm", "flips", "necessity_section", "read_necessity", "verdict"]
