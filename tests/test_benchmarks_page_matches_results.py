@@ -246,3 +246,34 @@ def test_suite_time_reads_pytests_last_summary_line():
     assert suite_time.summary("= 3 passed, 2 errors in 4s =")["counts"] == {"passed": 3, "errors": 2}
     with pytest.raises(ValueError, match="no pytest summary"):
         suite_time.summary("ImportError while loading conftest\n")
+
+
+def test_compare_results_keeps_what_the_faithfulness_page_reads_of_a_compare_folder(tmp_path):
+    compare_results = load_script("compare_results")
+    sizes = [{"arms": ["a", "kelpie"], "same": {"facts": 2, "fell": {"a": 1, "kelpie": 0}}}]
+    doc = {
+        "offered": 9,
+        "n_facts": 2,
+        "arms": ["a", "kelpie"],
+        "finished": ["a"],
+        "summary": {"a": {"facts_removed": 3}},
+        "groups": {"margin": ["near tie", "confident"]},
+        "same_explanation": [{"arms": ["a", "kelpie"], "facts": 1}],
+        "contents": {"a": {"fell": 1}},
+        "sizes": sizes,
+        "config": {"k": 4, "candidates": "head", "random_like": "a", "local": {"steps": 60}, "seed": 0},
+        "model_dir": "/elsewhere",
+    }
+    (tmp_path / "compare.json").write_text(json.dumps(doc))
+    (tmp_path / "explanations").mkdir()
+    (tmp_path / "explanations" / "a.json").write_text(json.dumps({"seconds_per_explanation": 0.25}))
+    got = compare_results.fact_set(tmp_path)
+    assert got["sizes"] == sizes and got["contents"] == doc["contents"]
+    assert got["same_explanation"] == doc["same_explanation"]
+    assert got["config"] == {"k": 4, "candidates": "head", "random_like": "a", "local": {"steps": 60}}
+    assert got["explained"] == {"a": 0.25} and "model_dir" not in got
+    for key in ("same_explanation", "contents", "sizes"):  # an older compare.json without them
+        del doc[key]
+    (tmp_path / "compare.json").write_text(json.dumps(doc))
+    older = compare_results.fact_set(tmp_path)
+    assert (older["same_explanation"], older["contents"], older["sizes"]) == ([], {}, [])
