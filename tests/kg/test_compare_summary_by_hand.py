@@ -491,3 +491,29 @@ def test_facts_tsv_lists_each_fact_its_groups_and_every_arms_ranks_word_for_word
         "",
     ]
     assert CS.facts_tsv(facts, {}, {}).split("\n") == ["head\trelation\ttail", "a\tr\tb", "c\tr\td", ""]
+
+
+def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
+    res = results()
+    arm = res["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"]
+    kelpie = {f: {"change_hits@1": -0.25, "change_hits@1_ci95": [-0.5, 0.0]} for f in ("original", "reduced")}
+    fs = {"n_facts": 7, "summary": {"tracin-margin-path": arm, "kelpie": kelpie}}
+    res["datasets"] = {"wn18rr-cpu": {"fact_sets": {"kelpie-facts": fs}}, "other": {"fact_sets": {}}}
+    head = (
+        "| dataset | facts | explain's default: ΔH@1 original / reduced | Kelpie's explanations, the same retrain "
+        "| the default beyond Kelpie's, paired by fact (original / reduced) | noise floor (original) "
+        "| the default beyond the noise floor (original) | s / explanation (Kelpie's paper, on a GPU) |"
+    )
+    mine = "| WN18RR on a CPU | 7 | -0.50 [-0.75, +0.00] / -1.00 [-1.25, +0.00] | -0.25 [-0.50, +0.00] / -0.25 [-0.50, +0.00] "
+    versus = "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] "
+    assert CP.standing_table(res).splitlines() == [
+        head,
+        "|---|---|---|---|---|---|---|---|",
+        mine + versus + "| not measured | not measured | 0.25 (28) |",  # no noise floor yet
+    ]
+    fs["summary"]["noise"] = kelpie
+    assert CP.standing_table(res).splitlines()[2] == (
+        mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | 0.25 (28) |"
+    )
+    del fs["summary"]["kelpie"]  # the default alone: nothing to stand against
+    assert CP.standing_table(res) == ""

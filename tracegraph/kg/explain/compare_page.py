@@ -122,6 +122,46 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
     return "\n".join(out)
 
 
+# seconds per explanation in Kelpie's paper (ConvE, on a GPU): a published figure, set beside ours
+KELPIE_PAPER_SECONDS = {"fb15k-237": 34, "wn18rr": 28}
+
+
+def standing_table(results: dict) -> str:
+    """Explain's default against Kelpie's explanations on Kelpie's facts, one row per dataset with both measured.
+
+    Args:
+        results: ``benchmarks/results/necessity_kelpie.json``'s content.
+
+    Returns:
+        Markdown: a table (empty when no dataset has both arms finished).
+    """
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    rows = []
+    for ds, d in results["datasets"].items():
+        fs = d["fact_sets"].get("kelpie-facts") or {}
+        ours, theirs = (fs.get("summary", {}).get(a) for a in (DEFAULT_EXPLAINER, "kelpie"))
+        if ours is None or theirs is None:
+            continue
+        noise = fs["summary"].get("noise")
+        both = [" / ".join(_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
+        paper = KELPIE_PAPER_SECONDS.get(ds.removesuffix("-cpu"))
+        rows.append(
+            f"| {DATASET_TITLES.get(ds, ds)} | {fs['n_facts']} | {both[0]} | {both[1]} | {_versus_cell(ours, 'kelpie')} | "
+            f"{_cell(noise, 'original', 'change_hits@1')} | "
+            f"{_cell(noise and ours, 'original', 'beyond_noise_hits@1')} | "
+            f"{ours['seconds_per_explanation']:.2f}" + (f" ({paper})" if paper else "") + " |"
+        )
+    if not rows:
+        return ""
+    head = (
+        "| dataset | facts | explain's default: ΔH@1 original / reduced | Kelpie's explanations, the same retrain "
+        "| the default beyond Kelpie's, paired by fact (original / reduced) | noise floor (original) "
+        "| the default beyond the noise floor (original) | s / explanation (Kelpie's paper, on a GPU) |"
+    )
+    return "\n".join([head, "|---|---|---|---|---|---|---|---|", *rows, ""])
+
+
 def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     """Where the facts resist: ΔH@1 (original filtering) of every measured arm by head degree and relation kind.
 
@@ -265,6 +305,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
     kelpie, umls = results["necessity_kelpie"], results["compare_umls"]
     return {
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
+        ("<!-- standing:kelpie-facts -->", "<!-- /standing -->"): standing_table(kelpie),
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
         ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
         ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(
