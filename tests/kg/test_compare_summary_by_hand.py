@@ -500,9 +500,8 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
     fs = {"n_facts": 7, "summary": {"tracin-margin-path": arm, "kelpie": kelpie}}
     res["datasets"] = {"wn18rr-cpu": {"fact_sets": {"kelpie-facts": fs}}, "other": {"fact_sets": {}}}
     head = (
-        "| dataset | facts | explain's default: ΔH@1 original / reduced | Kelpie's explanations, the same retrain "
-        "| the default beyond Kelpie's, paired by fact (original / reduced) | noise floor (original) "
-        "| the default beyond the noise floor (original) | s / explanation (Kelpie's paper, on a GPU) |"
+        "| dataset | facts | default: ΔH@1 original / reduced | Kelpie's: ΔH@1 original / reduced "
+        "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired | s / explanation (Kelpie's) |"
     )
     mine = "| WN18RR on a CPU | 7 | -0.50 [-0.75, +0.00] / -1.00 [-1.25, +0.00] | -0.25 [-0.50, +0.00] / -0.25 [-0.50, +0.00] "
     versus = "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] "

@@ -155,9 +155,8 @@ def standing_table(results: dict) -> str:
     if not rows:
         return ""
     head = (
-        "| dataset | facts | explain's default: ΔH@1 original / reduced | Kelpie's explanations, the same retrain "
-        "| the default beyond Kelpie's, paired by fact (original / reduced) | noise floor (original) "
-        "| the default beyond the noise floor (original) | s / explanation (Kelpie's paper, on a GPU) |"
+        "| dataset | facts | default: ΔH@1 original / reduced | Kelpie's: ΔH@1 original / reduced "
+        "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired | s / explanation (Kelpie's) |"
     )
     return "\n".join([head, "|---|---|---|---|---|---|---|---|", *rows, ""])
 
