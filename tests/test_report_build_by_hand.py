@@ -302,7 +302,10 @@ def test_cards_sizes_from_the_config_metrics_explained_count_and_necessity(tmp_p
                 card("training triples", "40"),
                 card("test MRR / Hits@10 (both sides)", "0.433 / 0.667"),
                 card("explained test triples", "2"),
-                card("necessity ΔH@1: tracin-margin-path / neighbour / far", "0.400 / 0.125 / —"),
+                card(  # the necessity module's card: no excess over neighbour given, so not green
+                    "necessity ΔH@1 (3 facts): tracin-margin-path / neighbour / far",
+                    "<span class='bad'>0.400</span> / 0.125 / —",
+                ),
             ]
         )
         + "</div>"
@@ -319,7 +322,7 @@ def test_cards_of_a_bare_run_count_its_id_maps(tmp_path):
     )
     one = {"summary": {"path@3": {"delta_hits@1": {"mean": -0.5}}, "far@3": {"delta_hits@1": {"mean": 0.25}}}}
     assert B._cards(FakeRun(tmp_path / "r2"), None, [], one).html.endswith(
-        card("necessity ΔH@1: path / neighbour / far", "-0.500 / — / 0.250") + "</div>"
+        card("necessity ΔH@1: path / neighbour / far", "<span class='bad'>-0.500</span> / — / 0.250") + "</div>"
     )
 
 
@@ -565,5 +568,5 @@ def test_the_necessity_card_splits_k_from_the_last_at_sign(tmp_path):
         }
     }
     assert B._cards(FakeRun(tmp_path / "run"), None, [], nec).html.endswith(
-        card("necessity ΔH@1: my@method / neighbour / far", "0.500 / 0.250 / 0.000") + "</div>"
+        card("necessity ΔH@1: my@method / neighbour / far", "<span class='bad'>0.500</span> / 0.250 / 0.000") + "</div>"
     )

@@ -16,7 +16,7 @@ from tracegraph.report.explained import explained_section
 from tracegraph.report.explanations import ExplainedTriple, read_explanations
 from tracegraph.report.html import Section, cards, e, num, write_page
 from tracegraph.report.hubs import HubGraph, hub_graph
-from tracegraph.report.necessity import headline_arm, necessity_section, read_necessity
+from tracegraph.report.necessity import necessity_card, necessity_section, read_necessity
 from tracegraph.report.sections import metrics_section, settings_section, side_metrics, training_section
 from tracegraph.report.unresolved import read_unresolved, unresolved_section
 from tracegraph.runtime.checkpoints import read_json
@@ -215,16 +215,9 @@ def _cards(run, ranks, triples, nec) -> Section:
         items.append(("test MRR / Hits@10 (both sides)", f"{num(b['mrr'])} / {num(b['hits@10'])}"))
     if triples:
         items.append(("explained test triples", str(len(triples))))
-    name = headline_arm(nec) if nec else None
-    if name:
-        k = name.rsplit("@", 1)[1]
-        dh = {a: nec["summary"].get(f"{a}@{k}", {}).get("delta_hits@1", {}).get("mean") for a in ("neighbour", "far")}
-        items.append(
-            (
-                f"necessity ΔH@1: {name.rsplit('@', 1)[0]} / neighbour / far",
-                f"{num(nec['summary'][name]['delta_hits@1']['mean'])} / {num(dh['neighbour'])} / {num(dh['far'])}",
-            )
-        )
+    card = necessity_card(nec) if nec else None
+    if card:
+        items.append(card)
     return Section("cards", cards(items))
 
 

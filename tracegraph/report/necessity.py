@@ -181,6 +181,37 @@ def with_ci(v: dict, key: str) -> str:
     return f"{num(mean)} ({num(lo_hi[0])} to {num(lo_hi[1])})" if lo_hi else num(mean)
 
 
+def necessity_card(nec: dict) -> tuple[str, str] | None:
+    """The headline card: the default method's ΔH@1 beside the neighbour and far arms' at its k.
+
+    Its figure is green when the method broke predictions and its paired excess over the
+    neighbour arm clears zero (it chose better than as many random triples at the same
+    entities), red otherwise; the excess with its interval follows.
+
+    Args:
+        nec: The necessity document.
+
+    Returns:
+        ``(title, value HTML)``, or None when no method arm was graded.
+    """
+    name = headline_arm(nec) if nec.get("summary") else None
+    if name is None:
+        return None
+    arm_name, k = arm_of(name)
+    dh1 = {a: (nec["summary"].get(f"{a}@{k}") or {}).get("delta_hits@1", {}).get("mean") for a in ("neighbour", "far")}
+    arm = nec["summary"][name]
+    ours = arm["delta_hits@1"]["mean"]
+    ok = ours > 0 and (arm.get("above_neighbour_hits@1_ci95_first_seed") or [0.0])[0] > 0
+    above = ""
+    if "above_neighbour_hits@1" in arm:
+        above = f" <span class='note'>{with_ci(arm, 'above_neighbour_hits@1')} above neighbour</span>"
+    facts = f" ({nec['n_facts']} facts)" if "n_facts" in nec else ""
+    return (
+        f"necessity ΔH@1{facts}: {arm_name} / neighbour / far",
+        f"<span class='{'ok' if ok else 'bad'}'>{num(ours)}</span> / {num(dh1['neighbour'])} / {num(dh1['far'])}{above}",
+    )
+
+
 def necessity_section(nec: dict, files: str = "") -> Section:
     """The necessity table (every arm, its interval, its excess over far and over neighbour) with the headline sentence.
 
@@ -242,4 +273,4 @@ def necessity_section(nec: dict, files: str = "") -> Section:
     )
 
 
-__all__ = ["headline", "headline_arm", "flips", "necessity_section", "read_necessity", "verdict"]
+__all__ = ["flips", "headline", "headline_arm", "necessity_card", "necessity_section", "read_necessity", "verdict"]

@@ -15,7 +15,7 @@ from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 from tracegraph.kg.run import Run
 from tracegraph.report import Section, report_sections, write_page
 from tracegraph.report.html import cards, e, num, table
-from tracegraph.report.necessity import headline, headline_arm, with_ci
+from tracegraph.report.necessity import headline, necessity_card
 
 RECOVERY_LABELS = {
     "tracin": "TracIn",
@@ -116,29 +116,12 @@ def headline_cards(metrics: dict, counts: dict, fidelity: dict) -> Section:
         (f"baseline {m}: recovery MRR / MAP", f"{num(_mrr_map(rec, m)[0])} / {num(_mrr_map(rec, m)[1])}")
         for m in baselines
     ]
-    name = headline_arm(nec) if nec.get("summary") else None
-    if name:
-        k = name.rsplit("@", 1)[1]
-        dh1 = {
-            a: (nec["summary"].get(f"{a}@{k}") or {}).get("delta_hits@1", {}).get("mean") for a in ("neighbour", "far")
-        }
-        arm = nec["summary"][name]
-        ours = arm["delta_hits@1"]["mean"]
-        # chosen better than random triples at the same entities: the paired excess's interval clears zero
-        ok = ours > 0 and (arm.get("above_neighbour_hits@1_ci95_first_seed") or [0.0])[0] > 0
-        above = ""
-        if "above_neighbour_hits@1" in arm:
-            above = f" <span class='note'>{with_ci(arm, 'above_neighbour_hits@1')} above neighbour</span>"
-        items.append(
-            (
-                f"necessity ΔH@1 ({nec['n_facts']} facts): {name.rsplit('@', 1)[0]} / neighbour / far",
-                f"<span class='{'ok' if ok else 'bad'}'>{num(ours)}</span> / {num(dh1['neighbour'])} / "
-                f"{num(dh1['far'])}{above}",
-            )
-        )
+    card = necessity_card(nec)
+    if card:
+        items.append(card)
     elif nec.get("note"):  # nothing to test (no prediction ranked first): said here, explained in its section
         items.append(("necessity ΔH@1", "— <span class='note'>no fact to test (below)</span>"))
-    sentence = headline(nec) if name else None
+    sentence = headline(nec) if card else None
     graph = (
         f"<p>{counts.get('entities')} entities, {counts.get('relations')} relations, {counts.get('train')} training "
         f"triples; {counts.get('test')} held-out <code>treats</code> edges, each planted by a mechanism path of 2–4 "
