@@ -413,6 +413,8 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
         "a",
         "--noise-seed",
         "9",
+        "--retrain-seed",
+        "21",
         "--versus",
         "a",
         "--versus",
@@ -444,7 +446,7 @@ def test_every_flag_reaches_the_settings(run, monkeypatch):
     assert c.explanations == {"a": "x.tsv", "y": "y.tsv"} and c.methods == ["tracin", "degree"]
     assert (c.facts, c.n, c.k, c.candidates, c.random_like) == (str(run / "test.txt"), 7, 3, "head-tail", "a")
     assert (c.noise_seed, c.arms, seen["explain_only"], c.bootstrap, c.seed) == (9, ["a", "noise"], True, 20, 5)
-    assert c.versus == ["a", "y"]
+    assert c.versus == ["a", "y"] and c.retrain_seed == 21
     assert (c.local.candidates, c.local.steps, c.local.k, c.local.seed, c.device) == (11, 13, 3, 5, "cpu")
     assert c.keep_models
 
@@ -484,6 +486,33 @@ def test_method_arms_take_k_candidates_of_the_scope_and_random_copies_their_size
     assert rand["explanation_sizes"] == [len(e) for e in table.explanations]
     # --random-like sizes the far arm too (its draws: test_far_rows_avoid_every_graded_end_…)
     assert far_asked == [(rand["explanation_sizes"], c.seed)] and calls["far"][1] == SEED
+
+
+def test_retrain_seed_reaches_every_removal_arms_retrain_and_the_noise_arm_takes_the_next(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    rec = Recorder(lm.model)
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: rec)
+    write_triples(run / "facts.txt", TRIPLES + TEST)
+    base = dict(model_dir=str(run / "run"), facts=str(run / "facts.txt"), methods=["degree"])
+    res = cmp.run_compare(cmp.CompareConfig(**base, output_dir=str(run / "seed7"), retrain_seed=7))
+    want = {"degree": 7, "random-head": 7, "far": 7, "noise": 8}  # the run's seed is SEED, not 7
+    # a random arm removing what degree removes is that retrain (not run again): its record still says the seed
+    assert {name: seed for name, _, seed in rec.calls}.items() <= want.items() and len(rec.calls) >= 3
+    assert {a: json.loads((run / "seed7" / "arms" / f"{a}.json").read_text())["seed"] for a in want} == want
+    rec.calls.clear()
+    again = cmp.run_compare(cmp.CompareConfig(**base, output_dir=str(run / "seed-run")))
+    default = {"degree": SEED, "random-head": SEED, "far": SEED, "noise": SEED + 1}
+    assert {name: seed for name, _, seed in rec.calls}.items() <= default.items() and len(rec.calls) >= 3
+    # the explanations are the run's whatever the retrain seed: the same removals in both folders
+    assert [
+        json.loads((run / d / "arms" / "degree.json").read_text())["facts_removed"] for d in ("seed7", "seed-run")
+    ] == [
+        res["summary"]["degree"]["facts_removed"],
+        again["summary"]["degree"]["facts_removed"],
+    ]
+    assert (run / "seed7" / "explanations" / "degree.tsv").read_text() == (
+        run / "seed-run" / "explanations" / "degree.tsv"
+    ).read_text()
 
 
 def test_method_explanations_are_reused_only_for_the_same_facts_and_settings(run, monkeypatch):

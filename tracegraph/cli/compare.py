@@ -72,7 +72,12 @@ def compare_cmd(
         help="An arm (say kelpie) every other arm is paired against fact by fact, as against the floors: ΔH@1 beyond it under both filterings, and the falls where the two explanations are the same size; repeat.",
     ),
     noise_seed: Optional[int] = typer.Option(
-        None, "--noise-seed", help="The noise arm's training seed (nothing removed; default: the run's seed + 1)."
+        None, "--noise-seed", help="The noise arm's training seed (nothing removed; default: the retrain seed + 1)."
+    ),
+    retrain_seed: Optional[int] = typer.Option(
+        None,
+        "--retrain-seed",
+        help="Every removal arm's training seed (default: the run's). Another seed repeats the protocol with other retrains, in its own -o; `fidelity compare-pool` averages the folders.",
     ),
     arm: Optional[List[str]] = typer.Option(
         None, "--arm", help="Retrain only this arm now (repeat; default: all). Parallel processes can share one -o."
@@ -117,6 +122,7 @@ def compare_cmd(
         random_like=random_like,
         versus=list(dict.fromkeys(versus or [])),
         noise_seed=noise_seed,
+        retrain_seed=retrain_seed,
         arms=list(arm) if arm else None,
         bootstrap=bootstrap,
         seed=seed,
@@ -142,3 +148,31 @@ def compare_cmd(
         f"{res['n_facts']} facts graded; {len(res['finished'])} of {len(res['arms'])} arms finished "
         f"-> {output_dir / 'compare.md'}" + (" and compare.png" if res["summary"] else "")
     )
+
+
+def compare_pool_cmd(
+    folders: List[Path] = typer.Argument(
+        ..., help="`fidelity compare` output folders of one run and one fact set (say one per --retrain-seed)."
+    ),
+    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="pooled.json and pooled.md go here."),
+    versus: Optional[List[str]] = typer.Option(
+        None, "--versus", help="An arm every other arm is paired against fact by fact, as against the floors; repeat."
+    ),
+    bootstrap: int = BootstrapOpt,
+    seed: int = typer.Option(0, "--seed", help="Bootstrap resampling seed."),
+) -> None:
+    """Pool compare folders over retrain seeds: each fact's outcome averaged over them, then bootstrapped.
+
+    Every folder must grade the same facts; an arm is pooled where it finished in every folder.
+    """
+    from tracegraph.kg.explain.compare_pool import pool_folders, pooled_markdown
+    from tracegraph.runtime.checkpoints import atomic_write_json, atomic_write_text
+
+    res = pool_folders(list(folders), bootstrap, seed, list(dict.fromkeys(versus or [])))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(output_dir / "pooled.json", res)
+    atomic_write_text(output_dir / "pooled.md", pooled_markdown(res))
+    for name, s in res["summary"].items():
+        o = s["original"]
+        typer.echo(f"{name}: ΔH@1 {o['change_hits@1']:+.3f} over {len(res['folders'])} folders")
+    typer.echo(f"{res['n_facts']} facts, {len(res['arms'])} arms pooled -> {output_dir / 'pooled.md'}")

@@ -132,7 +132,7 @@ def fidelity_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    from tracegraph.cli.compare import compare_cmd
+    from tracegraph.cli.compare import compare_cmd, compare_pool_cmd
     from tracegraph.cli.necessity import necessity_cmd
 
     app.command("demo")(demo_cmd)
@@ -143,4 +143,5 @@ def register(app: typer.Typer) -> None:
     fidelity.command("recovery", cls=method_list_command())(fidelity_cmd)
     fidelity.command("necessity", cls=method_list_command())(necessity_cmd)
     fidelity.command("compare", cls=method_list_command())(compare_cmd)
+    fidelity.command("compare-pool")(compare_pool_cmd)
     app.add_typer(fidelity, name="fidelity")

@@ -83,7 +83,10 @@ class CompareConfig:
         versus: Arms every other arm is paired against by fact, as against the floors (say
             ``kelpie``): ΔH@1 beyond each under both filterings, and the falls of both where
             their explanations are the same size (:func:`sizes_versus`).
-        noise_seed: The noise arm's training seed; None: the run's seed + 1.
+        noise_seed: The noise arm's training seed; None: the retrain seed + 1.
+        retrain_seed: Every removal arm's training seed; None: the run's. Another seed repeats
+            the protocol with other retrains, each in its own output folder; ``compare-pool``
+            averages each fact's outcome over such folders.
         arms: The arms to retrain now; None: all (the summary covers every finished arm).
         bootstrap: Bootstrap resamples of the facts for the 95 % intervals.
         seed: Fact sample, random draws and tie-breaks.
@@ -106,6 +109,7 @@ class CompareConfig:
     random_like: str | None = None
     versus: list[str] = field(default_factory=list)
     noise_seed: int | None = None
+    retrain_seed: int | None = None
     arms: list[str] | None = None
     bootstrap: int = 1000
     seed: int = 0

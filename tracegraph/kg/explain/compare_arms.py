@@ -223,21 +223,23 @@ def check_arm_names(cfg) -> None:
 
 def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
     """Every arm's removals, in table order: files, methods, random, far, noise (see the module doc)."""
-    run_seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
+    seed = cfg.retrain_seed  # another seed repeats the protocol with other retrains; the explanations stay the run's
+    if seed is None:
+        seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
     row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
-    arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), run_seed) for name, t in tables.items()}
-    cached = {m: cached_method_arm(out, m, labels, store, row_of, method_settings(cfg), run_seed) for m in cfg.methods}
+    arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), seed) for name, t in tables.items()}
+    cached = {m: cached_method_arm(out, m, labels, store, row_of, method_settings(cfg), seed) for m in cfg.methods}
     todo = [m for m, arm in cached.items() if arm is None]
-    fresh = method_arms(store, cfg, todo, facts, labels, train_ids, known, device, out, run_seed) if todo else []
+    fresh = method_arms(store, cfg, todo, facts, labels, train_ids, known, device, out, seed) if todo else []
     arms.update({m: arm for m, arm in cached.items() if arm is not None})
     arms.update({arm.name: arm for arm in fresh})
     arms = {name: arms[name] for name in [*tables, *cfg.methods]}
     like = cfg.random_like or (next(iter(tables)) if tables else None)
     sizes = [len(r) for r in arms[like].rows] if like else [cfg.k] * len(facts)
     rand = f"random-{cfg.candidates}"
-    arms[rand] = Arm(rand, "random", random_rows(train_ids, facts, sizes, cfg.candidates, cfg.seed), run_seed)
-    arms["far"] = Arm("far", "far", far_rows(train_ids, facts, sizes, cfg.seed), run_seed)
-    noise_seed = run_seed + 1 if cfg.noise_seed is None else cfg.noise_seed
+    arms[rand] = Arm(rand, "random", random_rows(train_ids, facts, sizes, cfg.candidates, cfg.seed), seed)
+    arms["far"] = Arm("far", "far", far_rows(train_ids, facts, sizes, cfg.seed), seed)
+    noise_seed = seed + 1 if cfg.noise_seed is None else cfg.noise_seed
     arms["noise"] = Arm("noise", "noise", [np.zeros(0, np.int64)] * len(facts), noise_seed)
     return arms
 

@@ -1,0 +1,123 @@
+"""The side-by-side protocol pooled over retrain seeds: each fact's outcome averaged over several compare folders.
+
+One retrain per arm leaves an arm's ΔH@1 to the retrain's chaos: a fact near a tie falls or stands
+by chance, and on a large graph that chance is as large as what four removed facts do. Running
+``fidelity compare`` again with ``--retrain-seed`` (same run, same facts, other retrains, each in
+its own folder) and pooling the folders averages each fact's outcome over the seeds before the
+bootstrap over facts, as before: the intervals narrow with the seeds.
+
+Signs are compare's: Δ = after − before, a prediction that falls gives a negative Δ.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from tracegraph.errors import DataError, TracegraphError
+from tracegraph.kg.explain.compare_summary import FILTERINGS, FLOORS
+from tracegraph.kg.explain.necessity_summary import bootstrap_mean
+from tracegraph.runtime.checkpoints import read_json
+
+
+def read_folder(folder: Path) -> tuple[list, dict[str, dict]]:
+    """A compare folder's graded facts (labels) and its finished arms' records, in table order."""
+    path = folder / "compare.json"
+    if not path.is_file():
+        raise DataError("not a `fidelity compare` output folder (no compare.json)", folder)
+    res = read_json(path)
+    records = {a: read_json(folder / "arms" / f"{a}.json") for a in res["finished"]}
+    return [tuple(f) for f in res["facts"]], records
+
+
+def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=()) -> dict:
+    """Pool compare folders of the same facts: per arm and filtering, each fact's outcome averaged over them.
+
+    Args:
+        folders: ``fidelity compare`` output folders of one run and one fact set (say one per
+            ``--retrain-seed``).
+        n_boot: Bootstrap resamples of the facts.
+        seed: Resampling seed.
+        versus: Arms every other arm is paired against, as against the floors.
+
+    Returns:
+        ``folders``, ``n_facts``, ``arms`` (those finished in every folder), ``seeds`` (arm -> its
+        retrain seed per folder) and ``summary``: arm -> per filtering ``hits@1`` and ``mrr`` after
+        (means over facts of the per-fact means over folders), ``change_hits@1`` and ``change_mrr``
+        (after − before; every graded fact was first before) and ``beyond_NAME_hits@1`` for each
+        floor (``noise``, ``far``) and ``versus`` arm, paired by fact, each with ``_ci95``.
+
+    Raises:
+        TracegraphError: If fewer than two folders are given.
+        DataError: If a folder is not a compare output, or grades other facts than the first.
+    """
+    if len(folders) < 2:
+        raise TracegraphError(f"give at least two compare folders to pool, not {len(folders)}")
+    facts, first = read_folder(folders[0])
+    runs = [first]
+    for f in folders[1:]:
+        other, records = read_folder(f)
+        if other != facts:
+            raise DataError(f"it grades other facts than {folders[0]} (pool folders of one fact set)", f)
+        runs.append(records)
+    arms = [a for a in first if all(a in r for r in runs)]
+    out = {"folders": [str(f) for f in folders], "n_facts": len(facts), "arms": arms, "summary": {}}
+    out["seeds"] = {a: [r[a]["seed"] for r in runs] for a in arms}
+    hits = {  # arm -> filtering -> per fact, the share of folders where it stayed first
+        a: {f: np.mean([np.asarray(r[a]["ranks"][f], np.float64) <= 1 for r in runs], axis=0) for f in FILTERINGS}
+        for a in arms
+    }
+    refs = [a for a in (*FLOORS, *versus) if a in arms]
+    for a in arms:
+        s = {}
+        for f in FILTERINGS:
+            rr = np.mean([1 / np.asarray(r[a]["ranks"][f], np.float64) for r in runs], axis=0)
+            s[f] = {"hits@1": float(hits[a][f].mean()), "mrr": float(rr.mean())}
+            pairs = [("change_hits@1", hits[a][f] - 1), ("change_mrr", rr - 1)]
+            pairs += [(f"beyond_{ref}_hits@1", hits[a][f] - hits[ref][f]) for ref in refs if a not in (ref, *FLOORS)]
+            for key, values in pairs:
+                m, lo, hi = bootstrap_mean(values, n_boot, seed)
+                s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
+        out["summary"][a] = s
+    return out
+
+
+def pooled_markdown(res: dict) -> str:
+    """``pooled.md``: one row per arm, both filterings, the floors and ``versus`` arms paired by fact."""
+    refs = sorted(
+        {
+            k[len("beyond_") : -len("_hits@1")]
+            for s in res["summary"].values()
+            for k in s["original"]
+            if k.startswith("beyond_") and k.endswith("_hits@1")
+        },
+        key=lambda r: (r not in FLOORS, r),
+    )
+
+    def cell(x: dict, key: str) -> str:
+        if key not in x:
+            return "—"
+        lo, hi = x[f"{key}_ci95"]
+        return f"{x[key]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+    lines = [
+        "# Necessity, side by side, pooled over retrain seeds",
+        "",
+        f"{res['n_facts']} facts; {len(res['folders'])} compare folders: "
+        + ", ".join(f"`{f}`" for f in res["folders"])
+        + ". Each fact's outcome is averaged over the folders, then bootstrapped over the facts (95 % intervals); "
+        "Δ = after − before (negative: the predictions fell).",
+        "",
+        "| arm | retrain seeds | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced | "
+        + "".join(f"beyond {r} (original) | " for r in refs),
+        "|---|---|---|---|---|---|" + "---|" * len(refs),
+    ]
+    for a, s in res["summary"].items():
+        o, r = s["original"], s["reduced"]
+        seeds = ", ".join(str(x) for x in res["seeds"][a])
+        lines.append(
+            f"| {a} | {seeds} | {cell(o, 'change_hits@1')} | {cell(o, 'change_mrr')} | {cell(r, 'change_hits@1')} | "
+            f"{cell(r, 'change_mrr')} | " + "".join(f"{cell(o, f'beyond_{ref}_hits@1')} | " for ref in refs)
+        )
+    return "\n".join(lines) + "\n"
