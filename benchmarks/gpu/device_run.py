@@ -26,9 +26,7 @@ Usage (on the device, from the repository root)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import subprocess
 import sys
 import tarfile
@@ -36,15 +34,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from device_files import pack, write_summary  # the script beside this one
+
 ROOT = Path(__file__).resolve().parents[2]
-ARGS: argparse.Namespace
 KELPIE = ("kelpie", "data_poisoning", "criage", "k1")
 OURS = (
-    "tracin-margin-query",
     "tracin-margin-path",
+    "tracin-margin-query",
     "local-retrain",
     "tracin",
-)  # tracin-margin-query: ahead of Kelpie's on FB15k-237 (CPU); tracin-margin-path: the default; local-retrain: the refit search
+)  # tracin-margin-path: explain's default, first; tracin-margin-query: ahead of Kelpie's on FB15k-237 (CPU); local-retrain: the refit search
 
 
 @dataclass
@@ -139,7 +138,7 @@ def jobs(args) -> list[Job]:
                 done=work / "suite.ok",
             )
         )
-    plans = {}
+    plans, seeded = {}, {}
     for name, ds in datasets(args).items():
         d = work / name
         files = [
@@ -205,6 +204,14 @@ def jobs(args) -> list[Job]:
             OURS[0],
         ]
         plans[name] = (kel, own, d)
+        seeded[name] = (
+            [
+                *tg("fidelity", "compare", "--model-dir", str(d / "run"), "--device", dev, *thr, "--k", "4"),
+                *("--random-like", OURS[0], "--explanations", f"kelpie={ds['kelpie']['kelpie']}", "--method", OURS[0]),
+                *("--versus", "kelpie"),
+            ],
+            d,
+        )
     # explanations first (timed with the least else on the GPU), then arms by priority
     for name, (kel, own, d) in plans.items():
         out.append(Job(f"{name}/kelpie-facts/explain", [*kel, "--explain-only"], args.arm_cap, [f"{name}/train"]))
@@ -215,10 +222,17 @@ def jobs(args) -> list[Job]:
     if dev == "cuda":  # beside the rest on a GPU; one process at a time on a CPU: after Kelpie's facts' arms
         out, own_explain = out + own_explain, []
     names = list(datasets(args))
-    first = ["kelpie", OURS[0], "far", "noise", "random-head"] if not args.quick else ["kelpie", OURS[0], "noise"]
-    later = [*OURS[1:], *KELPIE[1:]] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
+    first = (
+        ["kelpie", OURS[0], "noise", "random-head", "tracin", *KELPIE[1:]]
+        if not args.quick
+        else ["kelpie", OURS[0], "noise"]
+    )
+    later = [OURS[1], "far", "local-retrain"] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
     order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
     order += [(name, "own-facts", arm) for name in names for arm in (OURS[0], "random-head", "far", "noise")]
+    if os.environ.get("SERIES_ARMS"):  # a CPU series interleaving datasets: only these arms of Kelpie's facts now
+        keep = os.environ["SERIES_ARMS"].split(",")
+        order = [o for o in order if o[1] == "kelpie-facts" and o[2] in keep]
     for name, facts, arm in order:
         if arm in KELPIE and arm not in datasets(args)[name]["kelpie"]:
             continue
@@ -236,9 +250,10 @@ def jobs(args) -> list[Job]:
                 done=d / facts / "arms" / f"{arm}.json",
             )
         )
-    arms = [j.name for j in out if "/" in j.name and not j.name.endswith("/train")]
+    out += seed_jobs(args, seeded)
+    arms = [j.name for j in out if "/" in j.name and not j.name.endswith(("/train", "/pooled"))]
     for name, (kel, own, d) in plans.items():  # one last summary of every arm that finished
-        for tag, cmd in (("kelpie-facts", kel), ("own-facts", own)):
+        for tag, cmd in (("kelpie-facts", kel), ("own-facts", own))[: 1 if os.environ.get("SERIES_ARMS") else 2]:
             out.append(
                 Job(
                     f"{name}/{tag}/summary",
@@ -270,6 +285,35 @@ def jobs(args) -> list[Job]:
                 after_any=True,
             )
         )
+    return out
+
+
+SEEDED = (OURS[0], "kelpie", "noise")  # the arms repeated at other retrain seeds
+
+
+def seed_jobs(args, seeded: dict[str, tuple[list[str], Path]]) -> list[Job]:
+    """Kelpie's facts again at each ``--retrain-seeds`` seed (explain's default, Kelpie's, the noise floor), pooled.
+
+    One retrain per arm leaves each fact to the retrain's chaos; ``fidelity compare-pool`` averages
+    each fact's outcome over the seed-42 folder and these, then bootstraps over the facts.
+    """
+    seeds = [int(s) for s in args.retrain_seeds.split(",") if s.strip()]
+    out: list[Job] = []
+    for name, (cmd, d) in seeded.items() if seeds else ():
+        folders, ends = [d / "kelpie-facts"], [f"{name}/kelpie-facts/{a}" for a in SEEDED]
+        for s in seeds:
+            f = d / f"kelpie-facts-seed{s}"
+            at = [*cmd, "-o", str(f), "--retrain-seed", str(s)]
+            out.append(Job(f"{name}/seed{s}/explain", [*at, "--explain-only"], args.arm_cap, [f"{name}/train"]))
+            for a in SEEDED:
+                deps = [f"{name}/seed{s}/explain"]
+                out.append(
+                    Job(f"{name}/seed{s}/{a}", [*at, "--arm", a], args.arm_cap, deps, done=f / "arms" / f"{a}.json")
+                )
+                ends.append(f"{name}/seed{s}/{a}")
+            folders.append(f)
+        pool = tg("fidelity", "compare-pool", *map(str, folders), "-o", str(d / "pooled"), "--versus", "kelpie")
+        out.append(Job(f"{name}/pooled", pool, 120, ends, gpu=False, after_any=True))
     return out
 
 
@@ -328,69 +372,6 @@ def run(args) -> dict:
     return write_summary(work, status, t0, args)
 
 
-def write_summary(work: Path, status: dict, t0: float, args) -> dict:
-    """``device_run.json``: each step's status so far, the machine, the commit and the settings.
-
-    Written whenever a step ends, so a run stopped from outside (a session's end on a CPU) still
-    says what finished.
-    """
-    summary = {
-        "status": status,
-        "seconds": time.monotonic() - t0,
-        "machine": machine(),
-        "commit": commit(),
-        "args": vars(args),
-    }
-    (work / "device_run.json").write_text(json.dumps(summary, indent=1))
-    return summary
-
-
-def machine() -> str:
-    try:
-        import torch
-
-        rest = f"torch {torch.__version__}, {platform.machine()}"
-        if torch.cuda.is_available():
-            return f"{torch.cuda.get_device_name()}, {os.cpu_count()} CPU cores, {rest}"
-        return f"{os.cpu_count()} CPU cores ({cpu_model()}), no GPU, {rest}"
-    except Exception as e:  # the summary must be written whatever torch says
-        return f"unknown ({e})"
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux), else the platform's word for it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip().replace(",", "")
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def commit() -> str:
-    """The commit whose tree runs: ``--inputs``/COMMIT when the caller wrote it (a device's copy of the
-    tree may carry an older git HEAD than the files it holds), else git's HEAD."""
-    given = Path(ARGS.inputs) / "COMMIT"
-    if given.is_file():
-        return given.read_text().strip()
-    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return r.stdout.strip() or "unknown"
-
-
-def pack(work: Path, dest: Path) -> None:
-    """One archive of the results and logs (no weights), for the trip back."""
-    dest.mkdir(parents=True, exist_ok=True)
-    keep = (".json", ".md", ".tsv", ".log", ".jsonl", ".txt")
-    with tarfile.open(dest / "gpu_results.tar.gz", "w:gz") as tf:
-        for p in sorted(work.rglob("*")):
-            rel = p.relative_to(work)
-            if p.is_file() and p.suffix in keep and rel.parts[0] != "data" and "checkpoints" not in rel.parts:
-                if p.name in ("excluded.txt", "plan.txt") or p.stat().st_size > 4_000_000:
-                    continue
-                tf.add(p, arcname=str(rel))
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", default=".gpuin", help="FB15k-237.tar.gz, WN18RR.tar.gz and Kelpie's TSVs")
@@ -405,9 +386,13 @@ def main():
     ap.add_argument("--pack-only", default=None, help="only pack what --work holds now into this folder")
     ap.add_argument("--quick", action="store_true", help="UMLS, 3 epochs: a dry run of the schedule")
     ap.add_argument("--datasets", default="wn18rr", help="comma-separated, in priority order (one fits a lent call)")
+    ap.add_argument(
+        "--retrain-seeds",
+        default="",
+        help="comma-separated: Kelpie's facts again at these retrain seeds (the default, Kelpie's, the noise floor), "
+        "after every other arm, then pooled with the seed-42 folder (fidelity compare-pool)",
+    )
     args = ap.parse_args()
-    global ARGS
-    ARGS = args
     if args.pack_only:
         pack(Path(args.work), Path(args.pack_only))
         return

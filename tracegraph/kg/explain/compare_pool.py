@@ -83,6 +83,10 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
     return out
 
 
+def _row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def pooled_markdown(res: dict) -> str:
     """``pooled.md``: one row per arm, both filterings, the floors and ``versus`` arms paired by fact."""
     refs = sorted(
@@ -109,15 +113,20 @@ def pooled_markdown(res: dict) -> str:
         + ". Each fact's outcome is averaged over the folders, then bootstrapped over the facts (95 % intervals); "
         "Δ = after − before (negative: the predictions fell).",
         "",
-        "| arm | retrain seeds | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced | "
-        + "".join(f"beyond {r} (original) | " for r in refs),
-        "|---|---|---|---|---|---|" + "---|" * len(refs),
+        _row(
+            "arm",
+            "retrain seeds",
+            "ΔH@1 original",
+            "ΔMRR original",
+            "ΔH@1 reduced",
+            "ΔMRR reduced",
+            *(f"beyond {r} (original)" for r in refs),
+        ),
+        _row(*["---"] * (6 + len(refs))),
     ]
     for a, s in res["summary"].items():
         o, r = s["original"], s["reduced"]
         seeds = ", ".join(str(x) for x in res["seeds"][a])
-        lines.append(
-            f"| {a} | {seeds} | {cell(o, 'change_hits@1')} | {cell(o, 'change_mrr')} | {cell(r, 'change_hits@1')} | "
-            f"{cell(r, 'change_mrr')} | " + "".join(f"{cell(o, f'beyond_{ref}_hits@1')} | " for ref in refs)
-        )
+        cells = [cell(o, "change_hits@1"), cell(o, "change_mrr"), cell(r, "change_hits@1"), cell(r, "change_mrr")]
+        lines.append(_row(a, seeds, *cells, *(cell(o, f"beyond_{ref}_hits@1") for ref in refs)))
     return "\n".join(lines) + "\n"
