@@ -27,7 +27,7 @@ from compare_results import fact_set, run_metrics  # the script beside this one
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "benchmarks" / "results"
-KEEP = ("compare.json", "compare.md", "facts.tsv", "test_results.json", "config.json")
+KEEP = ("compare.json", "compare.md", "facts.tsv", "test_results.json", "config.json", "pooled.json", "pooled.md")
 
 
 COMMAND = "python3 benchmarks/gpu/device_run.py --inputs .gpuin --work .gpuwork --deadline 520 --pack $OUT"
@@ -80,6 +80,8 @@ def collect(
                 "test_both": metrics["both"],
                 "fact_sets": sets,
             }
+            if (work / ds / "pooled" / "pooled.json").is_file():  # Kelpie's facts over several retrain seeds
+                datasets[key]["pooled"] = json.loads((work / ds / "pooled" / "pooled.json").read_text())
     return {"about": ABOUT, "datasets": dict(sorted(datasets.items()))}
 
 

@@ -516,3 +516,26 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
     )
     del fs["summary"]["kelpie"]  # the default alone: nothing to stand against
     assert CP.standing_table(res) == ""
+
+
+def test_the_pooled_table_word_for_word_and_empty_without_a_pooled_run():
+    res = results()
+    assert CP.pooled_table(res) == ""
+    arm = res["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"]
+    res["datasets"]["umls"]["pooled"] = {
+        "folders": ["a", "b", "c"],
+        "n_facts": 5,
+        "seeds": {"kelpie": [42, 43, 44], "tracin": [42, 43, 44]},
+        "summary": {"kelpie": arm, "tracin": arm},  # table order: TracIn before Kelpie
+    }
+    assert CP.pooled_table(res).splitlines() == [
+        "**UMLS**, 5 facts, each fact's outcome averaged over 3 retrain seeds, then bootstrapped over the facts:",
+        "",
+        "| explanations | retrain seeds | ΔH@1 original | ΔH@1 reduced | ΔH@1 beyond noise (original) "
+        "| ΔH@1 beyond Kelpie (original) |",
+        "|---|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`) | 42, 43, 44 | -0.50 [-0.75, +0.00] | -1.00 [-1.25, +0.00] | +0.12 [-0.50, +0.75] "
+        "| -0.12 [-0.25, +0.50] |",
+        "| Kelpie | 42, 43, 44 | -0.50 [-0.75, +0.00] | -1.00 [-1.25, +0.00] | +0.12 [-0.50, +0.75] "
+        "| -0.12 [-0.25, +0.50] |",
+    ]

@@ -161,6 +161,41 @@ def standing_table(results: dict) -> str:
     return "\n".join([head, "|---|---|---|---|---|---|---|---|", *rows, ""])
 
 
+def pooled_table(results: dict) -> str:
+    """Kelpie's facts pooled over retrain seeds (``fidelity compare-pool``), per dataset that has them.
+
+    Args:
+        results: ``benchmarks/results/necessity_kelpie.json``'s content.
+
+    Returns:
+        Markdown: a sentence and one table per dataset with a pooled run; empty when none has one.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        pooled = d.get("pooled")
+        if not pooled:
+            continue
+        title = DATASET_TITLES.get(ds, ds)
+        out += [
+            f"**{title}**, {pooled['n_facts']} facts, each fact's outcome averaged over {len(pooled['folders'])} "
+            "retrain seeds, then bootstrapped over the facts:",
+            "",
+            "| explanations | retrain seeds | ΔH@1 original | ΔH@1 reduced | ΔH@1 beyond noise (original) "
+            "| ΔH@1 beyond Kelpie (original) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for arm in in_table_order(pooled["summary"]):
+            s = pooled["summary"][arm]
+            seeds = ", ".join(str(x) for x in pooled["seeds"][arm])
+            out.append(
+                f"| {arm_title(arm)} | {seeds} | {_cell(s, 'original', 'change_hits@1')} | "
+                f"{_cell(s, 'reduced', 'change_hits@1')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{_cell(s, 'original', 'beyond_kelpie_hits@1')} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
 def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     """Where the facts resist: ΔH@1 (original filtering) of every measured arm by head degree and relation kind.
 
@@ -306,6 +341,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- standing:kelpie-facts -->", "<!-- /standing -->"): standing_table(kelpie),
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
+        ("<!-- pooled:kelpie-facts -->", "<!-- /pooled -->"): pooled_table(kelpie),
         ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
         ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(
             kelpie, min_facts=10
