@@ -26,6 +26,7 @@ th{background:#f8fafc}td.num{text-align:right;font-variant-numeric:tabular-nums;
 tr.mark td{background:#fef3c7}tr.best td{font-weight:600}tr.default td{background:#ecfdf5}
 .cards{display:flex;gap:1em;flex-wrap:wrap;margin:1em 0}.card{background:#f8fafc;border:1px solid #e2e8f0;
 border-radius:8px;padding:.7em 1em;min-width:180px;max-width:330px}.card b{font-size:1.4em;display:block}
+.card b .note{display:block;font-size:.6em;font-weight:normal;margin-top:.2em}
 .headline{background:#f1f5f9;border-left:4px solid #334155;padding:.6em 1em;margin:1em 0;font-size:1.05em}
 .pred{border:1px solid #e2e8f0;border-radius:10px;padding:.4em 1.2em 1em;margin:1.2em 0}
 .tag{display:inline-block;background:#fef3c7;border:1px solid #d97706;border-radius:4px;padding:0 .35em;font-size:.8em}
