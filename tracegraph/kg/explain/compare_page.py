@@ -6,7 +6,7 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 from __future__ import annotations
 
 from tracegraph.kg.explain.compare_pairs import same_table, sizes_table
-from tracegraph.kg.explain.compare_summary import FILTERINGS, contents_table, group_values
+from tracegraph.kg.explain.compare_summary import FILTERINGS, ci_cell, contents_table, group_values
 
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
 ARM_TITLES = {
@@ -50,13 +50,7 @@ def arm_title(arm: str, retrain_of: str | None = None) -> str:
 
 
 def _cell(s: dict | None, filtering: str, key: str) -> str:
-    if s is None:
-        return "not measured"
-    x = s[filtering]
-    if key not in x:
-        return "—"
-    lo, hi = x[f"{key}_ci95"]
-    return f"{x[key]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    return "not measured" if s is None else ci_cell(s[filtering], key)
 
 
 def _versus_cell(s: dict | None, ref: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.explain.compare_summary import FILTERINGS, FLOORS
+from tracegraph.kg.explain.compare_summary import FILTERINGS, FLOORS, ci_cell
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 from tracegraph.runtime.checkpoints import read_json
 
@@ -43,9 +43,10 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
 
     Returns:
         ``folders``, ``n_facts``, ``arms`` (those finished in every folder), ``seeds`` (arm -> its
-        retrain seed per folder) and ``summary``: arm -> per filtering ``hits@1`` and ``mrr`` after
-        (means over facts of the per-fact means over folders), ``change_hits@1`` and ``change_mrr``
-        (after − before; every graded fact was first before) and ``beyond_NAME_hits@1`` for each
+        retrain seed per folder), ``refs`` (the floors and ``versus`` arms pooled) and ``summary``:
+        arm -> per filtering ``hits@1`` and ``mrr`` after (means over facts of the per-fact means
+        over folders), ``change_hits@1`` and ``change_mrr`` (after − before; every graded fact was
+        first before) and ``beyond_NAME_hits@1`` for each
         floor (``noise``, ``far``) and ``versus`` arm, paired by fact, each with ``_ci95``.
 
     Raises:
@@ -68,7 +69,7 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
         a: {f: np.mean([np.asarray(r[a]["ranks"][f], np.float64) <= 1 for r in runs], axis=0) for f in FILTERINGS}
         for a in arms
     }
-    refs = [a for a in (*FLOORS, *versus) if a in arms]
+    refs = out["refs"] = [a for a in (*FLOORS, *versus) if a in arms]
     for a in arms:
         s = {}
         for f in FILTERINGS:
@@ -89,21 +90,7 @@ def _row(*cells) -> str:
 
 def pooled_markdown(res: dict) -> str:
     """``pooled.md``: one row per arm, both filterings, the floors and ``versus`` arms paired by fact."""
-    refs = sorted(
-        {
-            k[len("beyond_") : -len("_hits@1")]
-            for s in res["summary"].values()
-            for k in s["original"]
-            if k.startswith("beyond_") and k.endswith("_hits@1")
-        },
-        key=lambda r: (r not in FLOORS, r),
-    )
-
-    def cell(x: dict, key: str) -> str:
-        if key not in x:
-            return "—"
-        lo, hi = x[f"{key}_ci95"]
-        return f"{x[key]:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    refs = res["refs"]
 
     lines = [
         "# Necessity, side by side, pooled over retrain seeds",
@@ -127,6 +114,11 @@ def pooled_markdown(res: dict) -> str:
     for a, s in res["summary"].items():
         o, r = s["original"], s["reduced"]
         seeds = ", ".join(str(x) for x in res["seeds"][a])
-        cells = [cell(o, "change_hits@1"), cell(o, "change_mrr"), cell(r, "change_hits@1"), cell(r, "change_mrr")]
-        lines.append(_row(a, seeds, *cells, *(cell(o, f"beyond_{ref}_hits@1") for ref in refs)))
+        cells = [
+            ci_cell(o, "change_hits@1"),
+            ci_cell(o, "change_mrr"),
+            ci_cell(r, "change_hits@1"),
+            ci_cell(r, "change_mrr"),
+        ]
+        lines.append(_row(a, seeds, *cells, *(ci_cell(o, f"beyond_{ref}_hits@1") for ref in refs)))
     return "\n".join(lines) + "\n"

@@ -249,7 +249,8 @@ def facts_tsv(facts: list, groups: dict, records: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ci(x: dict, key: str) -> str:
+def ci_cell(x: dict, key: str) -> str:
+    """A figure and its 95 % interval, ``-0.27 [-0.38, -0.18]``; ``—`` where ``x`` has no such figure."""
     if key not in x:
         return "—"
     lo, hi = x[f"{key}_ci95"]
@@ -281,10 +282,10 @@ def compare_markdown(res: dict) -> str:
         spe = s["seconds_per_explanation"]
         shown = f"{name} (the retrain of {s['retrain_of']})" if s.get("retrain_of") else name
         lines.append(
-            f"| {shown} | {s['facts_removed']} | {s['mean_size']:.2f} | {_ci(o, 'change_hits@1')} | "
-            f"{_ci(o, 'change_mrr')} | {_ci(r, 'change_hits@1')} | {_ci(r, 'change_mrr')} | "
-            f"{_ci(o, 'beyond_noise_hits@1')} | {_ci(o, 'beyond_far_hits@1')} | "
-            + "".join(f"{_ci(o, f'beyond_{v}_hits@1')} | {_ci(r, f'beyond_{v}_hits@1')} | " for v in versus)
+            f"| {shown} | {s['facts_removed']} | {s['mean_size']:.2f} | {ci_cell(o, 'change_hits@1')} | "
+            f"{ci_cell(o, 'change_mrr')} | {ci_cell(r, 'change_hits@1')} | {ci_cell(r, 'change_mrr')} | "
+            f"{ci_cell(o, 'beyond_noise_hits@1')} | {ci_cell(o, 'beyond_far_hits@1')} | "
+            + "".join(f"{ci_cell(o, f'beyond_{v}_hits@1')} | {ci_cell(r, f'beyond_{v}_hits@1')} | " for v in versus)
             + f"{'—' if spe is None else f'{spe:.3f}'} |"
         )
     titles = {
