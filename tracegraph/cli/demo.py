@@ -73,11 +73,16 @@ def fidelity_cmd(
     n_hops: int = typer.Option(
         2, "--n-hops", min=0, help="Candidates: the n-hop filtered subgraph of each test triple."
     ),
-    min_degree: int = typer.Option(2, "--min-degree", min=0),
+    min_degree: int = typer.Option(
+        2,
+        "--min-degree",
+        min=0,
+        help="Candidates: keep an edge if an endpoint has at least this many distinct neighbours (as `tracegraph filter`).",
+    ),
     n_random: int = typer.Option(
         20, "--n-random", min=1, help="Random permutations for the random baseline and tie-breaks."
     ),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, help="Seed of the random baseline, the tie-breaks and the removal test's random arms."),
     removal: bool = typer.Option(
         True, "--removal/--no-removal", help="Run the removal-and-retrain test (retrains 2x --removal-triples times)."
     ),
@@ -88,7 +93,8 @@ def fidelity_cmd(
     method: str = typer.Option(
         "tracin",
         "--method",
-        help=f"Explanation methods graded beside the baselines, comma-separated: {GRADED_METHODS_PLACEHOLDER}.",
+        help=f"Explanation methods graded beside the baselines, comma-separated; TracIn is always among them: "
+        f"{GRADED_METHODS_PLACEHOLDER}.",
     ),
     device: str = DeviceOpt,
 ):
@@ -114,7 +120,7 @@ def fidelity_cmd(
         seed=seed,
         removal=removal,
         device=device,
-        methods=["tracin", *(m.strip() for m in method.split(",") if m.strip())],
+        methods=list(dict.fromkeys(["tracin", *(m.strip() for m in method.split(",") if m.strip())])),
         removal_options=RemovalOptions(
             k=removal_k, n_triples=removal_triples, max_rank=max_rank, random_draws=random_draws, seed=seed
         ),

@@ -367,6 +367,14 @@ def probe_cmd(
 
     setup_logging()
     set_threads(num_threads)
+    cache = str(cache_dir) if cache_dir else None
+    if study:  # the study pretrains its own encoders on synthetic trees and always probes random weights beside them
+        given = [f for f, on in (("--trees", trees), ("--labels", labels), ("--encoder", encoder)) if on]
+        given += [] if compare_random else ["--no-compare-random"]
+        if given:
+            raise TracegraphError(
+                f"--study pretrains and compares its own encoders on synthetic trees: leave out {', '.join(given)}"
+            )
     if trees or labels:
         from tracegraph.trees.labelled_runs import load_labelled, probe_on_labels
 
@@ -376,7 +384,7 @@ def probe_cmd(
             None,
             0,
             max_nodes,
-            cache_dir=str(cache_dir) if cache_dir else None,
+            cache_dir=cache,
             **_user_trees(trees, labels, node_spacing, trees_per_image, image_root),
         )
         res = probe_on_labels(encoder, load_labelled(dc), output_dir, folds, test_fraction, seeds[0], compare_random)
@@ -385,13 +393,13 @@ def probe_cmd(
     if study:
         if output_dir is None:
             raise TracegraphError("--study needs --output-dir for its pretraining runs")
-        res = probe_study(seeds, output_dir, pretrain_trees, num_trees, max_nodes, epochs)
+        res = probe_study(seeds, output_dir, pretrain_trees, num_trees, max_nodes, epochs, cache_dir=cache)
     else:
         if encoder is None:
             raise TracegraphError("give --encoder PATH (or --study)")
         rows = []
         for s in seeds:
-            train, test = labelled_split(DataConfig(None, num_trees, max_nodes, seed=2000 + s))
+            train, test = labelled_split(DataConfig(None, num_trees, max_nodes, seed=2000 + s, cache_dir=cache))
             enc = load_encoder(encoder)
             row = {"seed": s, "pretrained": probe(enc, train, test)}
             if compare_random:

@@ -122,6 +122,7 @@ def probe_study(
     epochs: int = 6,
     batch_size: int = 16,
     encoder: dict | None = None,
+    cache_dir: str | None = None,
     **train_kw,
 ) -> dict:
     """Per seed: pretrain on unlabelled synthetic trees, then probe pretrained against random initialisation.
@@ -138,6 +139,7 @@ def probe_study(
         epochs: Pretraining epochs.
         batch_size: Trees per batch.
         encoder: Encoder settings; None for the defaults.
+        cache_dir: Where the trees' 3rd-order paths are cached; None for no cache.
         **train_kw: Further :class:`~tracegraph.trees.train.TrainConfig` fields.
 
     Returns:
@@ -145,13 +147,13 @@ def probe_study(
     """
     rows = []
     for seed in seeds:
-        dc = DataConfig(None, pretrain_trees, max_nodes, seed=1000 + seed)
+        dc = DataConfig(None, pretrain_trees, max_nodes, seed=1000 + seed, cache_dir=cache_dir)
         cfg = TrainConfig(
             data=dc, encoder=dict(encoder or {}), epochs=epochs, batch_size=batch_size, seed=seed, **train_kw
         )
         out = Path(output_dir) / f"seed-{seed}"
         pretrain(cfg, out)
-        train, test = labelled_split(DataConfig(None, labelled_trees, max_nodes, seed=2000 + seed))
+        train, test = labelled_split(DataConfig(None, labelled_trees, max_nodes, seed=2000 + seed, cache_dir=cache_dir))
         acc_pre = probe(load_encoder(out / "encoder.pt"), train, test)
         seed_everything(seed)
         acc_rand = probe(make_encoder(cfg.encoder), train, test)
