@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 
 from tracegraph.runtime.seeding import seed_everything
 from tracegraph.trees.inputs import DataConfig, labelled_split
-from tracegraph.trees.probe import embed, linear_probe, linear_probe_predict, probe, probe_study
+from tracegraph.trees.probe import embed, linear_probe, linear_probe_predict, probe, probe_study, probe_synthetic
 from tracegraph.trees.train import load_encoder, make_encoder
 
 
@@ -195,3 +195,26 @@ def test_probe_study_pretrains_probes_and_summarises_each_seed(tmp_path, labelle
         seed_everything(seed)
         rand = make_encoder(enc.cfg.to_dict())  # the same configuration, cutoff included
         assert row["random"] == probe(rand, train, test)
+
+
+@pytest.mark.parametrize("compare_random", [True, False])
+def test_probe_synthetic_probes_the_encoder_and_its_random_twin_on_each_seeds_trees(tmp_path, compare_random):
+    from tracegraph.trees.train import TrainConfig, pretrain
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig(data=DataConfig(None, 4, 30, seed=5), encoder={"hidden_channels": 8}, epochs=1, batch_size=3)
+    pretrain(cfg, tmp_path / "pre")
+    res = probe_synthetic(tmp_path / "pre" / "encoder.pt", [3, 4], 8, 30, compare_random)
+    rows = []
+    for seed in (3, 4):
+        train, test = labelled_split(DataConfig(None, 8, 30, seed=2000 + seed))
+        enc = load_encoder(tmp_path / "pre" / "encoder.pt")
+        row = {"seed": seed, "pretrained": probe(enc, train, test)}
+        if compare_random:
+            seed_everything(seed)
+            row["random"] = probe(make_encoder(enc.cfg.to_dict()), train, test)  # the same configuration
+        rows.append(row)
+    assert res["seeds"] == rows
+    pre = [r["pretrained"] for r in rows]
+    assert (res["pretrained_mean"], res["pretrained_std"]) == pytest.approx((np.mean(pre), np.std(pre)))
+    assert ("random_mean" in res) == compare_random

@@ -170,14 +170,12 @@ def test_each_option_alone_changes_its_own_setting(case, monkeypatch, tmp_path):
 
 def test_a_probe_of_synthetic_classes_reads_its_trees_as_the_options_say(monkeypatch, tmp_path):
     """Without --trees or --study: each --seed's labelled synthetic trees, --num-trees and --max-nodes, cached in --cache-dir."""
-    import tracegraph.trees.inputs as inputs
     import tracegraph.trees.probe as probe_module
-    import tracegraph.trees.train as train_module
 
     monkeypatch.chdir(tmp_path)
     asked = []
-    monkeypatch.setattr(inputs, "labelled_split", lambda dc: asked.append(dc) or ([], []))
-    monkeypatch.setattr(train_module, "load_encoder", lambda path: None)
+    monkeypatch.setattr(probe_module, "labelled_split", lambda dc: asked.append(dc) or ([], []))
+    monkeypatch.setattr(probe_module, "load_encoder", lambda path: None)
     monkeypatch.setattr(probe_module, "probe", lambda enc, train, test: 0.5)
     args = ["trees", "probe", "--encoder", "enc.pt", "--no-compare-random", "--seed", "4", "--seed", "9"]
     res = run_cli([*args, "--num-trees", "17", "--max-nodes", "33", "--cache-dir", "cache"])

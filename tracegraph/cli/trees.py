@@ -355,15 +355,11 @@ def probe_cmd(
     With --trees/--labels (first --seed fixes the split and the random init): metrics.json,
     confusion.png (and confusion-random.png) and split.csv in --output-dir. Otherwise mean ± std over seeds.
     """
-    import numpy as np
-
     from tracegraph.errors import TracegraphError
     from tracegraph.runtime.checkpoints import atomic_write_json
     from tracegraph.runtime.progress import setup_logging
-    from tracegraph.runtime.seeding import seed_everything
-    from tracegraph.trees.inputs import labelled_split
-    from tracegraph.trees.probe import probe, probe_study
-    from tracegraph.trees.train import DataConfig, load_encoder, make_encoder
+    from tracegraph.trees.probe import probe_study, probe_synthetic
+    from tracegraph.trees.train import DataConfig
 
     setup_logging()
     set_threads(num_threads)
@@ -397,20 +393,7 @@ def probe_cmd(
     else:
         if encoder is None:
             raise TracegraphError("give --encoder PATH (or --study)")
-        rows = []
-        for s in seeds:
-            train, test = labelled_split(DataConfig(None, num_trees, max_nodes, seed=2000 + s, cache_dir=cache))
-            enc = load_encoder(encoder)
-            row = {"seed": s, "pretrained": probe(enc, train, test)}
-            if compare_random:
-                seed_everything(s)
-                row["random"] = probe(make_encoder(enc.cfg.to_dict()), train, test)
-            rows.append(row)
-        res = {"seeds": rows}
-        for k in ("pretrained", "random"):
-            vals = np.array([r[k] for r in rows if k in r])
-            if len(vals):
-                res[f"{k}_mean"], res[f"{k}_std"] = float(vals.mean()), float(vals.std())
+        res = probe_synthetic(encoder, seeds, num_trees, max_nodes, compare_random, cache)
     for k in ("pretrained", "random"):
         if f"{k}_mean" in res:
             typer.echo(
