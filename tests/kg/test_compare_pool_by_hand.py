@@ -62,12 +62,15 @@ def test_the_pooled_page_word_for_word(two):
     assert md[2].startswith(f"4 facts; 2 compare folders: `{two[0]}`, `{two[1]}`. Each fact's outcome is averaged")
     assert md[4] == (
         "| arm | retrain seeds | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced | "
-        "beyond noise (original) | beyond kelpie (original) |"
+        "beyond noise (original) | beyond kelpie (original) | beyond kelpie (reduced) |"
     )
     o = res["summary"]["ours"]["original"]
     lo, hi = o["change_hits@1_ci95"]
     assert md[6].startswith(f"| ours | 42, 43 | {o['change_hits@1']:+.2f} [{lo:+.2f}, {hi:+.2f}] | ")
-    assert md[6].endswith(" |") and md[8].startswith("| noise | 43, 44 | ") and md[8].endswith("| — | — |")
+    r = res["summary"]["ours"]["reduced"]
+    lo, hi = r["beyond_kelpie_hits@1_ci95"]
+    assert md[6].endswith(f" | {r['beyond_kelpie_hits@1']:+.2f} [{lo:+.2f}, {hi:+.2f}] |")
+    assert md[8].startswith("| noise | 43, 44 | ") and md[8].endswith("| — | — | — |")
 
 
 def test_pooling_refuses_other_facts_a_folder_that_is_no_compare_output_and_a_single_folder(tmp_path, two):

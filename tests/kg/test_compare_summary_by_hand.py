@@ -532,10 +532,10 @@ def test_the_pooled_table_word_for_word_and_empty_without_a_pooled_run():
         "**UMLS**, 5 facts, each fact's outcome averaged over 3 retrain seeds, then bootstrapped over the facts:",
         "",
         "| explanations | retrain seeds | ΔH@1 original | ΔH@1 reduced | ΔH@1 beyond noise (original) "
-        "| ΔH@1 beyond Kelpie (original) |",
+        "| ΔH@1 beyond Kelpie (original / reduced) |",
         "|---|---|---|---|---|---|",
         "| TracIn top-k (`tracin`) | 42, 43, 44 | -0.50 [-0.75, +0.00] | -1.00 [-1.25, +0.00] | +0.12 [-0.50, +0.75] "
-        "| -0.12 [-0.25, +0.50] |",
+        "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] |",
         "| Kelpie | 42, 43, 44 | -0.50 [-0.75, +0.00] | -1.00 [-1.25, +0.00] | +0.12 [-0.50, +0.75] "
-        "| -0.12 [-0.25, +0.50] |",
+        "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] |",
     ]
