@@ -514,6 +514,23 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
     assert CP.standing_table(res).splitlines()[2] == (
         mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | 0.25 (28) |"
     )
+
+    def pooled_arm(change, beyond_kelpie=None, beyond_noise=None):
+        out = {}
+        for f, d in (("original", 0.0), ("reduced", -0.05)):
+            out[f] = {"change_hits@1": change + d, "change_hits@1_ci95": [change + d - 0.1, change + d + 0.1]}
+            for key, m in (("beyond_kelpie_hits@1", beyond_kelpie), ("beyond_noise_hits@1", beyond_noise)):
+                if m is not None:
+                    out[f] |= {key: m + d, f"{key}_ci95": [m + d - 0.1, m + d + 0.1]}
+        return out
+
+    pooled = {"tracin-margin-path": pooled_arm(-0.6, -0.2, -0.4), "kelpie": pooled_arm(-0.4), "noise": pooled_arm(-0.2)}
+    res["datasets"]["wn18rr-cpu"]["pooled"] = {"folders": ["a", "b"], "n_facts": 6, "summary": pooled}
+    assert CP.standing_table(res).splitlines()[3] == (
+        "| WN18RR on a CPU, pooled over 2 retrain seeds | 6 | -0.60 [-0.70, -0.50] / -0.65 [-0.75, -0.55] "
+        "| -0.40 [-0.50, -0.30] / -0.45 [-0.55, -0.35] | -0.20 [-0.30, -0.10] / -0.25 [-0.35, -0.15] "
+        "| -0.20 [-0.30, -0.10] | -0.40 [-0.50, -0.30] | 0.25 (28) |"
+    )
     del fs["summary"]["kelpie"]  # the default alone: nothing to stand against
     assert CP.standing_table(res) == ""
 

@@ -123,6 +123,8 @@ KELPIE_PAPER_SECONDS = {"fb15k-237": 34, "wn18rr": 28}
 def standing_table(results: dict) -> str:
     """Explain's default against Kelpie's explanations on Kelpie's facts, one row per dataset with both measured.
 
+    A dataset pooled over retrain seeds (``fidelity compare-pool``) gets a second row, the pooled figures.
+
     Args:
         results: ``benchmarks/results/necessity_kelpie.json``'s content.
 
@@ -137,15 +139,13 @@ def standing_table(results: dict) -> str:
         ours, theirs = (fs.get("summary", {}).get(a) for a in (DEFAULT_EXPLAINER, "kelpie"))
         if ours is None or theirs is None:
             continue
-        noise = fs["summary"].get("noise")
-        both = [" / ".join(_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
         paper = KELPIE_PAPER_SECONDS.get(ds.removesuffix("-cpu"))
-        rows.append(
-            f"| {DATASET_TITLES.get(ds, ds)} | {fs['n_facts']} | {both[0]} | {both[1]} | {_versus_cell(ours, 'kelpie')} | "
-            f"{_cell(noise, 'original', 'change_hits@1')} | "
-            f"{_cell(ours if noise else None, 'original', 'beyond_noise_hits@1')} | "  # no floor yet: not measured
-            f"{ours['seconds_per_explanation']:.2f}" + (f" ({paper})" if paper else "") + " |"
-        )
+        seconds = f"{ours['seconds_per_explanation']:.2f}" + (f" ({paper})" if paper else "")
+        rows.append(_standing_row(DATASET_TITLES.get(ds, ds), fs["n_facts"], fs["summary"], seconds))
+        pooled = d.get("pooled") or {}
+        if all(a in pooled.get("summary", {}) for a in (DEFAULT_EXPLAINER, "kelpie")):
+            title = f"{DATASET_TITLES.get(ds, ds)}, pooled over {len(pooled['folders'])} retrain seeds"
+            rows.append(_standing_row(title, pooled["n_facts"], pooled["summary"], seconds))
     if not rows:
         return ""
     head = (
@@ -153,6 +153,18 @@ def standing_table(results: dict) -> str:
         "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired | s / explanation (Kelpie's) |"
     )
     return "\n".join([head, "|---|---|---|---|---|---|---|---|", *rows, ""])
+
+
+def _standing_row(title: str, n_facts: int, summary: dict, seconds: str) -> str:
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    ours, theirs, noise = (summary.get(a) for a in (DEFAULT_EXPLAINER, "kelpie", "noise"))
+    both = [" / ".join(_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
+    return (
+        f"| {title} | {n_facts} | {both[0]} | {both[1]} | {_versus_cell(ours, 'kelpie')} | "
+        f"{_cell(noise, 'original', 'change_hits@1')} | "
+        f"{_cell(ours if noise else None, 'original', 'beyond_noise_hits@1')} | {seconds} |"  # no floor yet: not measured
+    )
 
 
 def pooled_table(results: dict) -> str:
