@@ -239,7 +239,7 @@ NECESSITY_ARMS = {
     "tracin-margin-path": "tracegraph's default",
     "kelpie": "Kelpie's explanations",
     "random-head": "4 random facts of the head",
-    "far": "4 far facts (neither end of a graded fact)",
+    "far": "far facts, {n} in all (neither end of a graded fact; as many as the random arm, or all there are)",
     "noise": "nothing removed, another seed",
 }
 
@@ -265,7 +265,7 @@ def necessity_block(umls: dict, kelpie: dict) -> str:
             out.append(
                 row(
                     f"{title} ({fs['n_facts']})",
-                    what,
+                    what.format(n=a["facts_removed"]),
                     f"{a['original']['change_hits@1']:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                     f"{sec:.2f}" if sec else "—",
                     (d.get("machine") or res["machine"]).split(" (")[0]

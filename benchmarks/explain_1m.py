@@ -1,4 +1,4 @@
-"""`tracegraph explain` end to end on 1,000,000 training triples × 1 test triple (issue 13: ≤ 30 s on one GPU).
+"""`tracegraph explain` end to end on 1,000,000 training triples × 1 test triple (≤ 30 s on one GPU).
 
 A generated power-law graph (``--entities`` entities, 50 relations, ``--triples`` training triples) is
 trained for one epoch (not timed) to get a real run directory with one checkpoint; then the

@@ -1,4 +1,4 @@
-"""Training-graph filtering speed on a generated 10M-edge power-law graph (issue 5).
+"""Training-graph filtering speed on a generated 10M-edge power-law graph.
 
 Prints one JSON line per setting (figure, target, ratio to target) on stdout, per-triple
 details on stderr:

@@ -1,4 +1,4 @@
-"""What ``--memory-cleanup`` (gc + CUDA empty_cache every 8 batches) does on this device (issue 3).
+"""What ``--memory-cleanup`` (gc + CUDA empty_cache every 8 batches) does on this device.
 
 Trains ConvE on UMLS (``tracegraph.kg.model.train.train``, default model, kvsall, batch 128, no
 validation) for a few epochs with ``memory_cleanup`` off and on, each run in its own subprocess

@@ -1,4 +1,4 @@
-"""Necessity of explanations (issue 15) on UMLS (bundled) or any train/valid/test folder such as
+"""Necessity of explanations on UMLS (bundled) or any train/valid/test folder such as
 WN18RR (`tracegraph data get wn18rr -o DIR`): train ConvE with the README's defaults, then
 `fidelity necessity` with the methods asked for, and print one JSON line per arm plus one with the targets
 (the chosen method's — the first of --methods — ΔH@1 >= 0.3 and >= 2x the neighbour arm's; far within 0.05 of 0) and the seconds.
@@ -13,7 +13,7 @@ Two ways to see the spread over training seeds:
   do the explanations of one run hold for runs it never saw?
 - `--replicates 0,1,2` (independent replicates): the whole test per seed — train a run with that
   seed (DIR/seed{s}/run), pick the facts *it* ranks first, explain them with *its* checkpoints,
-  retrain it with the same seed minus the removals. Each replicate is the issue's protocol for one
+  retrain it with the same seed minus the removals. Each replicate is the protocol for one
   run; the replicates show how much that figure varies between runs.
 
 `--model small` (d = 64 as 8x8, 16 channels, a checkpoint every 5 epochs) is the model of the

@@ -1,6 +1,6 @@
 """Training speed through the real loop (`tracegraph.kg.model.train.train`): seconds per epoch and per batch.
 
-Settings (issue 13's targets on one H100 or better):
+Settings (the targets on one H100 or better):
   * fb15k-237: ConvE paper defaults (d=200, batch 128, KvsAll, reciprocal), from the ConvE authors'
     archive (``--fb15k237 PATH.tar.gz`` or a folder with train.txt) — target ≤ 1.0 s per epoch;
   * graph10k: the generated 10,000-entity graph of benchmarks/train_vs_pykeen.py (~50k triples),
@@ -8,7 +8,7 @@ Settings (issue 13's targets on one H100 or better):
 Each runs ``--epochs`` epochs without validation; the figure is the median of epochs 2… (epoch 1
 holds CUDA-graph capture and allocator warm-up, reported separately). Variants: fp32 with and
 without CUDA graphs, bf16, and (``--compile``) torch.compile. PyKEEN's figures on the same GPU
-model come from issue 13's measurement (PyKEEN 1.11 LCWA ConvE on one H100 80GB): 21.8 s/epoch on
+model come from a measurement (PyKEEN 1.11 LCWA ConvE on one H100 80GB): 21.8 s/epoch on
 FB15k-237, 9.4 s/epoch on graph10k; pass ``--pykeen-fb 0 --pykeen-10k 0`` to drop the ratio.
 
 One JSON line per (setting, variant) on stdout.
@@ -117,7 +117,7 @@ def main():
                         batch_size=batch,
                         device=name,
                         target=target,
-                        pykeen_s_per_epoch_issue13=pykeen,
+                        pykeen_s_per_epoch_h100=pykeen,
                         speedup_vs_pykeen=ratio,
                         **r,
                     )

@@ -1,4 +1,4 @@
-"""Peak memory of one ConvE training step at 1,000,000 entities, batch 1024 (issue 3).
+"""Peak memory of one ConvE training step at 1,000,000 entities, batch 1024.
 
 The step is tracegraph's own (ConvE forward, loss, backward, Adam step, fp32, d=200), with:
 

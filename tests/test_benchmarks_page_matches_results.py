@@ -174,7 +174,7 @@ def test_write_blocks_replaces_each_marked_block_and_keeps_the_rest(tmp_path):
 
 def test_the_necessity_block_shows_a_dataset_once_its_default_arm_is_measured():
     def arm(x):
-        return {"original": {"change_hits@1": x, "change_hits@1_ci95": [x - 0.1, x + 0.1]}}
+        return {"facts_removed": 31, "original": {"change_hits@1": x, "change_hits@1_ci95": [x - 0.1, x + 0.1]}}
 
     def dataset(finished):
         summary = {a: arm(-0.3) for a in finished}
@@ -185,13 +185,14 @@ def test_the_necessity_block_shows_a_dataset_once_its_default_arm_is_measured():
     kelpie = {
         "datasets": {
             "fb15k-237-cpu": dataset(["kelpie", "noise"]),
-            "wn18rr-cpu": dataset(["tracin-margin-path", "noise"]),
+            "wn18rr-cpu": dataset(["tracin-margin-path", "far", "noise"]),
         }
     }
     block = page.necessity_block(umls, kelpie)
     assert "FB15k-237" not in block
     wn = [ln for ln in block.splitlines() if ln.startswith("| WN18RR")]
-    assert [ln.split(" | ")[1] for ln in wn] == ["tracegraph's default", "nothing removed, another seed"]
+    far = "far facts, 31 in all (neither end of a graded fact; as many as the random arm, or all there are)"
+    assert [ln.split(" | ")[1] for ln in wn] == ["tracegraph's default", far, "nothing removed, another seed"]
     assert wn[0].split(" | ")[2] == "-0.30 [-0.40, -0.20]" and "abc1234" in wn[0]
 
 

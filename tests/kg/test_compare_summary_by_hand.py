@@ -173,6 +173,9 @@ def test_the_page_table_word_for_word():
     table = CP.side_by_side_table(alone, "own-facts")
     assert "beyond Kelpie" not in table and table.splitlines()[3] == "|---" * 9 + "|"
     assert CP.side_by_side_table(results(), "kelpie-facts") == ""
+    planned_only = results()  # arms planned, none finished: no table of "not measured" rows
+    planned_only["datasets"]["umls"]["fact_sets"]["own-facts"]["finished"] = []
+    assert CP.side_by_side_table(planned_only, "own-facts") == ""
     versus_random = results()  # a run paired with the random head facts too (--versus random-head): one more column
     arm = versus_random["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"]
     for f, v in (("original", -0.375), ("reduced", 0.25)):
@@ -344,6 +347,45 @@ def test_sizes_versus_counts_by_hand_the_facts_by_explanation_size_and_the_falls
     md = CS.compare_markdown({**markdown_input(), "sizes": [want]})
     assert md.endswith(f"\n\n{CPR.SIZES_INTRO}\n\n" + "\n".join(CPR.sizes_table([want], str)) + "\n")
     assert CPR.SIZES_INTRO not in CS.compare_markdown({**markdown_input(), "sizes": []})
+
+
+def test_joins_versus_counts_by_hand_which_explanation_holds_a_fact_joining_head_and_tail():
+    facts = np.array([[0, 0, 1], [2, 0, 3], [4, 1, 5], [6, 1, 7]])
+    train = np.array([[1, 0, 0], [2, 1, 3], [4, 0, 9], [5, 1, 4], [6, 0, 8], [7, 1, 6], [0, 0, 9], [9, 0, 3]])
+    # row 0 joins fact 0 (reversed), 1 joins fact 1, 3 joins fact 2 (reversed), 5 joins fact 3 (reversed)
+    removed = {
+        "kelpie": [[0], [7], [3, 2], [4]],  # joins at facts 0 and 2
+        "ours": [[0, 6], [1], [2], [4]],  # joins at facts 0 and 1
+    }
+    ranks = {"kelpie": [2, 1, 1, 3], "ours": [2, 5, 1, 1]}
+    records = {n: {"ranks": {"original": r, "reduced": [1] * 4}} for n, r in ranks.items()}
+    want = {
+        "arms": ["ours", "kelpie"],
+        "both": {"facts": 1, "fell": {"ours": 1, "kelpie": 1}},  # fact 0
+        "first": {"facts": 1, "fell": {"ours": 1, "kelpie": 0}},  # fact 1
+        "second": {"facts": 1, "fell": {"ours": 0, "kelpie": 0}},  # fact 2
+        "neither": {"facts": 1, "fell": {"ours": 0, "kelpie": 1}},  # fact 3
+    }
+    assert CPR.joins_versus(removed, facts, train, records, ["kelpie"]) == [want]
+    assert CPR.joins_table([want], str.upper) == [
+        "| arms | a fact joining head and tail in | facts | fell (first) | fell (second) |",
+        "|---|---|---|---|---|",
+        "| OURS; KELPIE | both | 1 | 1 | 1 |",
+        "| OURS; KELPIE | the first only | 1 | 1 | 0 |",
+        "| OURS; KELPIE | the second only | 1 | 0 | 0 |",
+        "| OURS; KELPIE | neither | 1 | 0 | 1 |",
+    ]
+    res = results()
+    res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {
+        "joins": [json.loads(json.dumps(want).replace('"ours"', '"tracin"'))]
+    }
+    assert CP.side_by_side_sizes(res, key="joins").splitlines()[2:5] == [
+        "| arms | a fact joining head and tail in | facts | fell (first) | fell (second) |",
+        "|---|---|---|---|---|",
+        "| TracIn top-k (`tracin`); Kelpie | both | 1 | 1 | 1 |",
+    ]
+    md = CS.compare_markdown({**markdown_input(), "joins": [want]})
+    assert md.endswith(f"\n\n{CPR.JOINS_INTRO}\n\n" + "\n".join(CPR.joins_table([want], str)) + "\n")
 
 
 def test_explanation_contents_count_by_hand_what_each_explanation_holds():

@@ -47,7 +47,7 @@ from tracegraph.kg.explain.compare_arms import (  # noqa: F401  (candidate_rows,
     table_rows,
     twin_record,
 )
-from tracegraph.kg.explain.compare_pairs import same_explanations, sizes_versus
+from tracegraph.kg.explain.compare_pairs import joins_versus, same_explanations, sizes_versus
 from tracegraph.kg.explain.compare_summary import (
     compare_markdown,
     explanation_contents,
@@ -82,7 +82,8 @@ class CompareConfig:
             first explanations file, else ``k``.
         versus: Arms every other arm is paired against by fact, as against the floors (say
             ``kelpie``): ΔH@1 beyond each under both filterings, and the falls of both where
-            their explanations are the same size (:func:`sizes_versus`).
+            their explanations are the same size (:func:`sizes_versus`) and by which holds a fact
+            joining head and tail (:func:`joins_versus`).
         noise_seed: The noise arm's training seed; None: the retrain seed + 1.
         retrain_seed: Every removal arm's training seed; None: the run's. Another seed repeats
             the protocol with other retrains, each in its own output folder; ``compare-pool``
@@ -295,6 +296,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         ),
         "contents": explanation_contents(explained, facts, train_ids, records),
         "sizes": sizes_versus(explained, records, cfg.versus),
+        "joins": joins_versus(explained, facts, train_ids, records, cfg.versus),
         "device": str(device),
         "seconds": time.perf_counter() - t_start,
     }

@@ -5,7 +5,7 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 
 from __future__ import annotations
 
-from tracegraph.kg.explain.compare_pairs import same_table, sizes_table
+from tracegraph.kg.explain.compare_pairs import joins_table, same_table, sizes_table
 from tracegraph.kg.explain.compare_summary import FILTERINGS, ci_cell, contents_table, group_values
 
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
@@ -27,8 +27,8 @@ ARM_TITLES = {
     "noise": "noise floor: another seed, nothing removed",
 }
 DATASET_TITLES = {
-    "fb15k-237": "FB15k-237",
-    "wn18rr": "WN18RR",
+    "fb15k-237": "FB15k-237 on a GPU",
+    "wn18rr": "WN18RR on a GPU",
     "umls": "UMLS",
     "fb15k-237-cpu": "FB15k-237 on a CPU",
     "wn18rr-cpu": "WN18RR on a CPU",
@@ -72,7 +72,7 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
         fact_set: ``kelpie-facts`` (Kelpie's 100 facts) or ``own-facts`` (100 of ours).
 
     Returns:
-        Markdown: per dataset, a line on the facts and one row per planned arm (``not measured``
+        Markdown: per dataset with a measured arm, a line on the facts and one row per planned arm (``not measured``
         where the arm has not finished; a method's seconds per explanation even then), with a
         column beyond Kelpie's arm, paired by fact, where the fact set has one, and beyond the random
         head facts where the run paired the arms with them (``--versus random-head``).
@@ -80,8 +80,8 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
     out = []
     for ds, d in results["datasets"].items():
         fs = d["fact_sets"].get(fact_set)
-        if fs is None:
-            continue
+        if fs is None or not fs["finished"]:
+            continue  # nothing measured: no table of "not measured" rows
         what = "Kelpie's" if fact_set == "kelpie-facts" else "the test set's"
         where = d if "machine" in d else results  # per dataset, or one machine for the whole file
         # a column beyond Kelpie's arm where there is one; beyond random head facts where the run paired them
@@ -258,23 +258,28 @@ def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: 
     return _per_dataset(results, fact_set, table)
 
 
-def side_by_side_sizes(results: dict, fact_set: str = "kelpie-facts", versus: str = "kelpie") -> str:
+def side_by_side_sizes(
+    results: dict, fact_set: str = "kelpie-facts", versus: str = "kelpie", key: str = "sizes"
+) -> str:
     """Per dataset, each measured arm against ``versus`` by explanation size (:func:`sizes_versus`).
 
     Args:
         results: The results file's content.
         fact_set: ``kelpie-facts`` or ``own-facts``.
         versus: The ``--versus`` arm the others are set against.
+        key: ``sizes``, or ``joins`` for which explanation holds a fact joining head and tail
+            (:func:`joins_versus`).
 
     Returns:
         Markdown: one table per dataset whose run counted them, arms in table order; an arm that is
         another arm's retrain (the same removals) is left out, its rows being that arm's.
     """
+    rows = {"sizes": sizes_table, "joins": joins_table}[key]
 
     def table(fs: dict) -> list[str]:
         twins = {a for a, s in fs.get("summary", {}).items() if s.get("retrain_of")}
-        pairs = {p["arms"][0]: p for p in fs.get("sizes", []) if p["arms"][1] == versus and p["arms"][0] not in twins}
-        return sizes_table([pairs[a] for a in in_table_order(pairs)], arm_title) if pairs else []
+        pairs = {p["arms"][0]: p for p in fs.get(key, []) if p["arms"][1] == versus and p["arms"][0] not in twins}
+        return rows([pairs[a] for a in in_table_order(pairs)], arm_title) if pairs else []
 
     return _per_dataset(results, fact_set, table)
 
@@ -354,6 +359,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ),
         ("<!-- explanation-contents:kelpie-facts -->", "<!-- /explanation-contents -->"): side_by_side_contents(kelpie),
         ("<!-- sizes:kelpie-facts -->", "<!-- /sizes -->"): side_by_side_sizes(kelpie),
+        ("<!-- joins:kelpie-facts -->", "<!-- /joins -->"): side_by_side_sizes(kelpie, key="joins"),
         ("<!-- same-explanation:umls -->", "<!-- /same-explanation:umls -->"): side_by_side_same(umls, "own-facts", 10),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracegraph.kg.explain.compare_pairs import SAME_INTRO, SIZES_INTRO, same_table, sizes_table
+from tracegraph.kg.explain.compare_pairs import (
+    JOINS_INTRO,
+    SAME_INTRO,
+    SIZES_INTRO,
+    joins,
+    joins_table,
+    same_table,
+    sizes_table,
+)
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 from tracegraph.kg.explain.ranking import same_query
 
@@ -176,7 +184,7 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
         head_kept = np.isin(facts[:, 0], np.union1d(kept[:, 0], kept[:, 2]))
         out[name] = {
             "explained": sum(len(x) > 0 for x in held),
-            "head_tail": sum(bool(np.any(_joins(x, f))) for x, f in zip(held, facts, strict=True)),
+            "head_tail": sum(bool(np.any(joins(x, f))) for x, f in zip(held, facts, strict=True)),
             "query_answer": sum(bool(np.any(same_query(x, f))) for x, f in zip(held, facts, strict=True)),
             "unfiltered": sum(bool(np.any(same_query(gone, f))) for f in facts),
             "fell": int(original.sum()),
@@ -187,11 +195,6 @@ def explanation_contents(removed: dict[str, list], facts: np.ndarray, train_ids:
         if steady is not None:
             out[name].update(floors_keep=int(steady.sum()), fell_where_floors_keep=int(np.sum(original & steady)))
     return out
-
-
-def _joins(x: np.ndarray, f) -> np.ndarray:
-    """Which of the triples ``x`` join the fact's head and tail (either way round)."""
-    return ((x[:, 0] == f[0]) & (x[:, 2] == f[2])) | ((x[:, 0] == f[2]) & (x[:, 2] == f[0]))
 
 
 CONTENTS_COLUMNS = (
@@ -312,6 +315,8 @@ def compare_markdown(res: dict) -> str:
         lines += ["", SAME_INTRO, "", *same_table(res["same_explanation"], str)]
     if res.get("sizes"):
         lines += ["", SIZES_INTRO, "", *sizes_table(res["sizes"], str)]
+    if res.get("joins"):
+        lines += ["", JOINS_INTRO, "", *joins_table(res["joins"], str)]
     if res.get("contents"):
         lines += ["", CONTENTS_INTRO, "", *contents_table(res["contents"], str)]
     return "\n".join(lines) + "\n"
