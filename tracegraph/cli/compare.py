@@ -69,7 +69,7 @@ def compare_cmd(
     versus: Optional[List[str]] = typer.Option(
         None,
         "--versus",
-        help="An arm (say kelpie) every other arm is paired against fact by fact, as against the floors: ΔH@1 beyond it under both filterings, and the falls where the two explanations are the same size; repeat.",
+        help="An arm (say kelpie) every other arm is paired against fact by fact, as against the floors: ΔH@1 beyond it under both filterings, and the falls by the two explanations' sizes and by which holds a fact joining head and tail; repeat.",
     ),
     noise_seed: Optional[int] = typer.Option(
         None, "--noise-seed", help="The noise arm's training seed (nothing removed; default: the retrain seed + 1)."
