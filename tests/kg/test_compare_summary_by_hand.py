@@ -543,19 +543,25 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
     res["datasets"] = {"wn18rr-cpu": {"fact_sets": {"kelpie-facts": fs}}, "other": {"fact_sets": {}}}
     head = (
         "| dataset | facts | default: ΔH@1 original / reduced | Kelpie's: ΔH@1 original / reduced "
-        "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired | s / explanation (Kelpie's) |"
+        "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired "
+        "| default − far facts, paired | s / explanation (Kelpie's) |"
     )
     mine = "| WN18RR on a CPU | 7 | -0.50 [-0.75, +0.00] / -1.00 [-1.25, +0.00] | -0.25 [-0.50, +0.00] / -0.25 [-0.50, +0.00] "
     versus = "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] "
     assert CP.standing_table(res).splitlines() == [
         head,
-        "|---|---|---|---|---|---|---|---|",
-        mine + versus + "| not measured | not measured | 0.25 (28) |",  # no noise floor yet
+        "|---|---|---|---|---|---|---|---|---|",
+        mine + versus + "| not measured | not measured | not measured | 0.25 (28) |",  # no floor yet
     ]
     fs["summary"]["noise"] = kelpie
     assert CP.standing_table(res).splitlines()[2] == (
-        mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | 0.25 (28) |"
+        mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | not measured | 0.25 (28) |"
     )
+    fs["summary"]["far"] = kelpie
+    assert CP.standing_table(res).splitlines()[2] == (
+        mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.25 (28) |"
+    )
+    del fs["summary"]["far"]
 
     def pooled_arm(change, beyond_kelpie=None, beyond_noise=None):
         out = {}
@@ -571,7 +577,7 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
     assert CP.standing_table(res).splitlines()[3] == (
         "| WN18RR on a CPU, pooled over 2 retrain seeds | 6 | -0.60 [-0.70, -0.50] / -0.65 [-0.75, -0.55] "
         "| -0.40 [-0.50, -0.30] / -0.45 [-0.55, -0.35] | -0.20 [-0.30, -0.10] / -0.25 [-0.35, -0.15] "
-        "| -0.20 [-0.30, -0.10] | -0.40 [-0.50, -0.30] | 0.25 (28) |"
+        "| -0.20 [-0.30, -0.10] | -0.40 [-0.50, -0.30] | not measured | 0.25 (28) |"
     )
     del fs["summary"]["kelpie"]  # the default alone: nothing to stand against
     assert CP.standing_table(res) == ""
