@@ -384,6 +384,13 @@ def test_joins_versus_counts_by_hand_which_explanation_holds_a_fact_joining_head
         "|---|---|---|---|---|",
         "| TracIn top-k (`tracin`); Kelpie | both | 1 | 1 | 1 |",
     ]
+    zero = {"facts": 0, "fell": {"tracin": 0, "kelpie": 0}}
+    res["datasets"]["umls"]["fact_sets"]["kelpie-facts"]["joins"][0] = {
+        "arms": ["tracin", "kelpie"],
+        **dict.fromkeys(("both", "first", "second"), zero),
+        "neither": {"facts": 4, "fell": {"tracin": 1, "kelpie": 2}},
+    }
+    assert CP.side_by_side_sizes(res, key="joins") == ""  # no explanation joins head and tail: nothing to split
     md = CS.compare_markdown({**markdown_input(), "joins": [want]})
     assert md.endswith(f"\n\n{CPR.JOINS_INTRO}\n\n" + "\n".join(CPR.joins_table([want], str)) + "\n")
 

@@ -274,16 +274,26 @@ def side_by_side_sizes(
 
     Returns:
         Markdown: one table per dataset whose run counted them, arms in table order; an arm that is
-        another arm's retrain (the same removals) is left out, its rows being that arm's.
+        another arm's retrain (the same removals) is left out, its rows being that arm's, and so is a
+        joining-fact split where neither explanation holds such a fact.
     """
     rows = {"sizes": sizes_table, "joins": joins_table}[key]
 
     def table(fs: dict) -> list[str]:
         twins = {a for a, s in fs.get("summary", {}).items() if s.get("retrain_of")}
-        pairs = {p["arms"][0]: p for p in fs.get(key, []) if p["arms"][1] == versus and p["arms"][0] not in twins}
+        pairs = {
+            p["arms"][0]: p
+            for p in fs.get(key, [])
+            if p["arms"][1] == versus and p["arms"][0] not in twins and not _uniform(p, key)
+        }
         return rows([pairs[a] for a in in_table_order(pairs)], arm_title) if pairs else []
 
     return _per_dataset(results, fact_set, table)
+
+
+def _uniform(pair: dict, key: str) -> bool:
+    """A joining-fact split where neither explanation joins head and tail anywhere: it tells nothing."""
+    return key == "joins" and all(pair[g]["facts"] == 0 for g in ("both", "first", "second"))
 
 
 def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
