@@ -259,20 +259,23 @@ def test_the_refit_stability_table_word_for_word():
 def test_same_explanations_count_by_hand_where_two_arms_remove_the_same_set():
     removed = {
         "a": [[1, 2], [3], [4, 5], [], [7]],
+        "d": [[5], [5], [5], [5], [5]],  # the same as no other arm's anywhere: no pair, and the pairs after it counted
         "b": [[2, 1], [3], [4], [], [7]],  # facts 0, 1 and 4 the same (order aside); fact 3 empty in both
         "c": [[9], [8], [6], [0], [7]],  # fact 4 the same as a's and b's
         "unfinished": [[1, 2], [3], [4, 5], [], [7]],
     }
-    ranks = {"a": [1, 3, 1, 1, 2], "b": [2, 1, 1, 5, 4], "c": [1, 1, 1, 1, 1]}
+    ranks = {"a": [1, 3, 1, 1, 2], "d": [1] * 5, "b": [2, 1, 1, 5, 1], "c": [1, 1, 1, 1, 1]}
     records = {n: {"ranks": {"original": r, "reduced": [1] * 5}} for n, r in ranks.items()}
     got = CPR.same_explanations(removed, records)
-    # a, b on facts 0, 1, 4: fact 0 fell in b only, fact 1 in a only, fact 4 in both
-    # a, c on fact 4: fell in a only; b, c on fact 4: fell in b only
+    # a, b on facts 0, 1, 4: fact 0 fell in b only, facts 1 and 4 in a only
+    # a, c on fact 4: fell in a only; b, c on fact 4: fell in neither
     assert got == [
-        {"arms": ["a", "b"], "facts": 3, "fell_in_both": 1, "fell_only_in": {"a": 1, "b": 1}},
+        {"arms": ["a", "b"], "facts": 3, "fell_in_both": 0, "fell_only_in": {"a": 2, "b": 1}},
         {"arms": ["a", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"a": 1, "c": 0}},
-        {"arms": ["b", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"b": 1, "c": 0}},
+        {"arms": ["b", "c"], "facts": 1, "fell_in_both": 0, "fell_only_in": {"b": 0, "c": 0}},
     ]
+    both = CPR.same_explanations({"a": removed["a"], "e": removed["a"]}, {**records, "e": records["a"]})
+    assert both == [{"arms": ["a", "e"], "facts": 4, "fell_in_both": 2, "fell_only_in": {"a": 0, "e": 0}}]
     assert CPR.same_explanations({"a": removed["a"], "c": [[9], [8], [6], [0], [1]]}, records) == []
 
 
@@ -354,7 +357,7 @@ def test_joins_versus_counts_by_hand_which_explanation_holds_a_fact_joining_head
     train = np.array([[1, 0, 0], [2, 1, 3], [4, 0, 9], [5, 1, 4], [6, 0, 8], [7, 1, 6], [0, 0, 9], [9, 0, 3]])
     # row 0 joins fact 0 (reversed), 1 joins fact 1, 3 joins fact 2 (reversed), 5 joins fact 3 (reversed)
     removed = {
-        "kelpie": [[0], [7], [3, 2], [4]],  # joins at facts 0 and 2
+        "kelpie": [[0], [7], [3, 2], []],  # joins at facts 0 and 2; no explanation of fact 3
         "ours": [[0, 6], [1], [2], [4]],  # joins at facts 0 and 1
     }
     ranks = {"kelpie": [2, 1, 1, 3], "ours": [2, 5, 1, 1]}
