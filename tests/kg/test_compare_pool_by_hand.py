@@ -65,7 +65,7 @@ def test_the_pooled_page_word_for_word(two):
         "| arm | retrain seeds | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced | "
         "beyond noise (original) | beyond kelpie (original) | beyond kelpie (reduced) |"
     )
-    assert md[3] == "" and md[5] == "| " + " | ".join(["---"] * 9) + " |"  # 6 columns and 3 paired
+    assert md[1] == md[3] == "" and md[5] == "| " + " | ".join(["---"] * 9) + " |"  # 6 columns and 3 paired
     assert md[2].endswith(
         "then bootstrapped over the facts (95 % intervals); Δ = after − before (negative: the predictions fell)."
     )
@@ -79,6 +79,12 @@ def test_the_pooled_page_word_for_word(two):
     paired = [cell(o, "beyond_noise_hits@1"), cell(o, "beyond_kelpie_hits@1"), cell(r, "beyond_kelpie_hits@1")]
     assert md[6] == "| ours | 42, 43 | " + " | ".join(figures + paired) + " |"
     assert md[8].startswith("| noise | 43, 44 | ") and md[8].endswith("| — | — | — |")
+
+
+def test_pooling_resamples_a_thousand_times_with_seed_0_unless_told(two):
+    assert P.pool_folders(two) == P.pool_folders(two, n_boot=1000, seed=0)
+    assert P.pool_folders(two) != P.pool_folders(two, n_boot=20, seed=0)  # so the settings show in the intervals
+    assert P.pool_folders(two) != P.pool_folders(two, n_boot=1000, seed=1)
 
 
 def test_pooling_refuses_other_facts_a_folder_that_is_no_compare_output_and_a_single_folder(tmp_path, two):
