@@ -310,8 +310,14 @@ def test_real_retrain_of_an_arm_equals_training_without_its_facts(run):
     assert arm["ranks"]["original"] == [brute_side(ref.model, known, f, False)[0] for f in ids_of(lm, facts)]
     kept = load_model(out / "retrains" / "k" / "run" / "final_model.pt")  # --keep-models: the arm's own weights
     assert arm["ranks"]["original"] == [brute_side(kept.model, known, f, False)[0] for f in ids_of(lm, facts)]
-    md = (out / "compare.md").read_text()  # only the finished arm: its row, in the four group tables and the contents
-    assert md.count("\n| k |") == 6 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
+    # the margins over the strongest unfiltered rival, after (the arm's weights) and their change from the run's
+    after = [brute_side(kept.model, known, f, False)[1] for f in ids_of(lm, facts)]
+    before = [brute_side(lm.model, known, f, False)[1] for f in ids_of(lm, facts)]
+    assert arm["margins"] == pytest.approx(after, abs=1e-4)
+    summary = json.loads((out / "compare.json").read_text())["summary"]["k"]["original"]
+    assert summary["change_margin"] == pytest.approx(np.mean(np.subtract(after, before)), abs=1e-4)
+    md = (out / "compare.md").read_text()  # only the finished arm: its row, margins, the four group tables, contents
+    assert md.count("\n| k |") == 7 and "| noise |" not in md and res.stdout.count("ΔH@1") == 1
     assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the figure of the finished arm
     # the query-answers groups with the default k = 4, counted here from the training file
     train_triples = [tuple(t) for t in TRIPLES]

@@ -95,6 +95,42 @@ def test_summary_changes_beyond_noise_and_far_and_groups_by_hand():
         assert (vy[f]["beyond_x_hits@1"], vy[f]["beyond_x_hits@1_ci95"]) == (m, [lo, hi])
 
 
+def test_margins_change_by_hand_and_pair_with_the_references_that_have_them():
+    ranks = {"original": [1, 1, 1], "reduced": [1, 1, 1]}
+    base = {"facts_removed": 3, "explanation_sizes": [1, 1, 1], "seconds_per_explanation": 0.1, "retrain_seconds": 1}
+    records = {
+        "ours": {**base, "ranks": ranks, "margins": [0.5, -1.0, 2.0]},
+        "kelpie": {**base, "ranks": ranks, "margins": [1.5, 0.0, 2.0]},
+        "noise": {**base, "ranks": ranks, "margins": [2.0, 1.0, 1.0]},
+        "far": {**base, "ranks": ranks},  # a record from before margins were kept: no margin figures
+    }
+    before = [2.0, 1.0, 3.0]
+    got = CS.summarize(records, np.ones(3), {}, 50, 0, versus=("kelpie",), margins=before)
+    o = got["ours"]["original"]
+    for key, diff in (
+        ("change_margin", [-1.5, -2.0, -1.0]),  # after − before
+        ("beyond_noise_margin", [-1.5, -2.0, 1.0]),  # ours' after − noise's after: the same before cancels
+        ("beyond_kelpie_margin", [-1.0, -1.0, 0.0]),
+    ):
+        m, lo, hi = bootstrap_mean(np.array(diff), 50, 0)
+        assert (o[key], o[f"{key}_ci95"]) == (m, [lo, hi])
+    assert "beyond_far_margin" not in o and "change_margin" not in got["far"]["original"]
+    assert "beyond_noise_margin" not in got["noise"]["original"]  # a floor is not held to a floor
+    assert "change_margin" not in CS.summarize(records, np.ones(3), {}, 50, 0)["ours"]["original"]  # no before
+    rows = CS.margin_lines(got, ["kelpie"])
+    assert rows[1:5] == [
+        CS.MARGIN_INTRO,
+        "",
+        "| arm | Δ margin | beyond noise | beyond kelpie |",
+        "|---|---|---|---|",
+    ]
+    assert rows[5] == f"| ours | {CS.ci_cell(o, 'change_margin')} | {CS.ci_cell(o, 'beyond_noise_margin')} | " + (
+        f"{CS.ci_cell(o, 'beyond_kelpie_margin')} |"
+    )
+    assert [r.split(" |")[0] for r in rows[6:]] == ["| kelpie", "| noise"]
+    assert CS.margin_lines({"far": got["far"]}) == []
+
+
 def results():
     arm = {
         "facts_removed": 3,

@@ -197,6 +197,9 @@ def run_arm(arm: Arm, ctx: dict) -> dict:
     removed_labels = [(e[a], r[b], e[c]) for a, b, c in train_ids[removed]]
     model, seconds = ctx["retrainer"].run(arm.name, removed_labels, arm.seed)
     head_side = np.zeros(len(facts), bool)
+    # the margin over the strongest unfiltered rival, a continuous reading of the same prediction:
+    # a retrain's chaos flips near ties either way, a removal that matters lowers the margin
+    margins = fact_margins(model, facts, ctx["known"])
     ranks = {
         "original": fact_ranks(model, facts, head_side, ctx["known"]),
         # Kelpie's filter after removal: the removed facts are no longer known true
@@ -212,6 +215,7 @@ def run_arm(arm: Arm, ctx: dict) -> dict:
         "seconds_per_explanation": arm.seconds_per_explanation,
         "retrain_seconds": seconds,
         "ranks": {k: v.tolist() for k, v in ranks.items()},
+        "margins": margins.tolist(),
     }
 
 
@@ -279,7 +283,8 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         )
     # in table order, with the arms other processes sharing this folder finished meanwhile
     records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
-    groups = fact_groups(facts, train_ids, fact_margins(store.model, facts, known), cfg.k)
+    margins = fact_margins(store.model, facts, known)
+    groups = fact_groups(facts, train_ids, margins, cfg.k)
     explained = {n: a.rows for n, a in arms.items() if a.kind in ("method", "file", "random")}
     res = {
         "model_dir": str(mdir),
@@ -290,7 +295,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "groups": groups,
         "arms": list(arms),
         "finished": list(records),
-        "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus),
+        "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus, margins),
         "same_explanation": same_explanations(
             {n: a.rows for n, a in arms.items() if a.kind in ("method", "file")}, records
         ),

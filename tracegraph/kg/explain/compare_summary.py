@@ -96,7 +96,9 @@ def change(before: np.ndarray, after: np.ndarray, n_boot: int, seed: int) -> dic
     return out
 
 
-def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot: int, seed: int, versus=()) -> dict:
+def summarize(
+    records: dict[str, dict], before: np.ndarray, groups: dict, n_boot: int, seed: int, versus=(), margins=None
+) -> dict:
     """Per arm and filtering: H@1/MRR after, their change, the change beyond each floor arm's, per group.
 
     The floors are the ``noise`` arm (another seed) and the ``far`` arm (unrelated facts removed,
@@ -111,6 +113,9 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
         n_boot: Bootstrap resamples.
         seed: Resampling seed.
         versus: Arms every other arm is paired against, as against the floors.
+        margins: The facts' margins over their strongest rival under the run; with them, an arm
+            whose record holds its margins after gets ``change_margin`` (after − before, under the
+            original filter) and ``beyond_NAME_margin`` against each reference that has them.
 
     Returns:
         Arm name -> summary.
@@ -135,12 +140,30 @@ def summarize(records: dict[str, dict], before: np.ndarray, groups: dict, n_boot
                 m, lo, hi = bootstrap_mean((after <= 1).astype(float) - held, n_boot, seed)
                 key = f"beyond_{ref_name}_hits@1"
                 s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
+        if margins is not None and "margins" in rec:
+            s["original"].update(_margin_changes(name, rec, refs, margins, n_boot, seed))
         after = np.asarray(rec["ranks"]["original"], np.float64)
         s["groups"] = {
             g: {v: float(np.mean(after[np.asarray(labels) == v] <= 1) - 1) for v in sorted(set(labels))}
             for g, labels in groups.items()
         }
         out[name] = s
+    return out
+
+
+def _margin_changes(name: str, rec: dict, refs: dict, margins, n_boot: int, seed: int) -> dict:
+    """The arm's margin change (after − before) and its excess over each reference's, paired by fact."""
+    after = np.asarray(rec["margins"], np.float64)
+    out = {}
+    pairs = [("change_margin", after - np.asarray(margins, np.float64))]
+    pairs += [
+        (f"beyond_{r}_margin", after - np.asarray(ref["margins"], np.float64))
+        for r, ref in ({} if name in FLOORS else refs).items()
+        if r != name and "margins" in ref
+    ]
+    for key, diff in pairs:
+        m, lo, hi = bootstrap_mean(diff, n_boot, seed)
+        out[key], out[f"{key}_ci95"] = m, [lo, hi]
     return out
 
 
@@ -291,6 +314,7 @@ def compare_markdown(res: dict) -> str:
             + "".join(f"{ci_cell(o, f'beyond_{v}_hits@1')} | {ci_cell(r, f'beyond_{v}_hits@1')} | " for v in versus)
             + f"{'—' if spe is None else f'{spe:.3f}'} |"
         )
+    lines += margin_lines(res["summary"], versus)
     titles = {
         "head_degree": "head degree",
         "relation_kind": "relation kind",
@@ -320,6 +344,27 @@ def compare_markdown(res: dict) -> str:
     if res.get("contents"):
         lines += ["", CONTENTS_INTRO, "", *contents_table(res["contents"], str)]
     return "\n".join(lines) + "\n"
+
+
+MARGIN_INTRO = (
+    "The margin over the strongest rival (logits; original filter), after − before, and beyond the floors' and "
+    "the reference arms' margins, paired by fact: a continuous reading of the same predictions, which a "
+    "retrain's chaos moves both ways and a removal that matters lowers."
+)
+
+
+def margin_lines(summary: dict, versus=()) -> list[str]:
+    """``compare.md``'s margin table: the arms whose records hold their margins after (none: no table)."""
+    rows = {n: s["original"] for n, s in summary.items() if "change_margin" in s["original"]}
+    if not rows:
+        return []
+    refs = [r for r in (*FLOORS, *versus) if r in rows]
+    out = ["", MARGIN_INTRO, "", "| " + " | ".join(["arm", "Δ margin", *(f"beyond {r}" for r in refs)]) + " |"]
+    out += ["|---|---|" + "---|" * len(refs)]
+    for name, o in rows.items():
+        cells = [ci_cell(o, "change_margin"), *(ci_cell(o, f"beyond_{r}_margin") for r in refs)]
+        out.append("| " + " | ".join([name, *cells]) + " |")
+    return out
 
 
 CONTENTS_INTRO = (
