@@ -117,18 +117,24 @@ def test_margins_change_by_hand_and_pair_with_the_references_that_have_them():
     assert "beyond_far_margin" not in o and "change_margin" not in got["far"]["original"]
     assert "beyond_noise_margin" not in got["noise"]["original"]  # a floor is not held to a floor
     assert "change_margin" not in CS.summarize(records, np.ones(3), {}, 50, 0)["ours"]["original"]  # no before
-    rows = CS.margin_lines(got, ["kelpie"])
-    assert rows[1:5] == [
-        CS.MARGIN_INTRO,
-        "",
-        "| arm | Δ margin | beyond noise | beyond kelpie |",
-        "|---|---|---|---|",
-    ]
-    assert rows[5] == f"| ours | {CS.ci_cell(o, 'change_margin')} | {CS.ci_cell(o, 'beyond_noise_margin')} | " + (
+    rows = CS.margin_table(got, ["kelpie"], str.upper)
+    assert rows[:2] == ["| arm | Δ margin | beyond NOISE | beyond KELPIE |", "|---|---|---|---|"]
+    assert rows[2] == f"| OURS | {CS.ci_cell(o, 'change_margin')} | {CS.ci_cell(o, 'beyond_noise_margin')} | " + (
         f"{CS.ci_cell(o, 'beyond_kelpie_margin')} |"
     )
-    assert [r.split(" |")[0] for r in rows[6:]] == ["| kelpie", "| noise"]
-    assert CS.margin_lines({"far": got["far"]}) == []
+    assert [r.split(" |")[0] for r in rows[3:]] == ["| KELPIE", "| NOISE"]
+    assert CS.margin_table({"far": got["far"]}) == []
+    res = results()
+    res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"summary": {"tracin": got["ours"], "kelpie": got["kelpie"]}}
+    page = CP.side_by_side_margins(res).splitlines()
+    assert page[:4] == [CP.MARGINS_INTRO, "", "**UMLS**:", ""]
+    assert page[4] == "| arm | Δ margin | beyond Kelpie |" and page[6].startswith("| TracIn top-k (`tracin`) | ")
+    assert CP.side_by_side_margins(results()) == ""  # no retrain recorded its margins: nothing on the page
+    md = CS.compare_markdown({**markdown_input(), "summary": got, "groups": {}})
+    assert f"\n\n{CS.MARGIN_INTRO}\n\n" + "\n".join(CS.margin_table(got)) + "\n" in md
+    assert CS.MARGIN_INTRO not in CS.compare_markdown(
+        {**markdown_input(), "summary": {"far": got["far"]}, "groups": {}}
+    )
 
 
 def results():

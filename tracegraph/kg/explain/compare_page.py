@@ -6,7 +6,7 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 from __future__ import annotations
 
 from tracegraph.kg.explain.compare_pairs import joins_table, same_table, sizes_table
-from tracegraph.kg.explain.compare_summary import FILTERINGS, ci_cell, contents_table, group_values
+from tracegraph.kg.explain.compare_summary import FILTERINGS, ci_cell, contents_table, group_values, margin_table
 
 # the faithfulness page's rows: arm name -> what the reader sees, in table order
 ARM_TITLES = {
@@ -314,6 +314,18 @@ def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
     return _per_dataset(results, fact_set, table)
 
 
+def side_by_side_margins(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """Per dataset, the change in each arm's margin over the rival, paired with the floors and Kelpie's (where kept)."""
+    tables = _per_dataset(results, fact_set, lambda fs: margin_table(fs.get("summary", {}), ["kelpie"], arm_title))
+    return f"{MARGINS_INTRO}\n\n{tables}" if tables else ""
+
+
+MARGINS_INTRO = (
+    "Each arm's change in the margin over the strongest rival (logits, original filter), after − before, and its "
+    "excess over the floors' and Kelpie's, paired by fact, for the retrains that recorded their margins:"
+)
+
+
 def _per_dataset(results: dict, fact_set: str, table) -> str:
     """One titled table per dataset, ``table(that dataset's fact set)`` (no rows: the dataset left out)."""
     out = []
@@ -372,6 +384,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ("<!-- explanation-contents:kelpie-facts -->", "<!-- /explanation-contents -->"): side_by_side_contents(kelpie),
         ("<!-- sizes:kelpie-facts -->", "<!-- /sizes -->"): side_by_side_sizes(kelpie),
         ("<!-- joins:kelpie-facts -->", "<!-- /joins -->"): side_by_side_sizes(kelpie, key="joins"),
+        ("<!-- margins:kelpie-facts -->", "<!-- /margins -->"): side_by_side_margins(kelpie),
         ("<!-- same-explanation:umls -->", "<!-- /same-explanation:umls -->"): side_by_side_same(umls, "own-facts", 10),
         ("<!-- side-by-side:umls -->", "<!-- /side-by-side:umls -->"): side_by_side_table(umls, "own-facts"),
     }

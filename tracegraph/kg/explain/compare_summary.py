@@ -314,7 +314,8 @@ def compare_markdown(res: dict) -> str:
             + "".join(f"{ci_cell(o, f'beyond_{v}_hits@1')} | {ci_cell(r, f'beyond_{v}_hits@1')} | " for v in versus)
             + f"{'—' if spe is None else f'{spe:.3f}'} |"
         )
-    lines += margin_lines(res["summary"], versus)
+    if margins := margin_table(res["summary"], versus):
+        lines += ["", MARGIN_INTRO, "", *margins]
     titles = {
         "head_degree": "head degree",
         "relation_kind": "relation kind",
@@ -353,17 +354,23 @@ MARGIN_INTRO = (
 )
 
 
-def margin_lines(summary: dict, versus=()) -> list[str]:
-    """``compare.md``'s margin table: the arms whose records hold their margins after (none: no table)."""
+def margin_table(summary: dict, versus=(), title=str) -> list[str]:
+    """The margin table's rows: the arms whose records hold their margins after (none: no rows).
+
+    Args:
+        summary: Arm name -> its summary (:func:`summarize`).
+        versus: The reference arms, paired with after the floors.
+        title: Arm name -> how the table names it.
+    """
     rows = {n: s["original"] for n, s in summary.items() if "change_margin" in s["original"]}
     if not rows:
         return []
     refs = [r for r in (*FLOORS, *versus) if r in rows]
-    out = ["", MARGIN_INTRO, "", "| " + " | ".join(["arm", "Δ margin", *(f"beyond {r}" for r in refs)]) + " |"]
+    out = ["| " + " | ".join(["arm", "Δ margin", *(f"beyond {title(r)}" for r in refs)]) + " |"]
     out += ["|---|---|" + "---|" * len(refs)]
     for name, o in rows.items():
         cells = [ci_cell(o, "change_margin"), *(ci_cell(o, f"beyond_{r}_margin") for r in refs)]
-        out.append("| " + " | ".join([name, *cells]) + " |")
+        out.append("| " + " | ".join([title(name), *cells]) + " |")
     return out
 
 
