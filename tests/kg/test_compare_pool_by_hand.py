@@ -7,6 +7,8 @@ import pytest
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.explain import compare_pool as P
+from tracegraph.kg.explain.compare_standing import pooled_table
+from tracegraph.kg.explain.compare_summary import MARGIN_INTRO, ci_cell, margin_table
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 from tests.conftest import run_cli, run_cli_error
 
@@ -79,6 +81,46 @@ def test_the_pooled_page_word_for_word(two):
     paired = [cell(o, "beyond_noise_hits@1"), cell(o, "beyond_kelpie_hits@1"), cell(r, "beyond_kelpie_hits@1")]
     assert md[6] == "| ours | 42, 43 | " + " | ".join(figures + paired) + " |"
     assert md[8].startswith("| noise | 43, 44 | ") and md[8].endswith("| — | — | — |")
+
+
+def test_margins_are_pooled_per_fact_where_every_retrain_recorded_them(tmp_path):
+    def with_margins(d, margins, before=None):
+        for arm, m in margins.items():
+            rec = json.loads((d / "arms" / f"{arm}.json").read_text())
+            (d / "arms" / f"{arm}.json").write_text(json.dumps({**rec, "margins": m}))
+        if before is not None:
+            doc = json.loads((d / "compare.json").read_text())
+            (d / "compare.json").write_text(json.dumps({**doc, "margins": before}))
+        return d
+
+    ranks = {"ours": [1, 1, 1, 1], "kelpie": [1, 1, 1, 1], "noise": [1, 1, 1, 1]}
+    a = with_margins(
+        folder(tmp_path / "a", 43, ranks),
+        {"ours": [0.0, 1.0, 2.0, 3.0], "kelpie": [1.0, 1.0, 1.0, 1.0], "noise": [2.0, 2.0, 2.0, 2.0]},
+        before=[3.0, 3.0, 3.0, 3.0],
+    )
+    b = with_margins(
+        folder(tmp_path / "b", 44, ranks),
+        {"ours": [2.0, 1.0, 0.0, 1.0], "kelpie": [1.0, 3.0, 1.0, 1.0], "noise": [2.0, 0.0, 2.0, 4.0]},
+    )
+    res = P.pool_folders([a, b], n_boot=200, seed=3, versus=["kelpie"])
+    o = res["summary"]["ours"]["original"]
+    ours, kelpie, noise = [1.0, 1.0, 1.0, 2.0], [1.0, 2.0, 1.0, 1.0], [2.0, 1.0, 2.0, 3.0]  # per fact, over a and b
+    for key, values in (
+        ("change_margin", np.subtract(ours, 3.0)),  # against the first folder's run margins
+        ("beyond_noise_margin", np.subtract(ours, noise)),
+        ("beyond_kelpie_margin", np.subtract(ours, kelpie)),
+    ):
+        assert (o[key], *o[f"{key}_ci95"]) == pytest.approx(bootstrap_mean(values, 200, 3))
+    assert "beyond_noise_margin" not in res["summary"]["noise"]["original"]  # a floor: none
+    md = P.pooled_markdown(res)
+    assert md.endswith(f"\n\n{MARGIN_INTRO}\n\n" + "\n".join(margin_table(res["summary"], ["kelpie"])) + "\n")
+    assert "| ours | " + ci_cell(o, "change_margin") + " | " in md
+    page = pooled_table({"datasets": {"fb15k-237-cpu": {"pooled": res}}})
+    assert "The margin over the strongest rival, pooled the same way:" in page
+    assert "| arm | Δ margin | beyond noise floor | beyond Kelpie |" in page
+    c = folder(tmp_path / "c", 45, ranks)  # its retrains kept no margins: no margin figures pooled
+    assert not [k for k in P.pool_folders([a, c])["summary"]["ours"]["original"] if "margin" in k]
 
 
 def test_pooling_resamples_a_thousand_times_with_seed_0_unless_told(two):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tracegraph.kg.explain import compare_page as CP
+from tracegraph.kg.explain import compare_standing as ST
 from tracegraph.kg.explain import compare_pairs as CPR
 from tracegraph.kg.explain import compare_summary as CS
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
@@ -126,10 +127,10 @@ def test_margins_change_by_hand_and_pair_with_the_references_that_have_them():
     assert CS.margin_table({"far": got["far"]}) == []
     res = results()
     res["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = {"summary": {"tracin": got["ours"], "kelpie": got["kelpie"]}}
-    page = CP.side_by_side_margins(res).splitlines()
-    assert page[:4] == [CP.MARGINS_INTRO, "", "**UMLS**:", ""]
+    page = ST.side_by_side_margins(res).splitlines()
+    assert page[:4] == [ST.MARGINS_INTRO, "", "**UMLS**:", ""]
     assert page[4] == "| arm | Δ margin | beyond Kelpie |" and page[6].startswith("| TracIn top-k (`tracin`) | ")
-    assert CP.side_by_side_margins(results()) == ""  # no retrain recorded its margins: nothing on the page
+    assert ST.side_by_side_margins(results()) == ""  # no retrain recorded its margins: nothing on the page
     md = CS.compare_markdown({**markdown_input(), "summary": got, "groups": {}})
     assert f"\n\n{CS.MARGIN_INTRO}\n\n" + "\n".join(CS.margin_table(got)) + "\n" in md
     assert CS.MARGIN_INTRO not in CS.compare_markdown(
@@ -600,17 +601,17 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
     )
     mine = "| WN18RR on a CPU | 7 | -0.50 [-0.75, +0.00] / -1.00 [-1.25, +0.00] | -0.25 [-0.50, +0.00] / -0.25 [-0.50, +0.00] "
     versus = "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] "
-    assert CP.standing_table(res).splitlines() == [
+    assert ST.standing_table(res).splitlines() == [
         head,
         "|---|---|---|---|---|---|---|---|---|",
         mine + versus + "| not measured | not measured | not measured | 0.25 (28) |",  # no floor yet
     ]
     fs["summary"]["noise"] = kelpie
-    assert CP.standing_table(res).splitlines()[2] == (
+    assert ST.standing_table(res).splitlines()[2] == (
         mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | not measured | 0.25 (28) |"
     )
     fs["summary"]["far"] = kelpie
-    assert CP.standing_table(res).splitlines()[2] == (
+    assert ST.standing_table(res).splitlines()[2] == (
         mine + versus + "| -0.25 [-0.50, +0.00] | +0.12 [-0.50, +0.75] | -0.25 [-1.00, +0.50] | 0.25 (28) |"
     )
     del fs["summary"]["far"]
@@ -626,18 +627,18 @@ def test_the_standing_table_sets_the_default_beside_kelpie_word_for_word():
 
     pooled = {"tracin-margin-path": pooled_arm(-0.6, -0.2, -0.4), "kelpie": pooled_arm(-0.4), "noise": pooled_arm(-0.2)}
     res["datasets"]["wn18rr-cpu"]["pooled"] = {"folders": ["a", "b"], "n_facts": 6, "summary": pooled}
-    assert CP.standing_table(res).splitlines()[3] == (
+    assert ST.standing_table(res).splitlines()[3] == (
         "| WN18RR on a CPU, pooled over 2 retrain seeds | 6 | -0.60 [-0.70, -0.50] / -0.65 [-0.75, -0.55] "
         "| -0.40 [-0.50, -0.30] / -0.45 [-0.55, -0.35] | -0.20 [-0.30, -0.10] / -0.25 [-0.35, -0.15] "
         "| -0.20 [-0.30, -0.10] | -0.40 [-0.50, -0.30] | not measured | 0.25 (28) |"
     )
     del fs["summary"]["kelpie"]  # the default alone: nothing to stand against
-    assert CP.standing_table(res) == ""
+    assert ST.standing_table(res) == ""
 
 
 def test_the_pooled_table_word_for_word_and_empty_without_a_pooled_run():
     res = results()
-    assert CP.pooled_table(res) == ""
+    assert ST.pooled_table(res) == ""
     arm = res["datasets"]["umls"]["fact_sets"]["own-facts"]["summary"]["tracin"]
     res["datasets"]["umls"]["pooled"] = {
         "folders": ["a", "b", "c"],
@@ -645,7 +646,7 @@ def test_the_pooled_table_word_for_word_and_empty_without_a_pooled_run():
         "seeds": {"kelpie": [42, 43, 44], "tracin": [42, 43, 44]},
         "summary": {"kelpie": arm, "tracin": arm},  # table order: TracIn before Kelpie
     }
-    assert CP.pooled_table(res).splitlines() == [
+    assert ST.pooled_table(res).splitlines() == [
         "**UMLS**, 5 facts, each fact's outcome averaged over 3 retrain seeds, then bootstrapped over the facts:",
         "",
         "| explanations | retrain seeds | ΔH@1 original | ΔH@1 reduced | ΔH@1 beyond noise (original) "

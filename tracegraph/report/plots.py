@@ -69,7 +69,7 @@ def forest_rows(summary: dict[str, dict]) -> list[tuple[str, str, dict]]:
     Returns:
         One row per arm in the faithfulness tables' order, labelled as there (without markdown).
     """
-    from tracegraph.kg.explain.compare_page import arm_title, in_table_order
+    from tracegraph.kg.explain.compare_cells import arm_title, in_table_order
     from tracegraph.kg.explain.compare_summary import FILTERINGS
 
     rows = []

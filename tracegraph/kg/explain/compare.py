@@ -293,6 +293,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "n_facts": len(facts),
         "facts": [list(f) for f in labels],
         "groups": groups,
+        "margins": margins.tolist(),  # the run's, before any removal
         "arms": list(arms),
         "finished": list(records),
         "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus, margins),

@@ -5,61 +5,18 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 
 from __future__ import annotations
 
+from tracegraph.kg.explain.compare_cells import (
+    ARM_TITLES,
+    DATASET_TITLES,
+    _cell,
+    _per_dataset,
+    _versus_cell,
+    arm_title,
+    in_table_order,
+)
 from tracegraph.kg.explain.compare_pairs import joins_table, same_table, sizes_table
-from tracegraph.kg.explain.compare_summary import FILTERINGS, ci_cell, contents_table, group_values, margin_table
-
-# the faithfulness page's rows: arm name -> what the reader sees, in table order
-ARM_TITLES = {
-    "local-retrain": "tracegraph `local-retrain`",
-    "local-newton": "tracegraph `local-newton`",
-    "tracin-margin-path": "tracegraph `tracin-margin-path`",
-    "tracin-margin": "tracegraph `tracin-margin`",
-    "tracin-path": "tracegraph `tracin-path`",
-    "tracin-margin-query": "tracegraph `tracin-margin-query`",
-    "tracin": "TracIn top-k (`tracin`)",
-    "kelpie": "Kelpie",
-    "data_poisoning": "Data Poisoning",
-    "criage": "CRIAGE",
-    "k1": "K1",
-    "random-head": "random head facts",
-    "random-head-tail": "random head or tail facts",
-    "far": "far facts: featuring neither end of a graded fact",
-    "noise": "noise floor: another seed, nothing removed",
-}
-DATASET_TITLES = {
-    "fb15k-237": "FB15k-237 on a GPU",
-    "wn18rr": "WN18RR on a GPU",
-    "umls": "UMLS",
-    "fb15k-237-cpu": "FB15k-237 on a CPU",
-    "wn18rr-cpu": "WN18RR on a CPU",
-}
-
-
-def in_table_order(arms) -> list[str]:
-    """``arms`` in the page's row order (:data:`ARM_TITLES`), any other arm after them as given."""
-    order = list(ARM_TITLES)
-    return sorted(arms, key=lambda a: order.index(a) if a in order else len(order))
-
-
-def arm_title(arm: str, retrain_of: str | None = None) -> str:
-    """An arm's row title on the page; explain's default method says so, and an arm that is another's retrain too."""
-    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
-
-    title = ARM_TITLES.get(arm, arm) + (", explain's default" if arm == DEFAULT_EXPLAINER else "")
-    return f"{title} (the same removals as {ARM_TITLES.get(retrain_of, retrain_of)})" if retrain_of else title
-
-
-def _cell(s: dict | None, filtering: str, key: str) -> str:
-    return "not measured" if s is None else ci_cell(s[filtering], key)
-
-
-def _versus_cell(s: dict | None, ref: str) -> str:
-    """ΔH@1 beyond the ``ref`` arm, original / reduced (``—`` where the run did not pair them)."""
-    if s is None:
-        return "not measured"
-    cells = [_cell(s, f, f"beyond_{ref}_hits@1") for f in FILTERINGS]
-    return "—" if cells == ["—", "—"] else " / ".join(cells)
-
+from tracegraph.kg.explain.compare_standing import pooled_table, side_by_side_margins, standing_table
+from tracegraph.kg.explain.compare_summary import contents_table, group_values
 
 RANDOM = "random-head"
 
@@ -117,93 +74,6 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
 
 
 # seconds per explanation in Kelpie's paper (ConvE, on a GPU): a published figure, set beside ours
-KELPIE_PAPER_SECONDS = {"fb15k-237": 34, "wn18rr": 28}
-
-
-def standing_table(results: dict) -> str:
-    """Explain's default against Kelpie's explanations on Kelpie's facts, one row per dataset with both measured.
-
-    A dataset pooled over retrain seeds (``fidelity compare-pool``) gets a second row, the pooled figures.
-
-    Args:
-        results: ``benchmarks/results/necessity_kelpie.json``'s content.
-
-    Returns:
-        Markdown: a table (empty when no dataset has both arms finished).
-    """
-    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
-
-    rows = []
-    for ds, d in results["datasets"].items():
-        fs = d["fact_sets"].get("kelpie-facts") or {}
-        ours, theirs = (fs.get("summary", {}).get(a) for a in (DEFAULT_EXPLAINER, "kelpie"))
-        if ours is None or theirs is None:
-            continue
-        paper = KELPIE_PAPER_SECONDS.get(ds.removesuffix("-cpu"))
-        seconds = f"{ours['seconds_per_explanation']:.2f}" + (f" ({paper})" if paper else "")
-        rows.append(_standing_row(DATASET_TITLES.get(ds, ds), fs["n_facts"], fs["summary"], seconds))
-        pooled = d.get("pooled") or {}
-        if all(a in pooled.get("summary", {}) for a in (DEFAULT_EXPLAINER, "kelpie")):
-            title = f"{DATASET_TITLES.get(ds, ds)}, pooled over {len(pooled['folders'])} retrain seeds"
-            rows.append(_standing_row(title, pooled["n_facts"], pooled["summary"], seconds))
-    if not rows:
-        return ""
-    head = (
-        "| dataset | facts | default: ΔH@1 original / reduced | Kelpie's: ΔH@1 original / reduced "
-        "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired "
-        "| default − far facts, paired | s / explanation (Kelpie's) |"
-    )
-    return "\n".join([head, "|---" * 9 + "|", *rows, ""])
-
-
-def _standing_row(title: str, n_facts: int, summary: dict, seconds: str) -> str:
-    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
-
-    ours, theirs, noise, far = (summary.get(a) for a in (DEFAULT_EXPLAINER, "kelpie", "noise", "far"))
-    both = [" / ".join(_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
-    return (
-        f"| {title} | {n_facts} | {both[0]} | {both[1]} | {_versus_cell(ours, 'kelpie')} | "
-        f"{_cell(noise, 'original', 'change_hits@1')} | "
-        f"{_cell(ours if noise else None, 'original', 'beyond_noise_hits@1')} | "  # no floor yet: not measured
-        f"{_cell(ours if far else None, 'original', 'beyond_far_hits@1')} | {seconds} |"
-    )
-
-
-def pooled_table(results: dict) -> str:
-    """Kelpie's facts pooled over retrain seeds (``fidelity compare-pool``), per dataset that has them.
-
-    Args:
-        results: ``benchmarks/results/necessity_kelpie.json``'s content.
-
-    Returns:
-        Markdown: a sentence and one table per dataset with a pooled run; empty when none has one.
-    """
-    out = []
-    for ds, d in results["datasets"].items():
-        pooled = d.get("pooled")
-        if not pooled:
-            continue
-        title = DATASET_TITLES.get(ds, ds)
-        out += [
-            f"**{title}**, {pooled['n_facts']} facts, each fact's outcome averaged over {len(pooled['folders'])} "
-            "retrain seeds, then bootstrapped over the facts:",
-            "",
-            "| explanations | retrain seeds | ΔH@1 original | ΔH@1 reduced | ΔH@1 beyond noise (original) "
-            "| ΔH@1 beyond Kelpie (original / reduced) |",
-            "|---|---|---|---|---|---|",
-        ]
-        for arm in in_table_order(pooled["summary"]):
-            s = pooled["summary"][arm]
-            seeds = ", ".join(str(x) for x in pooled["seeds"][arm])
-            out.append(
-                f"| {arm_title(arm)} | {seeds} | {_cell(s, 'original', 'change_hits@1')} | "
-                f"{_cell(s, 'reduced', 'change_hits@1')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
-                f"{_versus_cell(s, 'kelpie')} |"
-            )
-        out.append("")
-    return "\n".join(out)
-
-
 def side_by_side_groups(results: dict, fact_set: str = "kelpie-facts") -> str:
     """Where the facts resist: ΔH@1 (original filtering) of every measured arm by head degree and relation kind.
 
@@ -312,28 +182,6 @@ def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
         return contents_table({a: contents[a] for a in in_table_order(contents)}, arm_title) if contents else []
 
     return _per_dataset(results, fact_set, table)
-
-
-def side_by_side_margins(results: dict, fact_set: str = "kelpie-facts") -> str:
-    """Per dataset, the change in each arm's margin over the rival, paired with the floors and Kelpie's (where kept)."""
-    tables = _per_dataset(results, fact_set, lambda fs: margin_table(fs.get("summary", {}), ["kelpie"], arm_title))
-    return f"{MARGINS_INTRO}\n\n{tables}" if tables else ""
-
-
-MARGINS_INTRO = (
-    "Each arm's change in the margin over the strongest rival (logits, original filter), after − before, and its "
-    "excess over the floors' and Kelpie's, paired by fact, for the retrains that recorded their margins:"
-)
-
-
-def _per_dataset(results: dict, fact_set: str, table) -> str:
-    """One titled table per dataset, ``table(that dataset's fact set)`` (no rows: the dataset left out)."""
-    out = []
-    for ds, d in results["datasets"].items():
-        rows = table(d["fact_sets"].get(fact_set, {}))
-        if rows:
-            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *rows, ""]
-    return "\n".join(out)
 
 
 def stability_table(results: dict) -> str:

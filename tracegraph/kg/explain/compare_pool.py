@@ -16,19 +16,19 @@ from pathlib import Path
 import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
-from tracegraph.kg.explain.compare_summary import FILTERINGS, FLOORS, ci_cell
+from tracegraph.kg.explain.compare_summary import FILTERINGS, FLOORS, MARGIN_INTRO, ci_cell, margin_table
 from tracegraph.kg.explain.necessity_summary import bootstrap_mean
 from tracegraph.runtime.checkpoints import read_json
 
 
-def read_folder(folder: Path) -> tuple[list, dict[str, dict]]:
-    """A compare folder's graded facts (labels) and its finished arms' records, in table order."""
+def read_folder(folder: Path) -> tuple[list, dict[str, dict], list | None]:
+    """A compare folder's graded facts (labels), its finished arms' records in table order, and the run's margins."""
     path = folder / "compare.json"
     if not path.is_file():
         raise DataError("not a `fidelity compare` output folder (no compare.json)", folder)
     res = read_json(path)
     records = {a: read_json(folder / "arms" / f"{a}.json") for a in res["finished"]}
-    return [tuple(f) for f in res["facts"]], records
+    return [tuple(f) for f in res["facts"]], records, res.get("margins")
 
 
 def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=()) -> dict:
@@ -47,7 +47,10 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
         arm -> per filtering ``hits@1`` and ``mrr`` after (means over facts of the per-fact means
         over folders), ``change_hits@1`` and ``change_mrr`` (after − before; every graded fact was
         first before) and ``beyond_NAME_hits@1`` for each
-        floor (``noise``, ``far``) and ``versus`` arm, paired by fact, each with ``_ci95``.
+        floor (``noise``, ``far``) and ``versus`` arm, paired by fact, each with ``_ci95``; where every
+        pooled retrain of an arm recorded its margins, ``change_margin`` (against the first folder's
+        run margins) and ``beyond_NAME_margin`` under the original filter, from each fact's mean
+        margin over the folders.
 
     Raises:
         TracegraphError: If fewer than two folders are given.
@@ -55,10 +58,10 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
     """
     if len(folders) < 2:
         raise TracegraphError(f"give at least two compare folders to pool, not {len(folders)}")
-    facts, first = read_folder(folders[0])
+    facts, first, before = read_folder(folders[0])
     runs = [first]
     for f in folders[1:]:
-        other, records = read_folder(f)
+        other, records, _ = read_folder(f)
         if other != facts:
             raise DataError(f"it grades other facts than {folders[0]} (pool folders of one fact set)", f)
         runs.append(records)
@@ -81,7 +84,23 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
                 m, lo, hi = bootstrap_mean(values, n_boot, seed)
                 s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
         out["summary"][a] = s
+    _pool_margins(out, runs, before, refs, n_boot, seed)
     return out
+
+
+def _pool_margins(out: dict, runs: list[dict], before, refs: list[str], n_boot: int, seed: int) -> None:
+    """Margin figures for the arms whose every pooled retrain recorded its margins (each fact's mean over them)."""
+    after = {
+        a: np.mean([np.asarray(r[a]["margins"], np.float64) for r in runs], axis=0)
+        for a in out["arms"]
+        if all("margins" in r[a] for r in runs)
+    }
+    for a, m in after.items():
+        pairs = [("change_margin", m - np.asarray(before, np.float64))] if before is not None else []
+        pairs += [(f"beyond_{ref}_margin", m - after[ref]) for ref in refs if ref in after and a not in (ref, *FLOORS)]
+        for key, values in pairs:
+            mean, lo, hi = bootstrap_mean(values, n_boot, seed)
+            out["summary"][a]["original"][key], out["summary"][a]["original"][f"{key}_ci95"] = mean, [lo, hi]
 
 
 def _row(*cells) -> str:
@@ -123,4 +142,6 @@ def pooled_markdown(res: dict) -> str:
             ci_cell(r, "change_mrr"),
         ]
         lines.append(_row(a, seeds, *cells, *(ci_cell(s[f], f"beyond_{ref}_hits@1") for ref, f in paired)))
+    if margins := margin_table(res["summary"], [r for r in refs if r not in FLOORS]):
+        lines += ["", MARGIN_INTRO, "", *margins]
     return "\n".join(lines) + "\n"

@@ -354,19 +354,20 @@ MARGIN_INTRO = (
 )
 
 
-def margin_table(summary: dict, versus=(), title=str) -> list[str]:
+def margin_table(summary: dict, versus=(), title=str, ref_title=None) -> list[str]:
     """The margin table's rows: the arms whose records hold their margins after (none: no rows).
 
     Args:
         summary: Arm name -> its summary (:func:`summarize`).
         versus: The reference arms, paired with after the floors.
         title: Arm name -> how the table names it.
+        ref_title: Arm name -> how a column heading names it; None: as ``title``.
     """
     rows = {n: s["original"] for n, s in summary.items() if "change_margin" in s["original"]}
     if not rows:
         return []
     refs = [r for r in (*FLOORS, *versus) if r in rows]
-    out = ["| " + " | ".join(["arm", "Δ margin", *(f"beyond {title(r)}" for r in refs)]) + " |"]
+    out = ["| " + " | ".join(["arm", "Δ margin", *(f"beyond {(ref_title or title)(r)}" for r in refs)]) + " |"]
     out += ["|---|---|" + "---|" * len(refs)]
     for name, o in rows.items():
         cells = [ci_cell(o, "change_margin"), *(ci_cell(o, f"beyond_{r}_margin") for r in refs)]

@@ -1,0 +1,67 @@
+"""Names and cells shared by the faithfulness page's tables: arm and dataset titles, row order, figure cells."""
+
+from __future__ import annotations
+
+from tracegraph.kg.explain.compare_summary import FILTERINGS, ci_cell
+
+# the faithfulness page's rows: arm name -> what the reader sees, in table order
+ARM_TITLES = {
+    "local-retrain": "tracegraph `local-retrain`",
+    "local-newton": "tracegraph `local-newton`",
+    "tracin-margin-path": "tracegraph `tracin-margin-path`",
+    "tracin-margin": "tracegraph `tracin-margin`",
+    "tracin-path": "tracegraph `tracin-path`",
+    "tracin-margin-query": "tracegraph `tracin-margin-query`",
+    "tracin": "TracIn top-k (`tracin`)",
+    "kelpie": "Kelpie",
+    "data_poisoning": "Data Poisoning",
+    "criage": "CRIAGE",
+    "k1": "K1",
+    "random-head": "random head facts",
+    "random-head-tail": "random head or tail facts",
+    "far": "far facts: featuring neither end of a graded fact",
+    "noise": "noise floor: another seed, nothing removed",
+}
+DATASET_TITLES = {
+    "fb15k-237": "FB15k-237 on a GPU",
+    "wn18rr": "WN18RR on a GPU",
+    "umls": "UMLS",
+    "fb15k-237-cpu": "FB15k-237 on a CPU",
+    "wn18rr-cpu": "WN18RR on a CPU",
+}
+
+
+def in_table_order(arms) -> list[str]:
+    """``arms`` in the page's row order (:data:`ARM_TITLES`), any other arm after them as given."""
+    order = list(ARM_TITLES)
+    return sorted(arms, key=lambda a: order.index(a) if a in order else len(order))
+
+
+def arm_title(arm: str, retrain_of: str | None = None) -> str:
+    """An arm's row title on the page; explain's default method says so, and an arm that is another's retrain too."""
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    title = ARM_TITLES.get(arm, arm) + (", explain's default" if arm == DEFAULT_EXPLAINER else "")
+    return f"{title} (the same removals as {ARM_TITLES.get(retrain_of, retrain_of)})" if retrain_of else title
+
+
+def _cell(s: dict | None, filtering: str, key: str) -> str:
+    return "not measured" if s is None else ci_cell(s[filtering], key)
+
+
+def _versus_cell(s: dict | None, ref: str) -> str:
+    """ΔH@1 beyond the ``ref`` arm, original / reduced (``—`` where the run did not pair them)."""
+    if s is None:
+        return "not measured"
+    cells = [_cell(s, f, f"beyond_{ref}_hits@1") for f in FILTERINGS]
+    return "—" if cells == ["—", "—"] else " / ".join(cells)
+
+
+def _per_dataset(results: dict, fact_set: str, table) -> str:
+    """One titled table per dataset, ``table(that dataset's fact set)`` (no rows: the dataset left out)."""
+    out = []
+    for ds, d in results["datasets"].items():
+        rows = table(d["fact_sets"].get(fact_set, {}))
+        if rows:
+            out += [f"**{DATASET_TITLES.get(ds, ds)}**:", "", *rows, ""]
+    return "\n".join(out)

@@ -1,0 +1,125 @@
+"""Where explain's default stands against Kelpie's explanations: the faithfulness page's verdict tables.
+
+The standing table (the default beside Kelpie's, the floors, and the pooled figures where the
+protocol ran at several retrain seeds), the pooled table and the margins block, rendered from
+``benchmarks/results/necessity_kelpie.json`` like the rest of the page (``compare_page``).
+"""
+
+from __future__ import annotations
+
+from tracegraph.kg.explain.compare_cells import (
+    DATASET_TITLES,
+    _cell,
+    _per_dataset,
+    _versus_cell,
+    arm_title,
+    in_table_order,
+)
+from tracegraph.kg.explain.compare_summary import FILTERINGS, margin_table
+
+KELPIE_PAPER_SECONDS = {"fb15k-237": 34, "wn18rr": 28}
+
+
+def standing_table(results: dict) -> str:
+    """Explain's default against Kelpie's explanations on Kelpie's facts, one row per dataset with both measured.
+
+    A dataset pooled over retrain seeds (``fidelity compare-pool``) gets a second row, the pooled figures.
+
+    Args:
+        results: ``benchmarks/results/necessity_kelpie.json``'s content.
+
+    Returns:
+        Markdown: a table (empty when no dataset has both arms finished).
+    """
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    rows = []
+    for ds, d in results["datasets"].items():
+        fs = d["fact_sets"].get("kelpie-facts") or {}
+        ours, theirs = (fs.get("summary", {}).get(a) for a in (DEFAULT_EXPLAINER, "kelpie"))
+        if ours is None or theirs is None:
+            continue
+        paper = KELPIE_PAPER_SECONDS.get(ds.removesuffix("-cpu"))
+        seconds = f"{ours['seconds_per_explanation']:.2f}" + (f" ({paper})" if paper else "")
+        rows.append(_standing_row(DATASET_TITLES.get(ds, ds), fs["n_facts"], fs["summary"], seconds))
+        pooled = d.get("pooled") or {}
+        if all(a in pooled.get("summary", {}) for a in (DEFAULT_EXPLAINER, "kelpie")):
+            title = f"{DATASET_TITLES.get(ds, ds)}, pooled over {len(pooled['folders'])} retrain seeds"
+            rows.append(_standing_row(title, pooled["n_facts"], pooled["summary"], seconds))
+    if not rows:
+        return ""
+    head = (
+        "| dataset | facts | default: ΔH@1 original / reduced | Kelpie's: ΔH@1 original / reduced "
+        "| default − Kelpie's, paired | noise floor: ΔH@1 | default − noise floor, paired "
+        "| default − far facts, paired | s / explanation (Kelpie's) |"
+    )
+    return "\n".join([head, "|---" * 9 + "|", *rows, ""])
+
+
+def _standing_row(title: str, n_facts: int, summary: dict, seconds: str) -> str:
+    from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
+
+    ours, theirs, noise, far = (summary.get(a) for a in (DEFAULT_EXPLAINER, "kelpie", "noise", "far"))
+    both = [" / ".join(_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
+    return (
+        f"| {title} | {n_facts} | {both[0]} | {both[1]} | {_versus_cell(ours, 'kelpie')} | "
+        f"{_cell(noise, 'original', 'change_hits@1')} | "
+        f"{_cell(ours if noise else None, 'original', 'beyond_noise_hits@1')} | "  # no floor yet: not measured
+        f"{_cell(ours if far else None, 'original', 'beyond_far_hits@1')} | {seconds} |"
+    )
+
+
+def pooled_table(results: dict) -> str:
+    """Kelpie's facts pooled over retrain seeds (``fidelity compare-pool``), per dataset that has them.
+
+    Args:
+        results: ``benchmarks/results/necessity_kelpie.json``'s content.
+
+    Returns:
+        Markdown: a sentence and one table per dataset with a pooled run; empty when none has one.
+    """
+    out = []
+    for ds, d in results["datasets"].items():
+        pooled = d.get("pooled")
+        if not pooled:
+            continue
+        title = DATASET_TITLES.get(ds, ds)
+        out += [
+            f"**{title}**, {pooled['n_facts']} facts, each fact's outcome averaged over {len(pooled['folders'])} "
+            "retrain seeds, then bootstrapped over the facts:",
+            "",
+            "| explanations | retrain seeds | ΔH@1 original | ΔH@1 reduced | ΔH@1 beyond noise (original) "
+            "| ΔH@1 beyond Kelpie (original / reduced) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for arm in in_table_order(pooled["summary"]):
+            s = pooled["summary"][arm]
+            seeds = ", ".join(str(x) for x in pooled["seeds"][arm])
+            out.append(
+                f"| {arm_title(arm)} | {seeds} | {_cell(s, 'original', 'change_hits@1')} | "
+                f"{_cell(s, 'reduced', 'change_hits@1')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{_versus_cell(s, 'kelpie')} |"
+            )
+        if margins := margin_table(pooled["summary"], ["kelpie"], arm_title, _ref_title):
+            out += ["", "The margin over the strongest rival, pooled the same way:", "", *margins]
+        out.append("")
+    return "\n".join(out)
+
+
+def side_by_side_margins(results: dict, fact_set: str = "kelpie-facts") -> str:
+    """Per dataset, the change in each arm's margin over the rival, paired with the floors and Kelpie's (where kept)."""
+    tables = _per_dataset(
+        results, fact_set, lambda fs: margin_table(fs.get("summary", {}), ["kelpie"], arm_title, _ref_title)
+    )
+    return f"{MARGINS_INTRO}\n\n{tables}" if tables else ""
+
+
+MARGINS_INTRO = (
+    "Each arm's change in the margin over the strongest rival (logits, original filter), after − before, and its "
+    "excess over the floors' and Kelpie's, paired by fact, for the retrains that recorded their margins:"
+)
+
+
+def _ref_title(arm: str) -> str:
+    """A reference arm as a column heading names it."""
+    return {"noise": "noise floor", "far": "far facts"}.get(arm) or arm_title(arm)
