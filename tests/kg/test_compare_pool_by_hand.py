@@ -114,13 +114,27 @@ def test_margins_are_pooled_per_fact_where_every_retrain_recorded_them(tmp_path)
         assert (o[key], *o[f"{key}_ci95"]) == pytest.approx(bootstrap_mean(values, 200, 3))
     assert "beyond_noise_margin" not in res["summary"]["noise"]["original"]  # a floor: none
     md = P.pooled_markdown(res)
-    assert md.endswith(f"\n\n{MARGIN_INTRO}\n\n" + "\n".join(margin_table(res["summary"], ["kelpie"])) + "\n")
+    tail = f"{MARGIN_INTRO} Each fact's margin is its mean over the folders whose retrains recorded it, of 2: "
+    tail += "ours 2, kelpie 2, noise 2.\n\n" + "\n".join(margin_table(res["summary"], ["kelpie"])) + "\n"
+    assert md.endswith(tail)
     assert "| ours | " + ci_cell(o, "change_margin") + " | " in md
     page = pooled_table({"datasets": {"fb15k-237-cpu": {"pooled": res}}})
-    assert "The margin over the strongest rival, pooled the same way:" in page
+    assert "pooled the same way over the retrains that recorded it (2 of the 2 seeds per arm):" in page
     assert "| arm | Δ margin | beyond noise floor | beyond Kelpie |" in page
-    c = folder(tmp_path / "c", 45, ranks)  # its retrains kept no margins: no margin figures pooled
-    assert not [k for k in P.pool_folders([a, c])["summary"]["ours"]["original"] if "margin" in k]
+    assert res["margin_folders"] == {"ours": 2, "kelpie": 2, "noise": 2}
+    # a folder whose retrains kept no margins (c), one whose noise arm did not (d): each figure over the folders
+    # that kept what it needs, the run's margins from any folder that has them
+    c = folder(tmp_path / "c", 45, ranks)
+    d = with_margins(folder(tmp_path / "d", 46, ranks), {"ours": [4.0, 4.0, 4.0, 4.0], "kelpie": [0.0] * 4})
+    res = P.pool_folders([c, a, d], n_boot=200, seed=3, versus=["kelpie"])
+    assert res["margin_folders"] == {"ours": 2, "kelpie": 2, "noise": 1}
+    o = res["summary"]["ours"]["original"]
+    for key, values in (
+        ("change_margin", np.subtract([2.0, 2.5, 3.0, 3.5], 3.0)),  # ours over a and d, against a's run margins
+        ("beyond_noise_margin", np.subtract([0.0, 1.0, 2.0, 3.0], 2.0)),  # over a only: d's noise kept none
+        ("beyond_kelpie_margin", [1.5, 2.0, 2.5, 3.0]),  # over a and d
+    ):
+        assert (o[key], *o[f"{key}_ci95"]) == pytest.approx(bootstrap_mean(np.asarray(values), 200, 3))
 
 
 def test_pooling_resamples_a_thousand_times_with_seed_0_unless_told(two):

@@ -47,10 +47,10 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
         arm -> per filtering ``hits@1`` and ``mrr`` after (means over facts of the per-fact means
         over folders), ``change_hits@1`` and ``change_mrr`` (after − before; every graded fact was
         first before) and ``beyond_NAME_hits@1`` for each
-        floor (``noise``, ``far``) and ``versus`` arm, paired by fact, each with ``_ci95``; where every
-        pooled retrain of an arm recorded its margins, ``change_margin`` (against the first folder's
-        run margins) and ``beyond_NAME_margin`` under the original filter, from each fact's mean
-        margin over the folders.
+        floor (``noise``, ``far``) and ``versus`` arm, paired by fact, each with ``_ci95``; for the
+        arms whose retrains recorded their margins in some folders, ``change_margin`` and
+        ``beyond_NAME_margin`` under the original filter, from each fact's mean over those folders
+        (``margin_folders``: how many, per arm).
 
     Raises:
         TracegraphError: If fewer than two folders are given.
@@ -61,10 +61,11 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
     facts, first, before = read_folder(folders[0])
     runs = [first]
     for f in folders[1:]:
-        other, records, _ = read_folder(f)
+        other, records, margins = read_folder(f)
         if other != facts:
             raise DataError(f"it grades other facts than {folders[0]} (pool folders of one fact set)", f)
         runs.append(records)
+        before = before if before is not None else margins  # the same run's: any folder that kept them
     arms = [a for a in first if all(a in r for r in runs)]
     out = {"folders": [str(f) for f in folders], "n_facts": len(facts), "arms": arms, "summary": {}}
     out["seeds"] = {a: [r[a]["seed"] for r in runs] for a in arms}
@@ -89,18 +90,34 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
 
 
 def _pool_margins(out: dict, runs: list[dict], before, refs: list[str], n_boot: int, seed: int) -> None:
-    """Margin figures for the arms whose every pooled retrain recorded its margins (each fact's mean over them)."""
-    after = {
-        a: np.mean([np.asarray(r[a]["margins"], np.float64) for r in runs], axis=0)
-        for a in out["arms"]
-        if all("margins" in r[a] for r in runs)
-    }
-    for a, m in after.items():
-        pairs = [("change_margin", m - np.asarray(before, np.float64))] if before is not None else []
-        pairs += [(f"beyond_{ref}_margin", m - after[ref]) for ref in refs if ref in after and a not in (ref, *FLOORS)]
+    """Margin figures per arm over the folders whose retrains of it recorded margins (each fact's mean over them).
+
+    A pair of arms is compared over the folders where both recorded them; ``margin_folders`` says
+    over how many folders each arm's figures are.
+    """
+    kept = {a: [r for r in runs if "margins" in r[a]] for a in out["arms"]}
+    out["margin_folders"] = {a: len(rs) for a, rs in kept.items() if rs}
+
+    def mean_over(rs, a, ref=None):  # per fact, over the folders rs: the arm's margin, or its excess over ref's
+        return np.mean([np.subtract(r[a]["margins"], r[ref]["margins"] if ref else 0.0) for r in rs], axis=0)
+
+    for a in out["margin_folders"]:
+        pairs = (
+            [("change_margin", mean_over(kept[a], a) - np.asarray(before, np.float64))] if before is not None else []
+        )
+        for ref in (r for r in refs if r in out["margin_folders"] and a not in (r, *FLOORS)):
+            both = [r for r in kept[a] if "margins" in r[ref]]
+            pairs += [(f"beyond_{ref}_margin", mean_over(both, a, ref))] if both else []
         for key, values in pairs:
             mean, lo, hi = bootstrap_mean(values, n_boot, seed)
             out["summary"][a]["original"][key], out["summary"][a]["original"][f"{key}_ci95"] = mean, [lo, hi]
+
+
+def margin_folders_sentence(res: dict) -> str:
+    """Over how many of the pooled folders each arm's margins are (the retrains that recorded them)."""
+    n = len(res["folders"])
+    counts = ", ".join(f"{a} {k}" for a, k in res.get("margin_folders", {}).items())
+    return f"Each fact's margin is its mean over the folders whose retrains recorded it, of {n}: {counts}."
 
 
 def _row(*cells) -> str:
@@ -143,5 +160,5 @@ def pooled_markdown(res: dict) -> str:
         ]
         lines.append(_row(a, seeds, *cells, *(ci_cell(s[f], f"beyond_{ref}_hits@1") for ref, f in paired)))
     if margins := margin_table(res["summary"], [r for r in refs if r not in FLOORS]):
-        lines += ["", MARGIN_INTRO, "", *margins]
+        lines += ["", MARGIN_INTRO + " " + margin_folders_sentence(res), "", *margins]
     return "\n".join(lines) + "\n"

@@ -101,7 +101,14 @@ def pooled_table(results: dict) -> str:
                 f"{_versus_cell(s, 'kelpie')} |"
             )
         if margins := margin_table(pooled["summary"], ["kelpie"], arm_title, _ref_title):
-            out += ["", "The margin over the strongest rival, pooled the same way:", "", *margins]
+            lo, hi = min(pooled["margin_folders"].values()), max(pooled["margin_folders"].values())
+            out += [
+                "",
+                "The margin over the strongest rival, pooled the same way over the retrains that recorded it "
+                f"({lo if lo == hi else f'{lo}–{hi}'} of the {len(pooled['folders'])} seeds per arm):",
+                "",
+                *margins,
+            ]
         out.append("")
     return "\n".join(out)
 
