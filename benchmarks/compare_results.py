@@ -31,6 +31,7 @@ def fact_set(compare_dir: Path) -> dict:
     out["same_explanation"] = c.get("same_explanation", [])
     out["contents"] = c.get("contents", {})
     out["sizes"] = c.get("sizes", [])
+    out["joins"] = c.get("joins", [])
     out["config"] = {k: c["config"][k] for k in ("k", "candidates", "random_like", "local")}
     # each method's time per explanation, also for arms whose retrain has not finished
     out["explained"] = {

@@ -262,6 +262,7 @@ def test_compare_results_keeps_what_the_faithfulness_page_reads_of_a_compare_fol
         "same_explanation": [{"arms": ["a", "kelpie"], "facts": 1}],
         "contents": {"a": {"fell": 1}},
         "sizes": sizes,
+        "joins": [{"arms": ["a", "kelpie"], "first": {"facts": 1, "fell": {"a": 1, "kelpie": 0}}}],
         "config": {"k": 4, "candidates": "head", "random_like": "a", "local": {"steps": 60}, "seed": 0},
         "model_dir": "/elsewhere",
     }
@@ -269,12 +270,12 @@ def test_compare_results_keeps_what_the_faithfulness_page_reads_of_a_compare_fol
     (tmp_path / "explanations").mkdir()
     (tmp_path / "explanations" / "a.json").write_text(json.dumps({"seconds_per_explanation": 0.25}))
     got = compare_results.fact_set(tmp_path)
-    assert got["sizes"] == sizes and got["contents"] == doc["contents"]
+    assert got["sizes"] == sizes and got["contents"] == doc["contents"] and got["joins"] == doc["joins"]
     assert got["same_explanation"] == doc["same_explanation"]
     assert got["config"] == {"k": 4, "candidates": "head", "random_like": "a", "local": {"steps": 60}}
     assert got["explained"] == {"a": 0.25} and "model_dir" not in got
-    for key in ("same_explanation", "contents", "sizes"):  # an older compare.json without them
+    for key in ("same_explanation", "contents", "sizes", "joins"):  # an older compare.json without them
         del doc[key]
     (tmp_path / "compare.json").write_text(json.dumps(doc))
     older = compare_results.fact_set(tmp_path)
-    assert (older["same_explanation"], older["contents"], older["sizes"]) == ([], {}, [])
+    assert (older["same_explanation"], older["contents"], older["sizes"], older["joins"]) == ([], {}, [], [])
