@@ -10,7 +10,53 @@ default.
 
 from __future__ import annotations
 
+import inspect
+from pathlib import Path
 from typing import Callable
+
+
+def stand_in(monkeypatch, module, name: str, got: dict, key: str | None = None, returns=None, like=None):
+    """Replace ``module.name`` by a stand-in that records its arguments in ``got[key or name]``.
+
+    The arguments are bound by the real function's parameter names (or by ``like``'s, for a
+    function that hands its keywords on to it), defaults applied (a setting not passed holds the
+    function's default), so a table names where a setting lands by the parameter's name. The
+    stand-in returns ``returns`` (called with the bound arguments when callable). Installed again
+    over itself, it still binds by the real function.
+    """
+    real = inspect.unwrap(getattr(module, name))
+    signature = inspect.signature(like or real)
+
+    def fake(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        got[key or name] = bound.arguments
+        return returns(bound.arguments) if callable(returns) else returns
+
+    fake.__wrapped__ = real
+    monkeypatch.setattr(module, name, fake)
+
+
+def plain(value):
+    """Paths as strings and sequences as lists, so a setting compares with a table's value."""
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+class FakeRun:
+    """The run a command opens (``tracegraph.kg.run.Run``): what it was opened with, and the filter options asked of it."""
+
+    opened: list = []
+
+    def __init__(self, model_dir, device="auto", data_files=None, stand_in=None):
+        self.path, self.device, self.data_files, self.stand_in = model_dir, device, dict(data_files or {}), stand_in
+        self.subsets_asked = []
+        FakeRun.opened.append(self)
+
+    def training_subsets(self, train, opts):
+        self.subsets_asked.append((train, opts))
+        return {}
 
 
 def options_of(*path: str) -> set[str]:

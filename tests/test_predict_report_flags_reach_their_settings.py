@@ -8,20 +8,12 @@ value its help promises (tests/flag_tables.py). The tables are written from the 
 read from the code; an option added without a row fails.
 """
 
-import inspect
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.flag_tables import misrouted, options_of, tabled
-
-
-class FakeRun:
-    """The run a command opens: what it was opened with."""
-
-    def __init__(self, model_dir, device="auto", data_files=None, stand_in=None):
-        self.path, self.device, self.data_files = model_dir, device, dict(data_files or {})
+from tests.flag_tables import FakeRun, misrouted, options_of, plain, stand_in, tabled
 
 
 # option as typed, the value typed (a tuple: the option repeated once per value), where it lands
@@ -59,36 +51,20 @@ def seen(monkeypatch, tmp_path):
     import tracegraph.report as report
 
     got = {}
-    real_predict, real_report = inspect.signature(predictions.predict_command), inspect.signature(report.report_run)
-
-    def fake_predict(*args, **kwargs):
-        got["predict"] = real_predict.bind(*args, **kwargs).arguments
-
-    def fake_report(*args, **kwargs):
-        got["report"] = real_report.bind(*args, **kwargs).arguments
-        return Path("page.html")
-
     monkeypatch.setattr(run_module, "Run", FakeRun)
-    monkeypatch.setattr(predictions, "predict_command", fake_predict)
-    monkeypatch.setattr(report, "report_run", fake_report)
+    stand_in(monkeypatch, predictions, "predict_command", got, "predict")
+    stand_in(monkeypatch, report, "report_run", got, "report", Path("page.html"))
     monkeypatch.chdir(tmp_path)  # the paths typed are relative: nothing can land in the checkout
     (tmp_path / "run-dir").mkdir()  # report checks that RUN and --test exist before opening them
     (tmp_path / "test.txt").write_text("a\tr\tb\n")
     return got
 
 
-def _plain(value):
-    """Paths as strings and sequences as lists, so a setting compares with the table's value."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return str(value) if isinstance(value, Path) else value
-
-
 def _landed(got, where):
     run = got["run"]  # the run predict_command and report_run were handed, opened by the command
     if where == "run.train":
-        return _plain(run.data_files.get("train"))
-    return _plain(getattr(run, where[4:]) if where.startswith("run.") else got[where])
+        return plain(run.data_files.get("train"))
+    return plain(getattr(run, where[4:]) if where.startswith("run.") else got[where])
 
 
 def _invoke(seen, key, base):
@@ -123,7 +99,7 @@ def test_each_report_option_alone_changes_its_own_settings(seen):
 
 def test_report_opens_run_and_writes_run_report_html_by_default(seen):
     got = _invoke(seen, "report", ["report", "run-dir"])([])
-    assert (_plain(got["run"].path), _plain(got["output"])) == ("run-dir", str(Path("run-dir", "report.html")))
+    assert (plain(got["run"].path), plain(got["output"])) == ("run-dir", str(Path("run-dir", "report.html")))
 
 
 @pytest.mark.parametrize("top,opponents", [("3", 5), ("9", 5), ("10", 5), ("30", 15)])

@@ -9,13 +9,12 @@ options' help, not read from the code; an option added without a row fails.
 """
 
 import functools
-import inspect
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.flag_tables import misrouted, options_of, tabled
+from tests.flag_tables import misrouted, options_of, plain, stand_in, tabled
 
 # option as typed, the value typed (a tuple: the option repeated once per value), where it lands
 # (dotted: a field of a field), the value expected
@@ -66,19 +65,13 @@ def seen(monkeypatch, tmp_path):
     import tracegraph.runtime.checkpoints as checkpoints
 
     got = {"threads": 0, "written": []}
-    real_compare, real_pool = inspect.signature(compare.run_compare), inspect.signature(compare_pool.pool_folders)
-
-    def fake_compare(*args, **kwargs):
-        got["compare"] = real_compare.bind(*args, **kwargs).arguments
-        return {"summary": {}, "n_facts": 0, "finished": [], "arms": []}
-
-    def fake_pool(*args, **kwargs):
-        got["pool"] = real_pool.bind(*args, **kwargs).arguments
-        return {"summary": {}, "n_facts": 0, "folders": [], "arms": []}
-
     monkeypatch.setattr(torch, "set_num_threads", lambda n: got.__setitem__("threads", n))
-    monkeypatch.setattr(compare, "run_compare", fake_compare)
-    monkeypatch.setattr(compare_pool, "pool_folders", fake_pool)
+    stand_in(
+        monkeypatch, compare, "run_compare", got, "compare", {"summary": {}, "n_facts": 0, "finished": [], "arms": []}
+    )
+    stand_in(
+        monkeypatch, compare_pool, "pool_folders", got, "pool", {"summary": {}, "n_facts": 0, "folders": [], "arms": []}
+    )
     monkeypatch.setattr(compare_pool, "pooled_markdown", lambda res: "")
     for writer in ("atomic_write_json", "atomic_write_text"):
         monkeypatch.setattr(checkpoints, writer, lambda path, data, **kw: got["written"].append(Path(path)))
@@ -86,17 +79,10 @@ def seen(monkeypatch, tmp_path):
     return got
 
 
-def _plain(value):
-    """Paths as strings and sequences as lists, so a setting compares with the table's value."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return str(value) if isinstance(value, Path) else value
-
-
 def _compare_setting(got, where):
     if where == "torch threads":
         return got["threads"]
-    return _plain(functools.reduce(lambda o, a: o[a] if isinstance(o, dict) else getattr(o, a), where.split("."), got))
+    return plain(functools.reduce(lambda o, a: o[a] if isinstance(o, dict) else getattr(o, a), where.split("."), got))
 
 
 def _invoke(seen, command, required, key):
@@ -129,7 +115,7 @@ def test_each_compare_pool_option_alone_changes_its_own_settings(seen):
     def landed(got, where):
         if where == "written to":
             return str(got["written"][0].parent)
-        return _plain(got[where])
+        return plain(got[where])
 
     invoke = _invoke(seen, "compare-pool", POOL_REQUIRED, "pool")
     assert misrouted(POOL, invoke, landed, fixed={"--output-dir"}) == {}
@@ -137,5 +123,5 @@ def test_each_compare_pool_option_alone_changes_its_own_settings(seen):
 
 def test_compare_pool_pools_the_folders_given_in_their_order_and_writes_both_files_to_o(seen):
     _invoke(seen, "compare-pool", [*reversed(FOLDERS), "-o", "pooled"], "pool")([])
-    assert _plain(seen["pool"]["folders"]) == list(reversed(FOLDERS))
+    assert plain(seen["pool"]["folders"]) == list(reversed(FOLDERS))
     assert seen["written"] == [Path("pooled/pooled.json"), Path("pooled/pooled.md")]

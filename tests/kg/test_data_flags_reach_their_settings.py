@@ -7,14 +7,13 @@ tables are written from the options' help, not read from the code; each option, 
 its own setting and no other (tests/flag_tables.py), and an option added without a row fails.
 """
 
-import inspect
 import json
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.flag_tables import misrouted, options_of, tabled
+from tests.flag_tables import misrouted, options_of, plain, stand_in, tabled
 
 DEGREE = {"min": 1, "median": 1.0, "max": 1}
 COUNTS = dict(triples=1, entities=2, relations=1, duplicate_triples=0, self_loops=0, degree=DEGREE)
@@ -50,18 +49,7 @@ def seen(monkeypatch, tmp_path):
     import tracegraph.runtime.checkpoints as checkpoints
 
     got = {}
-    sigs = {f: inspect.signature(getattr(m, f)) for m, f in ((split, "split_file"), (kgx, "import_kgx"))}
-    sigs["split_paths"] = inspect.signature(datasets.split_paths)
     real_atomic_path = checkpoints.atomic_path
-
-    def record(name, result):
-        def stand_in(*args, **kwargs):
-            bound = sigs[name].bind(*args, **kwargs)
-            bound.apply_defaults()  # a setting not passed holds the worker's default
-            got[name] = bound.arguments
-            return result
-
-        return stand_in
 
     fetched = {s: tmp_path / "cache" / f"{s}.txt" for s in ("train", "valid", "test")}  # as if downloaded
     fetched["train"].parent.mkdir()
@@ -73,11 +61,11 @@ def seen(monkeypatch, tmp_path):
         return real_atomic_path(path, suffix)
 
     monkeypatch.setattr(split, "triple_stats", lambda paths: got.__setitem__("stats", paths) or STATS)
-    monkeypatch.setattr(split, "split_file", record("split_file", split.SplitResult([], [], [])))
+    stand_in(monkeypatch, split, "split_file", got, returns=split.SplitResult([], [], []))
     monkeypatch.setattr(split, "split_notes", lambda res, fractions: got.__setitem__("notes", fractions) or [])
     kgx_result = kgx.KGXImport(triples=0, entities=0, relations=0, nodes_only_in_edges=0)
-    monkeypatch.setattr(kgx, "import_kgx", record("import_kgx", kgx_result))
-    monkeypatch.setattr(datasets, "split_paths", record("split_paths", fetched))  # nothing downloaded
+    stand_in(monkeypatch, kgx, "import_kgx", got, returns=kgx_result)
+    stand_in(monkeypatch, datasets, "split_paths", got, returns=fetched)  # nothing downloaded
     monkeypatch.setattr(checkpoints, "atomic_path", atomic_path)
     monkeypatch.setenv("TRACEGRAPH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -91,11 +79,6 @@ def _ok(*args):
     res = run_cli(["data", *args])
     assert res.exit_code == 0, res.output
     return res
-
-
-def _plain(value):
-    """Paths as strings, so a setting compares with the table's value."""
-    return str(value) if isinstance(value, Path) else value
 
 
 def _json_or_none(text):
@@ -128,7 +111,7 @@ def test_each_split_option_alone_changes_its_own_setting(seen):
         notes = seen["notes"]
         return {**seen["split_file"], "notes' valid fraction": notes["valid"], "notes' test fraction": notes["test"]}
 
-    assert misrouted(SPLIT, invoke, lambda got, w: _plain(got[w]), fixed={"--output-dir"}) == {}
+    assert misrouted(SPLIT, invoke, lambda got, w: plain(got[w]), fixed={"--output-dir"}) == {}
 
 
 @pytest.mark.parametrize("given", ["files", "folder"])
@@ -142,7 +125,7 @@ def test_import_kgx_output_dir_reaches_the_import(seen, given):
         assert [Path(got[f]).name for f in ("nodes_path", "edges_path")] == ["x_nodes.tsv", "x_edges.tsv"]
         return got
 
-    assert misrouted(IMPORT_KGX, invoke, lambda got, w: _plain(got[w]), fixed={"--output-dir"}) == {}
+    assert misrouted(IMPORT_KGX, invoke, lambda got, w: plain(got[w]), fixed={"--output-dir"}) == {}
 
 
 def test_list_json_prints_json_instead_of_a_table(seen, tmp_path):

@@ -10,14 +10,13 @@ from the options' help, not read from the code; each option, given alone, must c
 no other (tests/flag_tables.py), and an option added without a row fails.
 """
 
-import inspect
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.flag_tables import misrouted, options_of, tabled
+from tests.flag_tables import misrouted, options_of, plain, stand_in, tabled
 
 # option as typed, the value typed (None: a switch), where it lands, the value expected
 DEMO = [
@@ -73,18 +72,10 @@ def seen(monkeypatch, tmp_path):
         got["demo"] = SimpleNamespace(cfg=cfg, threads=got["threads"])  # the threads set when the stages start
         return {"total_seconds": 0.0}
 
-    def importer(name, real):
-        def stand_in(*args, **kwargs):
-            bound = inspect.signature(real).bind(*args, **kwargs)
-            bound.apply_defaults()  # a setting not passed holds the importer's default
-            got[name] = bound.arguments
-            return SimpleNamespace(config=SUMMARY)
-
-        return stand_in
-
     monkeypatch.setattr(pipeline, "_run", stages)
-    monkeypatch.setattr(api, "import_pykeen", importer("pykeen", import_pykeen))
-    monkeypatch.setattr(api, "import_checkpoint", importer("checkpoint", import_checkpoint))
+    summary = SimpleNamespace(config=SUMMARY)
+    stand_in(monkeypatch, api, "import_pykeen", got, "pykeen", summary, like=import_pykeen)
+    stand_in(monkeypatch, api, "import_checkpoint", got, "checkpoint", summary, like=import_checkpoint)
     monkeypatch.chdir(tmp_path)  # relative paths: nothing can land in the checkout
     Path("model.pt").write_bytes(b"")  # the model file argument; never opened
     return got
@@ -94,11 +85,6 @@ def _ok(*args):
     res = run_cli(args)
     assert res.exit_code == 0, res.output
     return res
-
-
-def _plain(value):
-    """Paths as strings, so a setting compares with the table's value."""
-    return str(value) if isinstance(value, Path) else value
 
 
 @pytest.mark.parametrize(
@@ -119,7 +105,7 @@ def test_each_demo_option_alone_changes_its_own_setting(seen):
         demo = seen["demo"]
         return {**vars(demo.cfg), "torch threads": demo.threads}
 
-    assert misrouted(DEMO, invoke, lambda got, w: _plain(got[w])) == {}
+    assert misrouted(DEMO, invoke, lambda got, w: plain(got[w])) == {}
 
 
 def test_demo_threads_is_the_same_option_as_num_threads(seen):
@@ -143,4 +129,4 @@ def test_each_import_option_alone_changes_its_own_setting(seen, command, table, 
         assert seen[command][first] == Path("model.pt")
         return seen[command]
 
-    assert misrouted(table, invoke, lambda got, w: _plain(got[w]), fixed=required) == {}
+    assert misrouted(table, invoke, lambda got, w: plain(got[w]), fixed=required) == {}

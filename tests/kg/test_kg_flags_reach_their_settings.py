@@ -6,28 +6,12 @@ help: each option, given alone, must change its own setting and no other (tests/
 an option added without a row fails.
 """
 
-import inspect
 import json
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.flag_tables import misrouted, options_of, tabled
-
-
-class FakeRun:
-    """The run a command opens: what it was opened with, and the filter options it was asked for."""
-
-    opened: list = []
-
-    def __init__(self, model_dir, device="auto", data_files=None, stand_in=None):
-        self.path, self.device, self.data_files, self.stand_in = model_dir, device, dict(data_files or {}), stand_in
-        self.subsets_asked = []
-        FakeRun.opened.append(self)
-
-    def training_subsets(self, train, opts):
-        self.subsets_asked.append((train, opts))
-        return {}
+from tests.flag_tables import FakeRun, misrouted, options_of, plain, stand_in, tabled
 
 
 @pytest.fixture
@@ -36,7 +20,6 @@ def seen(monkeypatch):
     import tracegraph.kg.model.tune as tune_module
     import tracegraph.kg.outputs as outputs
     import tracegraph.kg.run as run_module
-    from tracegraph.kg.model.run_evaluation import evaluate_files
 
     import torch
 
@@ -44,10 +27,6 @@ def seen(monkeypatch):
     FakeRun.opened = []
     monkeypatch.setattr(torch, "set_num_threads", lambda n: got.__setitem__("threads", n))
     monkeypatch.setattr(run_module, "Run", FakeRun)
-
-    def fake_evaluate(*args, **kwargs):
-        got["evaluate"] = inspect.signature(evaluate_files).bind(*args, **kwargs).arguments
-        return {"metrics": {}, "output_dir": "x"}
 
     def fake_explain(cfg, subsets=None, run=None, questions=None):
         got["explain"] = cfg
@@ -58,7 +37,7 @@ def seen(monkeypatch):
         got["tune"] = cfg
         return {"best_trial": 0, "best_valid_mrr": 0.0, "best_preset": "p"}
 
-    monkeypatch.setattr(outputs, "evaluate_files", fake_evaluate)
+    stand_in(monkeypatch, outputs, "evaluate_files", got, "evaluate", {"metrics": {}, "output_dir": "x"})
     monkeypatch.setattr(outputs, "explain_files", fake_explain)
     monkeypatch.setattr(outputs, "prepare_output_dir", lambda *a: None)
     monkeypatch.setattr(explain_module, "explain_questions", lambda cfg, run: [])
@@ -153,13 +132,6 @@ def _want(want, files):
     return str(files[want]) if isinstance(want, str) and want in files else want
 
 
-def _plain(value):
-    """Paths as strings and sequences as lists, so a setting compares with the table's value."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return str(value) if hasattr(value, "is_file") else value
-
-
 def _table(table, files):
     """The table with its file words as the paths of ``files``."""
     return [(o, None if v is None else str(files.get(v, v)), w, _want(want, files)) for o, v, w, want in table]
@@ -187,7 +159,7 @@ def test_each_evaluate_option_alone_changes_its_own_setting(seen, files, tmp_pat
         assert seen["evaluate"]["model_dir"] is run
         return {**seen["evaluate"], "run.train": run.data_files["train"], "run.valid": run.data_files["valid"]}
 
-    assert misrouted(_table(EVALUATE, files), invoke, lambda got, w: _plain(got[w]), fixed={"--test"}) == {}
+    assert misrouted(_table(EVALUATE, files), invoke, lambda got, w: plain(got[w]), fixed={"--test"}) == {}
 
 
 def test_each_explain_option_alone_changes_its_own_setting(seen, files, tmp_path):
@@ -202,7 +174,7 @@ def test_each_explain_option_alone_changes_its_own_setting(seen, files, tmp_path
         return seen["explain"], opts, seen["threads"]
 
     def landed(got, where):
-        return got[2] if where == "torch threads" else _plain(getattr(got[0], where))
+        return got[2] if where == "torch threads" else plain(getattr(got[0], where))
 
     fixed = {"--train", "--output-dir"}
     assert misrouted(_table(EXPLAIN, files), invoke, landed, fixed) == {}
@@ -237,4 +209,4 @@ def test_each_tune_option_alone_changes_its_own_setting(seen, files):
         return seen["tune"]
 
     fixed = {r[0] for r in required}
-    assert misrouted(table, invoke, lambda got, w: _plain(getattr(got, w)), fixed) == {}
+    assert misrouted(table, invoke, lambda got, w: plain(getattr(got, w)), fixed) == {}

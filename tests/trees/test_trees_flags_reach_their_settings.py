@@ -9,13 +9,12 @@ without a row fails. Paths are relative to a temporary folder.
 """
 
 import importlib
-import inspect
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_cli
-from tests.flag_tables import misrouted, options_of, tabled
+from tests.flag_tables import misrouted, options_of, stand_in, tabled
 
 # option as typed, the value typed (None: a flag), where the stand-in's record keeps it, the value expected.
 # "cfg." = the TrainConfig (".data." its DataConfig, ".encoder." the encoder settings); otherwise the heavy
@@ -119,9 +118,6 @@ CASES = {
 ELSEWHERE = {"pretrain": set(), "finetune": set(), "probe": {"--study"}}
 
 
-SIGNATURES = {}
-
-
 def _run(monkeypatch, case, args):
     """Run the case's command with `args`; the one call its stand-in got, by parameter name, + num_threads."""
     import tracegraph.cli.trees as cli
@@ -129,17 +125,8 @@ def _run(monkeypatch, case, args):
 
     command, target, returns, always, _, _ = CASES[case]
     module, name = target.split(":")
-    module = importlib.import_module(module)
-    # the real function's signature, kept from the first call: a later call of the same test finds the stand-in there
-    signature, calls, threads = SIGNATURES.setdefault(target, inspect.signature(getattr(module, name))), [], []
-
-    def stand_in(*a, **kw):
-        bound = signature.bind(*a, **kw)
-        bound.apply_defaults()
-        calls.append(bound.arguments)
-        return returns
-
-    monkeypatch.setattr(module, name, stand_in)
+    calls, threads = [], []
+    stand_in(monkeypatch, importlib.import_module(module), name, {}, returns=lambda args: calls.append(args) or returns)
     monkeypatch.setattr(cli, "set_threads", threads.append)  # also keeps this process's torch threads as they are
     monkeypatch.setattr(labelled_runs, "load_labelled", lambda dc: dc)  # the probe's data settings, passed on
     res = run_cli(["trees", command, *always, *args])
