@@ -17,7 +17,7 @@ import numpy as np
 
 from tracegraph.errors import DataError, TracegraphError
 from tracegraph.kg.explain.compare_summary import FILTERINGS, FLOORS, MARGIN_INTRO, ci_cell, margin_table
-from tracegraph.kg.explain.necessity_summary import bootstrap_mean
+from tracegraph.kg.explain.necessity_summary import put_mean
 from tracegraph.runtime.checkpoints import read_json
 
 
@@ -82,8 +82,7 @@ def pool_folders(folders: list[Path], n_boot: int = 1000, seed: int = 0, versus=
             pairs = [("change_hits@1", hits[a][f] - 1), ("change_mrr", rr - 1)]
             pairs += [(f"beyond_{ref}_hits@1", hits[a][f] - hits[ref][f]) for ref in refs if a not in (ref, *FLOORS)]
             for key, values in pairs:
-                m, lo, hi = bootstrap_mean(values, n_boot, seed)
-                s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
+                put_mean(s[f], key, values, n_boot, seed)
         out["summary"][a] = s
     _pool_margins(out, runs, before, refs, n_boot, seed)
     return out
@@ -109,8 +108,7 @@ def _pool_margins(out: dict, runs: list[dict], before, refs: list[str], n_boot: 
             both = [r for r in kept[a] if "margins" in r[ref]]
             pairs += [(f"beyond_{ref}_margin", mean_over(both, a, ref))] if both else []
         for key, values in pairs:
-            mean, lo, hi = bootstrap_mean(values, n_boot, seed)
-            out["summary"][a]["original"][key], out["summary"][a]["original"][f"{key}_ci95"] = mean, [lo, hi]
+            put_mean(out["summary"][a]["original"], key, values, n_boot, seed)
 
 
 def margin_folders_sentence(res: dict) -> str:

@@ -16,7 +16,7 @@ from tracegraph.kg.explain.compare_pairs import (
     same_table,
     sizes_table,
 )
-from tracegraph.kg.explain.necessity_summary import bootstrap_mean
+from tracegraph.kg.explain.necessity_summary import put_mean
 from tracegraph.kg.explain.ranking import same_query
 
 FILTERINGS = ("original", "reduced")
@@ -91,8 +91,7 @@ def change(before: np.ndarray, after: np.ndarray, n_boot: int, seed: int) -> dic
     b, a = np.asarray(before, np.float64), np.asarray(after, np.float64)
     out = {"hits@1": float(np.mean(a <= 1)), "mrr": float(np.mean(1 / a)), "fell": int(np.sum((b <= 1) & (a > 1)))}
     for name, diff in (("change_hits@1", (a <= 1).astype(float) - (b <= 1)), ("change_mrr", 1 / a - 1 / b)):
-        m, lo, hi = bootstrap_mean(diff, n_boot, seed)
-        out[name], out[f"{name}_ci95"] = m, [lo, hi]
+        put_mean(out, name, diff, n_boot, seed)
     return out
 
 
@@ -137,9 +136,7 @@ def summarize(
                 if ref_name == name:
                     continue
                 held = np.asarray(ref["ranks"][f], np.float64) <= 1
-                m, lo, hi = bootstrap_mean((after <= 1).astype(float) - held, n_boot, seed)
-                key = f"beyond_{ref_name}_hits@1"
-                s[f][key], s[f][f"{key}_ci95"] = m, [lo, hi]
+                put_mean(s[f], f"beyond_{ref_name}_hits@1", (after <= 1).astype(float) - held, n_boot, seed)
         if margins is not None and "margins" in rec:
             s["original"].update(_margin_changes(name, rec, refs, margins, n_boot, seed))
         after = np.asarray(rec["ranks"]["original"], np.float64)
@@ -162,8 +159,7 @@ def _margin_changes(name: str, rec: dict, refs: dict, margins, n_boot: int, seed
         if r != name and "margins" in ref
     ]
     for key, diff in pairs:
-        m, lo, hi = bootstrap_mean(diff, n_boot, seed)
-        out[key], out[f"{key}_ci95"] = m, [lo, hi]
+        put_mean(out, key, diff, n_boot, seed)
     return out
 
 

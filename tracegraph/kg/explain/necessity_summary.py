@@ -32,6 +32,12 @@ def bootstrap_mean(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, f
     return float(v.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def put_mean(out: dict, key: str, values, n_boot: int, seed: int) -> None:
+    """``out[key]``: the mean of ``values`` (one per fact), and ``out[key + "_ci95"]``: its bootstrap interval."""
+    m, lo, hi = bootstrap_mean(values, n_boot, seed)
+    out[key], out[f"{key}_ci95"] = m, [lo, hi]
+
+
 def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: int) -> dict:
     """Compare an arm's ranks after retraining with the reference's.
 
@@ -51,8 +57,7 @@ def summarize_arm(base_ranks: np.ndarray, ranks: np.ndarray, n_boot: int, seed: 
     out = {"hits@1": float(np.mean(a <= 1)), "mrr": float(np.mean(1 / a)), "mean_rank": float(np.mean(a))}
     out["flipped"], out["gained"] = int(np.sum((b <= 1) & (a > 1))), int(np.sum((b > 1) & (a <= 1)))
     for name, diff in (("delta_hits@1", (b <= 1).astype(float) - (a <= 1)), ("delta_mrr", 1 / b - 1 / a)):
-        m, lo, hi = bootstrap_mean(diff, n_boot, seed)
-        out[name], out[f"{name}_ci95"] = m, [lo, hi]
+        put_mean(out, name, diff, n_boot, seed)
     return out
 
 
@@ -80,8 +85,9 @@ def add_above(arms: dict, ks: list[int], n_boot: int, seed: int) -> None:
             for name, a in arms.items():
                 if name == "reference" or name in skip or a.get("k") != k:
                     continue
-                m, lo, hi = bootstrap_mean(floor_hit - (np.asarray(a["ranks"], np.float64) <= 1), n_boot, seed)
-                a[f"above_{floor}_hits@1"], a[f"above_{floor}_hits@1_ci95"] = m, [lo, hi]
+                put_mean(
+                    a, f"above_{floor}_hits@1", floor_hit - (np.asarray(a["ranks"], np.float64) <= 1), n_boot, seed
+                )
 
 
 def removed_at_fact(removed: np.ndarray, facts: np.ndarray) -> float:
