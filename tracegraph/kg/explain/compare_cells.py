@@ -45,19 +45,20 @@ def arm_title(arm: str, retrain_of: str | None = None) -> str:
     return f"{title} (the same removals as {ARM_TITLES.get(retrain_of, retrain_of)})" if retrain_of else title
 
 
-def _cell(s: dict | None, filtering: str, key: str) -> str:
+def figure_cell(s: dict | None, filtering: str, key: str) -> str:
+    """An arm's figure under a filtering with its interval; ``not measured`` for an arm not finished."""
     return "not measured" if s is None else ci_cell(s[filtering], key)
 
 
-def _versus_cell(s: dict | None, ref: str) -> str:
+def versus_cell(s: dict | None, ref: str) -> str:
     """ΔH@1 beyond the ``ref`` arm, original / reduced (``—`` where the run did not pair them)."""
     if s is None:
         return "not measured"
-    cells = [_cell(s, f, f"beyond_{ref}_hits@1") for f in FILTERINGS]
+    cells = [figure_cell(s, f, f"beyond_{ref}_hits@1") for f in FILTERINGS]
     return "—" if cells == ["—", "—"] else " / ".join(cells)
 
 
-def _per_dataset(results: dict, fact_set: str, table) -> str:
+def per_dataset(results: dict, fact_set: str, table) -> str:
     """One titled table per dataset, ``table(that dataset's fact set)`` (no rows: the dataset left out)."""
     out = []
     for ds, d in results["datasets"].items():

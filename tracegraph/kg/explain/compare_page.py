@@ -8,9 +8,9 @@ from __future__ import annotations
 from tracegraph.kg.explain.compare_cells import (
     ARM_TITLES,
     DATASET_TITLES,
-    _cell,
-    _per_dataset,
-    _versus_cell,
+    figure_cell,
+    per_dataset,
+    versus_cell,
     arm_title,
     in_table_order,
 )
@@ -62,11 +62,11 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             removed = "—" if s is None else f"{s['facts_removed']} ({s['mean_size']:.2f})"
             spe = fs.get("explained", {}).get(arm) if s is None else s["seconds_per_explanation"]
             out.append(
-                f"| {arm_title(arm, (s or {}).get('retrain_of'))} | {removed} | {_cell(s, 'original', 'change_hits@1')} | "
-                f"{_cell(s, 'original', 'change_mrr')} | {_cell(s, 'reduced', 'change_hits@1')} | "
-                f"{_cell(s, 'reduced', 'change_mrr')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
-                f"{_cell(s, 'original', 'beyond_far_hits@1')} | "
-                + "".join(f"{_versus_cell(s, ref)} | " for ref in refs)
+                f"| {arm_title(arm, (s or {}).get('retrain_of'))} | {removed} | {figure_cell(s, 'original', 'change_hits@1')} | "
+                f"{figure_cell(s, 'original', 'change_mrr')} | {figure_cell(s, 'reduced', 'change_hits@1')} | "
+                f"{figure_cell(s, 'reduced', 'change_mrr')} | {figure_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{figure_cell(s, 'original', 'beyond_far_hits@1')} | "
+                + "".join(f"{versus_cell(s, ref)} | " for ref in refs)
                 + f"{'—' if spe is None else f'{spe:.2f}'} |"
             )
         out.append("")
@@ -127,7 +127,7 @@ def side_by_side_same(results: dict, fact_set: str = "kelpie-facts", min_facts: 
         pairs = [p for p in fs.get("same_explanation", []) if p["facts"] >= min_facts]
         return same_table(pairs, arm_title) if pairs else []
 
-    return _per_dataset(results, fact_set, table)
+    return per_dataset(results, fact_set, table)
 
 
 def side_by_side_sizes(
@@ -158,7 +158,7 @@ def side_by_side_sizes(
         }
         return rows([pairs[a] for a in in_table_order(pairs)], arm_title) if pairs else []
 
-    return _per_dataset(results, fact_set, table)
+    return per_dataset(results, fact_set, table)
 
 
 def _uniform(pair: dict, key: str) -> bool:
@@ -181,7 +181,7 @@ def side_by_side_contents(results: dict, fact_set: str = "kelpie-facts") -> str:
         contents = fs.get("contents", {})
         return contents_table({a: contents[a] for a in in_table_order(contents)}, arm_title) if contents else []
 
-    return _per_dataset(results, fact_set, table)
+    return per_dataset(results, fact_set, table)
 
 
 def stability_table(results: dict) -> str:

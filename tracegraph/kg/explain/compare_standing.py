@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from tracegraph.kg.explain.compare_cells import (
     DATASET_TITLES,
-    _cell,
-    _per_dataset,
-    _versus_cell,
+    figure_cell,
+    per_dataset,
+    versus_cell,
     arm_title,
     in_table_order,
 )
@@ -60,12 +60,12 @@ def _standing_row(title: str, n_facts: int, summary: dict, seconds: str) -> str:
     from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 
     ours, theirs, noise, far = (summary.get(a) for a in (DEFAULT_EXPLAINER, "kelpie", "noise", "far"))
-    both = [" / ".join(_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
+    both = [" / ".join(figure_cell(x, f, "change_hits@1") for f in FILTERINGS) for x in (ours, theirs)]
     return (
-        f"| {title} | {n_facts} | {both[0]} | {both[1]} | {_versus_cell(ours, 'kelpie')} | "
-        f"{_cell(noise, 'original', 'change_hits@1')} | "
-        f"{_cell(ours if noise else None, 'original', 'beyond_noise_hits@1')} | "  # no floor yet: not measured
-        f"{_cell(ours if far else None, 'original', 'beyond_far_hits@1')} | {seconds} |"
+        f"| {title} | {n_facts} | {both[0]} | {both[1]} | {versus_cell(ours, 'kelpie')} | "
+        f"{figure_cell(noise, 'original', 'change_hits@1')} | "
+        f"{figure_cell(ours if noise else None, 'original', 'beyond_noise_hits@1')} | "  # no floor yet: not measured
+        f"{figure_cell(ours if far else None, 'original', 'beyond_far_hits@1')} | {seconds} |"
     )
 
 
@@ -96,9 +96,9 @@ def pooled_table(results: dict) -> str:
             s = pooled["summary"][arm]
             seeds = ", ".join(str(x) for x in pooled["seeds"][arm])
             out.append(
-                f"| {arm_title(arm)} | {seeds} | {_cell(s, 'original', 'change_hits@1')} | "
-                f"{_cell(s, 'reduced', 'change_hits@1')} | {_cell(s, 'original', 'beyond_noise_hits@1')} | "
-                f"{_versus_cell(s, 'kelpie')} |"
+                f"| {arm_title(arm)} | {seeds} | {figure_cell(s, 'original', 'change_hits@1')} | "
+                f"{figure_cell(s, 'reduced', 'change_hits@1')} | {figure_cell(s, 'original', 'beyond_noise_hits@1')} | "
+                f"{versus_cell(s, 'kelpie')} |"
             )
         if margins := margin_table(pooled["summary"], ["kelpie"], arm_title, _ref_title):
             lo, hi = min(pooled["margin_folders"].values()), max(pooled["margin_folders"].values())
@@ -115,7 +115,7 @@ def pooled_table(results: dict) -> str:
 
 def side_by_side_margins(results: dict, fact_set: str = "kelpie-facts") -> str:
     """Per dataset, the change in each arm's margin over the rival, paired with the floors and Kelpie's (where kept)."""
-    tables = _per_dataset(
+    tables = per_dataset(
         results, fact_set, lambda fs: margin_table(fs.get("summary", {}), ["kelpie"], arm_title, _ref_title)
     )
     return f"{MARGINS_INTRO}\n\n{tables}" if tables else ""
