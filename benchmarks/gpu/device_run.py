@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from device_files import pack, write_summary  # the script beside this one
+from device_files import pack, start_mps, stop_mps, write_summary  # the script beside this one
 
 ROOT = Path(__file__).resolve().parents[2]
 KELPIE = ("kelpie", "data_poisoning", "criage", "k1")
@@ -188,7 +188,7 @@ def jobs(args) -> list[Job]:
             "-o",
             str(d / "kelpie-facts"),
             *[a for s, p in ds["kelpie"].items() for a in ("--explanations", f"{s}={p}")],
-            *[a for m in OURS for a in ("--method", m)],
+            *[a for m in methods(args) for a in ("--method", m)],
             "--versus",
             "kelpie",
         ]
@@ -208,7 +208,8 @@ def jobs(args) -> list[Job]:
             [
                 *tg("fidelity", "compare", "--model-dir", str(d / "run"), "--device", dev, *thr, "--k", "4"),
                 *("--random-like", OURS[0], "--explanations", f"kelpie={ds['kelpie']['kelpie']}"),
-                *("--method", OURS[0], "--method", OURS[1], "--versus", "kelpie"),
+                *[a for m in seeded_arms(args) if m in OURS for a in ("--method", m)],
+                *("--versus", "kelpie"),
             ],
             d,
         )
@@ -218,6 +219,7 @@ def jobs(args) -> list[Job]:
     own_explain = [
         Job(f"{name}/own-facts/explain", [*own, "--explain-only"], args.arm_cap, [f"{name}/train"])
         for name, (kel, own, d) in plans.items()
+        if args.own_facts
     ]
     if dev == "cuda":  # beside the rest on a GPU; one process at a time on a CPU: after Kelpie's facts' arms
         out, own_explain = out + own_explain, []
@@ -229,7 +231,12 @@ def jobs(args) -> list[Job]:
     )
     later = [OURS[1], "far", "local-retrain"] if not args.quick else ["random-head", *OURS[1:], "data_poisoning"]
     order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
-    order += [(name, "own-facts", arm) for name in names for arm in (OURS[0], "random-head", "far", "noise")]
+    order = [o for o in order if o[2] in methods(args) or o[2] not in OURS]
+    if args.own_facts:
+        order += [(name, "own-facts", arm) for name in names for arm in (OURS[0], "random-head", "far", "noise")]
+    if args.seeds_first:  # the seeded arms at seed 42, then at every other seed, then the rest
+        head = [o for o in order if o[1] == "kelpie-facts" and o[2] in seeded_arms(args)]
+        order = head + [o for o in order if o not in head]
     if os.environ.get("SERIES_ARMS"):  # a CPU series interleaving datasets: only these arms of Kelpie's facts now
         keep = os.environ["SERIES_ARMS"].split(",")
         order = [o for o in order if o[1] == "kelpie-facts" and o[2] in keep]
@@ -250,10 +257,16 @@ def jobs(args) -> list[Job]:
                 done=d / facts / "arms" / f"{arm}.json",
             )
         )
-    out += seed_jobs(args, seeded)
+    if args.seeds_first:  # right after the last seeded arm at seed 42
+        heads = {f"{name}/kelpie-facts/{a}" for name in names for a in seeded_arms(args)}
+        at = max(i for i, j in enumerate(out) if j.name in heads) + 1
+        out[at:at] = seed_jobs(args, seeded)
+    else:
+        out += seed_jobs(args, seeded)
     arms = [j.name for j in out if "/" in j.name and not j.name.endswith(("/train", "/pooled"))]
+    series = bool(os.environ.get("SERIES_ARMS"))
     for name, (kel, own, d) in plans.items():  # one last summary of every arm that finished
-        for tag, cmd in (("kelpie-facts", kel), ("own-facts", own))[: 1 if os.environ.get("SERIES_ARMS") else 2]:
+        for tag, cmd in (("kelpie-facts", kel), ("own-facts", own))[: 2 if args.own_facts and not series else 1]:
             out.append(
                 Job(
                     f"{name}/{tag}/summary",
@@ -293,6 +306,16 @@ def jobs(args) -> list[Job]:
 SEEDED = (OURS[0], "kelpie", "noise", OURS[1])
 
 
+def methods(args) -> list[str]:
+    """Our methods explained and retrained on Kelpie's facts (``--methods``; default all of OURS)."""
+    return [m for m in (args.methods or ",".join(OURS)).split(",") if m]
+
+
+def seeded_arms(args) -> list[str]:
+    """The arms repeated at each ``--retrain-seeds`` seed (``--seeded-arms``; default SEEDED)."""
+    return [a for a in (args.seeded_arms or ",".join(SEEDED)).split(",") if a]
+
+
 def seed_jobs(args, seeded: dict[str, tuple[list[str], Path]]) -> list[Job]:
     """Kelpie's facts again at each ``--retrain-seeds`` seed (the default, Kelpie's, the noise floor, the query arm), pooled.
 
@@ -302,12 +325,12 @@ def seed_jobs(args, seeded: dict[str, tuple[list[str], Path]]) -> list[Job]:
     seeds = [int(s) for s in args.retrain_seeds.split(",") if s.strip()]
     out: list[Job] = []
     for name, (cmd, d) in seeded.items() if seeds else ():
-        folders, ends = [d / "kelpie-facts"], [f"{name}/kelpie-facts/{a}" for a in SEEDED]
+        folders, ends = [d / "kelpie-facts"], [f"{name}/kelpie-facts/{a}" for a in seeded_arms(args)]
         for s in seeds:
             f = d / f"kelpie-facts-seed{s}"
             at = [*cmd, "-o", str(f), "--retrain-seed", str(s)]
             out.append(Job(f"{name}/seed{s}/explain", [*at, "--explain-only"], args.arm_cap, [f"{name}/train"]))
-            for a in SEEDED:
+            for a in seeded_arms(args):
                 deps = [f"{name}/seed{s}/explain"]
                 out.append(
                     Job(f"{name}/seed{s}/{a}", [*at, "--arm", a], args.arm_cap, deps, done=f / "arms" / f"{a}.json")
@@ -319,11 +342,22 @@ def seed_jobs(args, seeded: dict[str, tuple[list[str], Path]]) -> list[Job]:
     return out
 
 
+def mps(args) -> None:
+    """With --mps on a GPU: start the MPS daemon (``args.mps`` then says whether it runs, for the summary);
+    without it, processes share the GPU by turns, and more than five at once only lengthen each."""
+    if args.mps and args.device == "cuda":
+        args.mps = start_mps(sys.executable)
+        print(f"MPS: {args.mps}", flush=True)
+        if args.mps != "on":
+            args.concurrency = min(args.concurrency, 5)
+
+
 def run(args) -> dict:
     work = Path(args.work)
     (work / "logs").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     todo = jobs(args)
+    mps(args)
     status: dict[str, str] = {j.name: "done" for j in todo if j.done is not None and j.done.exists()}
     running: dict[str, tuple[subprocess.Popen, float, Job]] = {}
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "PYTHONUNBUFFERED": "1"}
@@ -368,6 +402,7 @@ def run(args) -> dict:
             busy += j.gpu
             print(f"[{now:6.0f}s] {j.name}: started", flush=True)
         time.sleep(1.0)
+    stop_mps()
     part = work / "tracin_speed.jsonl.part"
     if status.get("tracin_speed") == "done" and part.is_file():
         part.rename(work / "tracin_speed.jsonl")
@@ -394,6 +429,20 @@ def main():
         help="comma-separated: Kelpie's facts again at these retrain seeds (the default, Kelpie's, the noise floor, "
         "tracin-margin-query), "
         "after every other arm, then pooled with the seed-42 folder (fidelity compare-pool)",
+    )
+    ap.add_argument("--methods", default=None, help="comma-separated: our methods on Kelpie's facts (default: all)")
+    ap.add_argument("--seeded-arms", default=None, help="comma-separated: the arms repeated at --retrain-seeds")
+    ap.add_argument(
+        "--seeds-first",
+        action="store_true",
+        help="the seeded arms at seed 42 and at every --retrain-seeds seed before any other arm",
+    )
+    ap.add_argument("--own-facts", action=argparse.BooleanOptionalAction, default=True, help="our own 100 facts too")
+    ap.add_argument(
+        "--mps",
+        action="store_true",
+        help="run the GPU's processes through CUDA's MPS daemon (side by side rather than by turns); "
+        "without it, or if it fails to start, at most 5 at once",
     )
     args = ap.parse_args()
     if args.pack_only:
