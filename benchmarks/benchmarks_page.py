@@ -77,7 +77,9 @@ def quality_block(train: dict, kelpie: dict) -> str:
                 title,
                 f"test MRR {both['mrr']:.3f}, Hits@10 {both['hits@10']:.3f} (both sides); tail side MRR {tail['mrr']:.3f}",
                 "`benchmarks/gpu/device_run.py`" + (" `--device cpu`" if key.endswith("-cpu") else ""),
-                "2 CPU cores" if key.endswith("-cpu") else "H100",
+                "2 CPU cores"
+                if key.endswith("-cpu")
+                else d["machine"].split(",")[0].removeprefix("NVIDIA ").split()[0],
                 d["commit"].split()[0],
             )
         )
@@ -208,8 +210,15 @@ def trees_block(probe: dict, memory: dict, vessels: dict, paths: dict) -> str:
 
 
 def tracin_block(speed: dict) -> str:
-    """Exact TracIn against a plain forward pass and the per-example autograd loop."""
-    run = speed["runs"]["cpu"]
+    """Exact TracIn against a plain forward pass and the per-example autograd loop, one table per recorded run."""
+    return "\n\n".join(tracin_run(run) for run in speed["runs"].values())
+
+
+def per_triple(seconds: float) -> str:
+    return f"{seconds:.3f} s" if seconds >= 0.1 else f"{1000 * seconds:.1f} ms"
+
+
+def tracin_run(run: dict) -> str:
     s = lines(run)
     fwd, one, many = s["plain_forward"], s["exact_T1"], s["exact_T256"]
     loop1, loop256 = s["autograd_T1"], s["autograd_T256"]
@@ -219,12 +228,12 @@ def tracin_block(speed: dict) -> str:
         "",
         header("setting", "measured"),
         row("plain forward pass", f"{fwd['seconds']:.2f} s"),
-        row("exact, 1 test triple", f"{one['seconds']:.1f} s = **{one['ratio_to_plain_forward']:.2f}× the forward**"),
-        row("exact, 256 test triples", f"{many['seconds_per_test_triple']:.3f} s per test triple"),
+        row("exact, 1 test triple", f"{one['seconds']:.3g} s = **{one['ratio_to_plain_forward']:.2f}× the forward**"),
+        row("exact, 256 test triples", f"{per_triple(many['seconds_per_test_triple'])} per test triple"),
         row(
             "autograd loop (reference; timed on "
             f"{loop1['timed_sample_training_triples']} training triples, extrapolated)",
-            f"{1000 * loop1['seconds_extrapolated'] / n_train:.0f} ms per training triple",
+            f"{1000 * loop1['seconds_extrapolated'] / n_train:.1f} ms per training triple",
         ),
         row(
             "exact vs the autograd loop",
@@ -344,6 +353,22 @@ def evidence_blocks() -> dict[str, str]:
     return {"evidence:umls-replicates": replicates_block(load("necessity_umls"))}
 
 
+def gpu_suite_block(kelpie: dict) -> str:
+    """The CUDA-only tests' outcome on each GPU that ran them (device_run.py's suite step, filed per dataset)."""
+    out = [header("GPU", "`pytest -m gpu tests/gpu`", "commit")]
+    for key, d in kelpie["datasets"].items():
+        log = RESULTS / "necessity_kelpie" / key / "suite.log"
+        if log.is_file():
+            tally = [ln for ln in log.read_text().splitlines() if " in " in ln and ("passed" in ln or "failed" in ln)]
+            out.append(row(d["machine"].split(",")[0], tally[-1].strip() if tally else "no tally", d["commit"]))
+    return "\n".join(out)
+
+
+def gpu_blocks() -> dict[str, str]:
+    """The generated blocks of docs/gpu.md."""
+    return {"gpu:suite": gpu_suite_block(load("necessity_kelpie"))}
+
+
 def page_blocks() -> dict[str, str]:
     """Every generated block of the benchmarks page, by marker name."""
     return {
@@ -372,9 +397,10 @@ def write_blocks(page: Path, blocks: dict[str, str]) -> None:
 
 EVIDENCE = ROOT / "docs" / "demo-evidence.md"
 TESTING = ROOT / "docs" / "testing.md"
+GPU = ROOT / "docs" / "gpu.md"
 
 if __name__ == "__main__":
-    pages = {PAGE: page_blocks(), EVIDENCE: evidence_blocks(), TESTING: testing_blocks()}
+    pages = {PAGE: page_blocks(), EVIDENCE: evidence_blocks(), TESTING: testing_blocks(), GPU: gpu_blocks()}
     for path, blocks in pages.items():
         if "--write" in sys.argv[1:]:
             write_blocks(path, blocks)

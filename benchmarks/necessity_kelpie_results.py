@@ -87,9 +87,11 @@ def collect(
 
 def describe_load(run_info: dict) -> str:
     """What shared the GPU, from the schedule's settings that device_run.json records."""
-    n = run_info.get("args", {}).get("concurrency")
+    args = run_info.get("args", {})
+    n = args.get("concurrency")
     who = f"up to {n} processes" if n else "several processes"
-    return f"{who} shared the GPU (the schedule's --concurrency); seconds are wall time under that load"
+    how = " side by side through CUDA's MPS daemon" if args.get("mps") == "on" else ""
+    return f"{who} shared the GPU{how} (the schedule's --concurrency); seconds are wall time under that load"
 
 
 ABOUT = "The side-by-side necessity protocol on Kelpie's facts and on 100 of ours, per dataset as last measured."

@@ -25,9 +25,11 @@ record = load_script("record")
 PAGE = (ROOT / "docs" / "benchmarks.md").read_text()
 EVIDENCE = (ROOT / "docs" / "demo-evidence.md").read_text()
 TESTING = (ROOT / "docs" / "testing.md").read_text()
+GPU = (ROOT / "docs" / "gpu.md").read_text()
 BLOCKS = page.page_blocks()
 EVIDENCE_BLOCKS = page.evidence_blocks()
 TESTING_BLOCKS = page.testing_blocks()
+GPU_BLOCKS = page.gpu_blocks()
 # Published figures the pages cite beside ours (ConvE paper; LibKGE's tuned ConvE), not measurements of ours.
 PUBLISHED = {"0.94", "0.99", "0.325", "0.501", "0.43", "0.52", "0.339", "0.442"}
 # Settings quoted beside the figures: ConvE's learning rate, label smoothing and dropouts; the step's 1.5× target.
@@ -47,8 +49,8 @@ def without_blocks(text: str) -> str:
 
 @pytest.mark.parametrize(
     "text, blocks",
-    [(PAGE, BLOCKS), (EVIDENCE, EVIDENCE_BLOCKS), (TESTING, TESTING_BLOCKS)],
-    ids=["benchmarks", "evidence", "testing"],
+    [(PAGE, BLOCKS), (EVIDENCE, EVIDENCE_BLOCKS), (TESTING, TESTING_BLOCKS), (GPU, GPU_BLOCKS)],
+    ids=["benchmarks", "evidence", "testing", "gpus-page"],
 )
 def test_the_pages_blocks_are_rendered_from_the_results_files(text, blocks):
     for name, block in blocks.items():

@@ -409,7 +409,7 @@ def run(args) -> dict:
     return write_summary(work, status, t0, args)
 
 
-def main():
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", default=".gpuin", help="FB15k-237.tar.gz, WN18RR.tar.gz and Kelpie's TSVs")
     ap.add_argument("--work", default=".gpuwork")
@@ -444,7 +444,11 @@ def main():
         help="run the GPU's processes through CUDA's MPS daemon (side by side rather than by turns); "
         "without it, or if it fails to start, at most 5 at once",
     )
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = parser().parse_args()
     if args.pack_only:
         pack(Path(args.work), Path(args.pack_only))
         return

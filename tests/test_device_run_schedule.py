@@ -1,0 +1,134 @@
+"""benchmarks/gpu/device_run.py: what a lent GPU's one call runs, in which order, and its MPS start.
+
+The schedule is built (not run) on the --quick plan (UMLS, two copies), whose job names and
+commands are the real ones; the MPS start is driven with stand-in programs written here.
+"""
+
+import importlib
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+GPU_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
+
+
+@pytest.fixture(scope="module")
+def device_run():
+    sys.path.insert(0, str(GPU_DIR))
+    try:
+        yield importlib.import_module("device_run")
+    finally:
+        sys.path.remove(str(GPU_DIR))
+
+
+def schedule(device_run, tmp_path, *flags, device="cpu"):
+    args = device_run.parser().parse_args(
+        ["--quick", "--device", device, "--inputs", str(tmp_path), "--work", str(tmp_path / "w"), *flags]
+    )
+    return device_run.jobs(args)
+
+
+def arm_jobs(jobs):
+    """The retrain jobs, in schedule order (dataset/fact-set-or-seed/arm)."""
+    return [j.name for j in jobs if j.name.count("/") == 2 and not j.name.endswith(("/explain", "/summary"))]
+
+
+SEEDED = "tracin-margin-path,kelpie,noise"
+
+
+def test_seeds_first_puts_every_seeded_retrain_before_any_other_arm(device_run, tmp_path):
+    jobs = schedule(device_run, tmp_path, "--retrain-seeds", "43,44", "--seeds-first", "--seeded-arms", SEEDED)
+    names = arm_jobs(jobs)
+    seeded = [n for n in names if n.split("/")[1] != "own-facts" and n.split("/")[2] in SEEDED.split(",")]
+    assert names[: len(seeded)] == seeded  # nothing else comes first
+    for ds in ("umls", "umls2"):
+        for folder in ("kelpie-facts", "seed43", "seed44"):
+            assert {f"{ds}/{folder}/{a}" for a in SEEDED.split(",")} <= set(seeded)
+    assert [n for n in names if n not in seeded]  # the other arms are still there, after
+    # the pool waits for exactly the seeded arms of its dataset at all three seeds
+    pool = next(j for j in jobs if j.name == "umls/pooled")
+    assert sorted(pool.deps) == sorted(n for n in seeded if n.startswith("umls/"))
+    assert pool.cmd[pool.cmd.index("compare-pool") + 1 :][:3] == [
+        str(tmp_path / "w" / "umls" / f) for f in ("kelpie-facts", "kelpie-facts-seed43", "kelpie-facts-seed44")
+    ]
+
+
+def test_without_seeds_first_the_seeds_come_after_every_other_arm(device_run, tmp_path):
+    names = arm_jobs(schedule(device_run, tmp_path, "--retrain-seeds", "43", "--seeded-arms", SEEDED))
+    first_seed = min(i for i, n in enumerate(names) if "/seed43/" in n)
+    assert all("/seed43/" in n for n in names[first_seed:])
+    assert first_seed > 0
+
+
+def test_the_seeded_folders_retrain_at_their_seed_with_the_seeded_methods_only(device_run, tmp_path):
+    jobs = schedule(device_run, tmp_path, "--retrain-seeds", "43", "--seeded-arms", "tracin-margin-path,kelpie")
+    explain = next(j for j in jobs if j.name == "umls/seed43/explain")
+    cmd = explain.cmd
+    assert cmd[cmd.index("--retrain-seed") + 1] == "43"
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--method"] == ["tracin-margin-path"]
+    assert {n.split("/")[2] for n in arm_jobs(jobs) if "/seed43/" in n} == {"tracin-margin-path", "kelpie"}
+
+
+def test_methods_chooses_our_methods_explained_and_retrained(device_run, tmp_path):
+    jobs = schedule(device_run, tmp_path, "--methods", "tracin-margin-path")
+    explain = next(j for j in jobs if j.name == "umls/kelpie-facts/explain")
+    assert [explain.cmd[i + 1] for i, a in enumerate(explain.cmd) if a == "--method"] == ["tracin-margin-path"]
+    ours = {n.split("/")[2] for n in arm_jobs(jobs)} & set(device_run.OURS)
+    assert ours == {"tracin-margin-path"}
+    everything = {n.split("/")[2] for n in arm_jobs(schedule(device_run, tmp_path))} & set(device_run.OURS)
+    assert len(everything) > 1  # the default explains and retrains more of ours
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])  # a GPU explains our facts beside the rest, a CPU after
+def test_no_own_facts_drops_our_own_facts_entirely(device_run, tmp_path, device):
+    assert any("/own-facts/" in j.name for j in schedule(device_run, tmp_path, device=device))
+    assert not any("/own-facts/" in j.name for j in schedule(device_run, tmp_path, "--no-own-facts", device=device))
+
+
+def fake_program(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+@pytest.fixture
+def files(device_run, monkeypatch, tmp_path):
+    import device_files
+
+    log = tmp_path / "control.log"
+    control = fake_program(tmp_path / "mps-control", f'echo "$@" >> {log}; cat >> {log}\n')
+    monkeypatch.setattr(device_files, "mps_control", lambda: control)
+    monkeypatch.setattr(device_files, "MPS_DIRS", {k: str(tmp_path / k) for k in device_files.MPS_DIRS})
+    for k in device_files.MPS_DIRS:
+        monkeypatch.delenv(k, raising=False)
+    return device_files, log, tmp_path
+
+
+def test_mps_is_on_when_a_probe_computes_through_it(files):
+    device_files, log, tmp = files
+    probe = fake_program(tmp / "py", f"echo {float(512**3)}\n")
+    assert device_files.start_mps(probe) == "on"
+    assert log.read_text().split() == ["-d"]  # started, not stopped
+    assert all(os.environ[k] == v for k, v in device_files.MPS_DIRS.items())
+    device_files.stop_mps()
+    assert log.read_text().split() == ["-d", "quit"]
+    assert not any(k in os.environ for k in device_files.MPS_DIRS)
+
+
+def test_mps_is_stopped_and_off_when_the_probe_fails(files):
+    device_files, log, tmp = files
+    probe = fake_program(tmp / "py", "echo 'RuntimeError: no CUDA device' >&2; exit 1\n")
+    state = device_files.start_mps(probe)
+    assert state.startswith("off (probe failed") and "no CUDA device" in state
+    assert log.read_text().split() == ["-d", "quit"]
+    assert not any(k in os.environ for k in device_files.MPS_DIRS)
+
+
+def test_mps_is_off_without_its_control_program(device_run, monkeypatch):
+    import device_files
+
+    monkeypatch.setattr(device_files, "mps_control", lambda: None)
+    assert device_files.start_mps(sys.executable) == "off (nvidia-cuda-mps-control not found)"
