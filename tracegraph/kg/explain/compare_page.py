@@ -246,7 +246,8 @@ def page_panels(results: dict[str, dict]) -> dict[str, dict]:
             ``compare_umls``).
 
     Returns:
-        Panel title (dataset, facts, machine) -> that fact set's summary, arm -> its figures.
+        Panel title (dataset, facts, machine) -> that fact set's summary, arm -> its figures; a
+        dataset run at several retrain seeds gets a second panel, its pooled summary.
     """
     out = {}
     for name, fact_set in (("necessity_kelpie", "kelpie-facts"), ("compare_umls", "own-facts")):
@@ -258,5 +259,12 @@ def page_panels(results: dict[str, dict]) -> dict[str, dict]:
             where = d if "machine" in d else res
             whose = "of Kelpie's" if fact_set == "kelpie-facts" else "test"
             machine = where.get("machine", "").split(",")[0].split(" (")[0]
-            out[f"{DATASET_TITLES.get(ds, ds)}: {fs['n_facts']} {whose} facts ranked first ({machine})"] = fs["summary"]
+            title = DATASET_TITLES.get(ds, ds)
+            out[f"{title}: {fs['n_facts']} {whose} facts ranked first ({machine})"] = fs["summary"]
+            pooled = d.get("pooled") if fact_set == "kelpie-facts" else None
+            if pooled and pooled["summary"]:
+                seeds = max(len(v) for v in pooled["seeds"].values())
+                out[f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds ({machine})"] = (
+                    pooled["summary"]
+                )
     return out
