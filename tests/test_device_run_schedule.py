@@ -132,3 +132,16 @@ def test_mps_is_off_without_its_control_program(device_run, monkeypatch):
 
     monkeypatch.setattr(device_files, "mps_control", lambda: None)
     assert device_files.start_mps(sys.executable) == "off (nvidia-cuda-mps-control not found)"
+
+
+def test_no_kelpie_facts_spends_the_call_on_our_own_facts(device_run, tmp_path):
+    jobs = schedule(device_run, tmp_path, "--no-kelpie-facts", "--retrain-seeds", "43", device="cuda")
+    names = [j.name for j in jobs]
+    assert not any("kelpie-facts" in n or "seed43" in n or n.endswith("/pooled") for n in names)
+    assert {n.split("/")[2] for n in arm_jobs(jobs) if n.startswith("umls/")} == {
+        "tracin-margin-path",
+        "random-head",
+        "far",
+        "noise",
+    }
+    assert "umls/own-facts/summary" in names

@@ -63,7 +63,11 @@ def test_the_page_figure_is_drawn_at_build_from_every_measured_fact_set(tmp_path
     conf.draw_side_by_side(tmp_path / "f.png")
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     measured = []
-    for name, fs in (("necessity_kelpie", "kelpie-facts"), ("compare_umls", "own-facts")):
+    for name, fs in (
+        ("necessity_kelpie", "kelpie-facts"),
+        ("necessity_kelpie", "own-facts"),
+        ("compare_umls", "own-facts"),
+    ):
         for d in ALL[name]["datasets"].values():
             if d["fact_sets"].get(fs, {}).get("summary"):
                 measured.append((d["fact_sets"][fs]["n_facts"], d["fact_sets"][fs]["summary"]))

@@ -145,7 +145,7 @@ def plan(args, name: str, ds: dict) -> Plan:
 
 def explain_jobs(args, plans: dict[str, Plan], facts: str) -> list[Job]:
     """Each dataset's explanations of one fact set, timed before its arms retrain."""
-    if facts == "own-facts" and not args.own_facts:
+    if not (args.own_facts if facts == "own-facts" else args.kelpie_facts):
         return []
     cmd = {name: p.kel if facts == "kelpie-facts" else p.own for name, p in plans.items()}
     return [Job(f"{n}/{facts}/explain", [*c, "--explain-only"], args.arm_cap, [f"{n}/train"]) for n, c in cmd.items()]
@@ -158,7 +158,7 @@ def arm_order(args, names: list[str]) -> list[tuple[str, str, str]]:
     else:
         first, later = ["kelpie", OURS[0], "noise", "random-head", "tracin", *KELPIE[1:]], [OURS[1], "far", OURS[2]]
     order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
-    order = [o for o in order if o[2] in methods(args) or o[2] not in OURS]
+    order = [o for o in order if (o[2] in methods(args) or o[2] not in OURS) and args.kelpie_facts]
     if args.own_facts:
         order += [(name, "own-facts", arm) for name in names for arm in OWN_ARMS]
     if args.seeds_first:  # the seeded arms at seed 42 first (then every other seed's: seed_jobs), then the rest
@@ -190,7 +190,7 @@ def seed_jobs(args, plans: dict[str, Plan]) -> list[Job]:
     One retrain per arm leaves each fact to the retrain's chaos; ``fidelity compare-pool`` averages
     each fact's outcome over the seed-42 folder and these, then bootstraps over the facts.
     """
-    seeds = [int(s) for s in args.retrain_seeds.split(",") if s.strip()]
+    seeds = [int(s) for s in args.retrain_seeds.split(",") if s.strip()] if args.kelpie_facts else []
     out: list[Job] = []
     for name, p in plans.items() if seeds else ():
         folders, ends = [p.work / "kelpie-facts"], [f"{name}/kelpie-facts/{a}" for a in seeded_arms(args)]
@@ -221,7 +221,7 @@ def with_seeds(args, out: list[Job], seeded: list[Job]) -> list[Job]:
 
 def summary_jobs(args, plans: dict[str, Plan], arms: list[str]) -> list[Job]:
     """One last summary of every arm that finished, per fact set, once they have all ended."""
-    sets = ["kelpie-facts"] + (["own-facts"] if args.own_facts and not series_arms() else [])
+    sets = ["kelpie-facts"] * args.kelpie_facts + (["own-facts"] if args.own_facts and not series_arms() else [])
     return [
         Job(
             f"{name}/{tag}/summary",

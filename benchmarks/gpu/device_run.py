@@ -134,6 +134,12 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--own-facts", action=argparse.BooleanOptionalAction, default=True, help="our own 100 facts too")
     ap.add_argument(
+        "--kelpie-facts",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Kelpie's facts (without them, a call spends its retrains on our own facts; file it under its own name)",
+    )
+    ap.add_argument(
         "--mps",
         action="store_true",
         help="run the GPU's processes through CUDA's MPS daemon (side by side rather than by turns); "

@@ -657,3 +657,12 @@ def test_the_pooled_table_word_for_word_and_empty_without_a_pooled_run():
         "| Kelpie | 42, 43, 44 | -0.50 [-0.75, +0.00] | -1.00 [-1.25, +0.00] | +0.12 [-0.50, +0.75] "
         "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] |",
     ]
+
+
+def test_our_own_facts_of_the_side_by_side_file_follow_kelpies_on_the_page_and_in_the_figure():
+    own = results()  # a side-by-side file holding our own facts only (a run filed under its own name)
+    empty = {"datasets": {}}
+    files = {"necessity_kelpie": own, "compare_umls": empty, "local_refit_stability": empty}
+    block = CP.page_blocks(files)[("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->")]
+    assert block == CP.side_by_side_table(own, "own-facts") != ""
+    assert list(CP.page_panels(files)) == ["UMLS: 2 test facts ranked first"]

@@ -223,7 +223,9 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
     return {
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- standing:kelpie-facts -->", "<!-- /standing -->"): standing_table(kelpie),
-        ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie),
+        # our own facts' tables follow Kelpie's, each titled by its facts
+        ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie)
+        + side_by_side_table(kelpie, "own-facts"),
         ("<!-- pooled:kelpie-facts -->", "<!-- /pooled -->"): pooled_table(kelpie),
         ("<!-- side-by-side-groups:kelpie-facts -->", "<!-- /side-by-side-groups -->"): side_by_side_groups(kelpie),
         ("<!-- same-explanation:kelpie-facts -->", "<!-- /same-explanation -->"): side_by_side_same(
@@ -250,7 +252,11 @@ def page_panels(results: dict[str, dict]) -> dict[str, dict]:
         dataset run at several retrain seeds gets a second panel, its pooled summary.
     """
     out = {}
-    for name, fact_set in (("necessity_kelpie", "kelpie-facts"), ("compare_umls", "own-facts")):
+    for name, fact_set in (
+        ("necessity_kelpie", "kelpie-facts"),
+        ("necessity_kelpie", "own-facts"),
+        ("compare_umls", "own-facts"),
+    ):
         res = results[name]
         for ds, d in res["datasets"].items():
             fs = d["fact_sets"].get(fact_set)
@@ -259,12 +265,13 @@ def page_panels(results: dict[str, dict]) -> dict[str, dict]:
             where = d if "machine" in d else res
             whose = "of Kelpie's" if fact_set == "kelpie-facts" else "test"
             machine = where.get("machine", "").split(",")[0].split(" (")[0]
+            machine = f" ({machine})" if machine else ""
             title = DATASET_TITLES.get(ds, ds)
-            out[f"{title}: {fs['n_facts']} {whose} facts ranked first ({machine})"] = fs["summary"]
+            out[f"{title}: {fs['n_facts']} {whose} facts ranked first{machine}"] = fs["summary"]
             pooled = d.get("pooled") if fact_set == "kelpie-facts" else None
             if pooled and pooled["summary"]:
                 seeds = max(len(v) for v in pooled["seeds"].values())
-                out[f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds ({machine})"] = (
+                out[f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds{machine}"] = (
                     pooled["summary"]
                 )
     return out
