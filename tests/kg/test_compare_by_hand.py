@@ -584,3 +584,42 @@ def test_twin_record_needs_the_same_removals_and_the_same_seed():
     arms["copy"] = Arm("copy", "file", rows, 5)
     chained = {"copy": {**records["x"], "name": "copy", "retrain_of": "x"}, **records}
     assert twin_record(arms, chained, "regrouped", [])["retrain_of"] == "x"
+
+
+def tracin_reference(run, facts, loss: str, layers: str, k: int = 1) -> list[set]:
+    """Each fact's ``k`` head facts of largest TracIn, by autograd: Σ over the run's checkpoints of
+    lr · ⟨∇ℓ(candidate), ∇ℓ(fact)⟩ restricted to ``layers``, with ℓ the ``loss`` convention."""
+    import torch
+
+    from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
+    from tracegraph.kg.explain.tracin.factors import select_layers
+    from tracegraph.kg.explain.tracin.reference import autograd_gradients
+    from tracegraph.kg.model.model_io import build_model
+
+    lm = load_model(run / "run" / "final_model.pt")
+    out = []
+    for f in facts:
+        cands = [t for t in TRIPLES if f[0] in (t[0], t[2]) and t != f]
+        ids = torch.as_tensor(ids_of(lm, [*cands, f]))
+        score = np.zeros(len(cands))
+        for path in resolve_checkpoint_list(run / "run", None):
+            payload = torch.load(path, weights_only=True)
+            model = build_model(payload, path).eval()
+            g = autograd_gradients(model, ids, loss, 0.1, select_layers(model, layers))
+            score += float(payload["lr"]) * (g[:-1] @ g[-1]).double().numpy()
+        order = np.argsort(-score)
+        assert len(cands) <= k or score[order[k - 1]] - score[order[k]] > 1e-9  # no tie at the cut
+        out.append({cands[i] for i in order[:k]})
+    return out
+
+
+@pytest.mark.parametrize("loss, layers", [("score", "all"), ("logit", "fc.weight")])
+def test_the_methods_loss_and_layers_reach_tracins_explanations(run, loss, layers):
+    write_triples(run / "facts.txt", TRIPLES + TEST)
+    out = run / f"tracin-{loss}-{layers}"
+    base = dict(model_dir=str(run / "run"), facts=str(run / "facts.txt"), methods=["tracin"], k=1)
+    res = cmp.run_compare(cmp.CompareConfig(**base, output_dir=str(out), loss=loss, layers=layers), explain_only=True)
+    facts = [tuple(f) for f in res["facts"]]
+    got = [set(e) for e in read_explanation_table(out / "explanations" / "tracin.tsv").explanations]
+    assert got == tracin_reference(run, facts, loss, layers)
+    assert got != tracin_reference(run, facts, "logit", "all")  # the settings change what is chosen

@@ -39,6 +39,8 @@ COMPARE = [
     ("--seed", "7", "cfg.local.seed", 7),  # ... local-retrain's tie-breaks among them
     ("--local-candidates", "13", "cfg.local.candidates", 13),
     ("--local-steps", "9", "cfg.local.steps", 9),
+    ("--loss", "score", "cfg.loss", "score"),
+    ("--layers", "last:2", "cfg.layers", "last:2"),
     ("--keep-models", None, "cfg.keep_models", True),
     ("--device", "cpu", "cfg.device", "cpu"),
     ("--num-threads", "5", "torch threads", 5),  # this process's, not a setting of the comparison

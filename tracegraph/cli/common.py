@@ -21,6 +21,13 @@ LocalCandidatesOpt = typer.Option(
     8, "--local-candidates", min=1, help="local-retrain: top candidates of the TracIn pre-ranking searched."
 )
 LocalStepsOpt = typer.Option(60, "--local-steps", min=1, help="local-retrain: Adam steps per mimic embedding.")
+MethodLossOpt = typer.Option(
+    "logit",
+    "--loss",
+    help="TracIn loss convention for tracin* / relatif / local-retrain's pre-ranking: logit (-s, what a KvsAll retrain "
+    "without the triple changes), score (softplus(-s)) or train-loss (1-N BCE).",
+)
+MethodLayersOpt = typer.Option("all", "--layers", help="The methods' parameters: all, last:N, or parameter names.")
 
 
 def set_threads(n: int) -> None:

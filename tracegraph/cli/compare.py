@@ -13,6 +13,8 @@ from tracegraph.cli.common import (
     DeviceOpt,
     LocalCandidatesOpt,
     LocalStepsOpt,
+    MethodLayersOpt,
+    MethodLossOpt,
     ThreadsOpt,
     set_threads,
 )
@@ -91,6 +93,8 @@ def compare_cmd(
     seed: int = typer.Option(0, "--seed", help="Which facts (with --facts), the random arm's draws, tie-breaks."),
     local_candidates: int = LocalCandidatesOpt,
     local_steps: int = LocalStepsOpt,
+    loss: str = MethodLossOpt,
+    layers: str = MethodLayersOpt,
     keep_models: bool = typer.Option(
         False,
         "--keep-models",
@@ -127,6 +131,8 @@ def compare_cmd(
         bootstrap=bootstrap,
         seed=seed,
         local=LocalRetrainOptions(candidates=local_candidates, k=k, steps=local_steps, seed=seed),
+        loss=loss,
+        layers=layers,
         device=device,
         keep_models=keep_models,
     )

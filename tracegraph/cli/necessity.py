@@ -13,6 +13,8 @@ from tracegraph.cli.common import (
     DeviceOpt,
     LocalCandidatesOpt,
     LocalStepsOpt,
+    MethodLayersOpt,
+    MethodLossOpt,
     ThreadsOpt,
     set_threads,
 )
@@ -60,11 +62,8 @@ def necessity_cmd(
         "--seeds",
         help="Training seeds, comma-separated (default: the run's). Another seed tests the run's explanations in retrains with that seed, against a full retrain with it as the reference (one more retrain).",
     ),
-    loss: str = typer.Option(
-        "logit",
-        help="TracIn loss convention for tracin* / relatif / local-retrain's pre-ranking: logit (-s, what a KvsAll retrain without the triple changes), score (softplus(-s)) or train-loss (1-N BCE).",
-    ),
-    layers: str = typer.Option("all", help="all, last:N, or parameter names."),
+    loss: str = MethodLossOpt,
+    layers: str = MethodLayersOpt,
     checkpoints: Optional[List[str]] = typer.Option(
         None, "--checkpoints", help="As for `tracegraph explain` (default: all saved epochs)."
     ),
