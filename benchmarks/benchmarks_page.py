@@ -1,7 +1,7 @@
-"""Render docs/benchmarks.md's and docs/demo-evidence.md's tables from what ``benchmarks/record.py`` filed.
+"""Render docs/benchmarks.md's tables, and those of the pages in other_pages.py, from what ``benchmarks/record.py`` filed.
 
     python benchmarks/benchmarks_page.py          # print the blocks
-    python benchmarks/benchmarks_page.py --write  # rewrite them in the two pages
+    python benchmarks/benchmarks_page.py --write  # rewrite them in their pages
 
 Each block sits between ``<!-- NAME -->`` and ``<!-- /NAME -->`` on its page and is
 built from ``benchmarks/results/*.json`` alone, so a figure on the page is always the file's
@@ -10,42 +10,14 @@ built from ``benchmarks/results/*.json`` alone, so a figure on the page is alway
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from other_pages import evidence_blocks, gpu_blocks, testing_blocks  # the scripts beside this one
+from page_cells import ROOT, header, lines, load, machine, row, run_row
+
 PAGE = ROOT / "docs" / "benchmarks.md"
-
-
-def load(name: str) -> dict:
-    return json.loads((RESULTS / f"{name}.json").read_text())
-
-
-def lines(run: dict) -> dict[str, dict]:
-    """A record's JSON lines by their ``setting`` name."""
-    return {ln["setting"]: ln for ln in run["lines"]}
-
-
-def machine(run: dict) -> str:
-    """The machine column: the GPU's name, else the CPU cores."""
-    m = run["machine"]
-    return m.get("gpu") or f"{m['cpu_cores']} CPU cores"
-
-
-def row(*cells) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def run_row(figure: str, measured: str, run: dict) -> str:
-    """A table row of a figure measured by one recorded run: its command, machine and commit beside it."""
-    return row(figure, measured, f"`{run['command']}`", machine(run), run["commit"])
-
-
-def header(*names) -> str:
-    return row(*names) + "\n" + row(*["---"] * len(names))
 
 
 def quality_block(train: dict, kelpie: dict) -> str:
@@ -286,90 +258,6 @@ def necessity_block(umls: dict, kelpie: dict) -> str:
                 )
             )
     return "\n".join(out)
-
-
-REPLICATE_ARMS = {
-    "tracin-margin-path": "**`tracin-margin-path`** (default)",
-    "tracin-margin": "`tracin-margin`",
-    "tracin-path": "`tracin-path`",
-    "neighbour": "neighbour: 4 random triples at the head or tail",
-    "far": "far: 4 random triples touching neither",
-}
-
-
-def replicate_lines(nec: dict) -> dict[str, dict]:
-    """Each arm's across-replicates line, from every run of the file (an arm in several: the first run's)."""
-    reps = {}
-    for run in nec["runs"].values():
-        for ln in run["lines"]:
-            if ln.get("figure") == "necessity_replicates":
-                reps.setdefault(ln["arm"].split("@")[0], ln)
-    return reps
-
-
-def replicates_block(nec: dict) -> str:
-    """ΔHits@1 of each arm in every independent replicate on UMLS, with the paired excesses."""
-    reps = replicate_lines(nec)
-    first = reps["tracin-margin-path"]
-    seeds = first["seeds"]
-    out = [f"On {machine(nec['runs']['cpu'])}, replicates {seeds[0]}–{seeds[-1]}, k = {first['k']}:", ""]
-    for run in nec["runs"].values():
-        out.append(f"- `{run['command']}` at commit {run['commit']}: {run['load']}")
-    out += [
-        "",
-        header("arm", f"ΔHits@1, replicates {seeds[0]}–{seeds[-1]}", "mean", "above far", "above neighbour", "ΔMRR"),
-    ]
-    for arm, title in REPLICATE_ARMS.items():
-        r = reps[arm]
-        out.append(
-            row(
-                title,
-                " ".join(f"{x:.2f}" for x in r["delta_hits1"]),
-                f"{r['delta_hits1_mean']:.3f}",
-                f"{r['above_far_mean']:.3f}" if "above_far_mean" in r else "",
-                f"{r['above_neighbour_mean']:.3f}" if "above_neighbour_mean" in r else "",
-                f"{r['delta_mrr_mean']:.3f}",
-            )
-        )
-    return "\n".join(out)
-
-
-def suite_block(suite: dict) -> str:
-    """The testing page's sentence on the suite's size and time, from the fresh-clone run."""
-    run = suite["runs"]["cpu"]
-    s = run["lines"][0]
-    return (
-        f"The whole suite: {s['tests']:,} tests, {s['skipped']} of them skipped on a CPU (the GPU-only ones "
-        f"and those that read a local benchmark mirror), {s['pytest_seconds']:.0f} s of tests and "
-        f"{s['wall_seconds']:.0f} s with the set-up, by the README's `./run test` in a fresh clone at commit "
-        f"{s['clone_of']} (`{run['command']}`; {machine(run)}; {run['load']})."
-    )
-
-
-def testing_blocks() -> dict[str, str]:
-    """The generated blocks of docs/testing.md."""
-    return {"testing:suite": suite_block(load("suite_time"))}
-
-
-def evidence_blocks() -> dict[str, str]:
-    """The generated blocks of docs/demo-evidence.md."""
-    return {"evidence:umls-replicates": replicates_block(load("necessity_umls"))}
-
-
-def gpu_suite_block(kelpie: dict) -> str:
-    """The CUDA-only tests' outcome on each GPU that ran them (device_run.py's suite step, filed per dataset)."""
-    out = [header("GPU", "`pytest -m gpu tests/gpu`", "commit")]
-    for key, d in kelpie["datasets"].items():
-        log = RESULTS / "necessity_kelpie" / key / "suite.log"
-        if log.is_file():
-            tally = [ln for ln in log.read_text().splitlines() if " in " in ln and ("passed" in ln or "failed" in ln)]
-            out.append(row(d["machine"].split(",")[0], tally[-1].strip() if tally else "no tally", d["commit"]))
-    return "\n".join(out)
-
-
-def gpu_blocks() -> dict[str, str]:
-    """The generated blocks of docs/gpu.md."""
-    return {"gpu:suite": gpu_suite_block(load("necessity_kelpie"))}
 
 
 def page_blocks() -> dict[str, str]:

@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
 
+sys.path.append(str(BENCH))  # the scripts import the ones beside them, as when run from the command line
+
+
 def load_script(name: str):
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
