@@ -145,3 +145,66 @@ def test_no_kelpie_facts_spends_the_call_on_our_own_facts(device_run, tmp_path):
         "noise",
     }
     assert "umls/own-facts/summary" in names
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def run_schedule(device_run, tmp_path, todo, *flags):
+    args = device_run.parser().parse_args(
+        ["--work", str(tmp_path), "--inputs", str(tmp_path), "--tick", "0.02", *flags]
+    )
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    import time
+
+    return device_run.schedule(todo, tmp_path, args, time.monotonic())
+
+
+def test_the_scheduler_follows_dependencies_failures_caps_and_finished_steps(device_run, tmp_path):
+    Job = device_run.Job
+    (tmp_path / "f.done").write_text("")
+    mark = tmp_path / "f.ran"
+    todo = [
+        Job("a", py("pass"), 30),
+        Job("b", py("raise SystemExit(3)"), 30, ["a"]),
+        Job("c", py("pass"), 30, ["b"]),  # needs b, which fails
+        Job("d", py("pass"), 30, ["b", "c"], after_any=True),  # waits for both to end, however
+        Job("e", py("import time; time.sleep(30)"), 0.3),  # past its cap
+        Job("f", py(f"open({str(mark)!r}, 'w')"), 30, done=tmp_path / "f.done"),  # finished earlier
+    ]
+    status = run_schedule(device_run, tmp_path, todo, "--deadline", "20")  # a scheduler that hangs fails, not waits
+    assert status == {
+        "a": "done",
+        "b": "failed (3)",
+        "c": "not run (a step it needs failed)",
+        "d": "done",
+        "e": "failed (killed)",
+        "f": "done",
+    }
+    assert not mark.exists()
+    assert (tmp_path / "logs" / "a.log").is_file() and (tmp_path / "device_run.json").is_file()
+
+
+def test_the_scheduler_keeps_at_most_concurrency_gpu_jobs_and_stops_at_the_deadline(device_run, tmp_path):
+    Job = device_run.Job
+    spans = tmp_path / "spans"
+
+    def timed(name, seconds):  # appends "name start end" once it ends
+        code = f"import time; s = time.time(); time.sleep({seconds}); open({str(spans)!r}, 'a').write(f'{name} {{s}} {{time.time()}}\\n')"
+        return py(code)
+
+    todo = [Job(f"g{i}", timed(f"g{i}", 0.4), 30) for i in range(4)]
+    todo.append(Job("cpu", timed("cpu", 0.4), 30, gpu=False))  # beside the GPU jobs, not counted
+    todo.append(Job("late", py("import time; time.sleep(30)"), 60, ["g0", "g1", "g2", "g3"]))
+    todo.append(Job("never", py("pass"), 60, ["late"]))
+    status = run_schedule(device_run, tmp_path, todo, "--concurrency", "2", "--deadline", "3")
+    assert status["late"] == "failed (killed)" and status["never"] == "not run (deadline)"
+    rows = [ln.split() for ln in spans.read_text().splitlines()]
+    span = {n: (float(a), float(b)) for n, a, b in rows}
+    assert set(span) == {"g0", "g1", "g2", "g3", "cpu"}
+    for n, (a, b) in span.items():  # at no moment more than two GPU jobs
+        if n != "cpu":
+            assert sum(1 for m, (c, d) in span.items() if m != "cpu" and c < (a + b) / 2 < d) <= 2
+    # the CPU job ran beside the first two GPU jobs
+    assert span["cpu"][0] < min(span["g0"][1], span["g1"][1])

@@ -48,60 +48,88 @@ def mps(args) -> None:
 
 
 def run(args) -> dict:
+    """Run the schedule (device_plan.jobs) to its end or the deadline; ``device_run.json`` says how each step ended."""
     work = Path(args.work)
     (work / "logs").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     todo = jobs(args)
     mps(args)
-    status: dict[str, str] = {j.name: "done" for j in todo if j.done is not None and j.done.exists()}
-    running: dict[str, tuple[subprocess.Popen, float, Job]] = {}
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "PYTHONUNBUFFERED": "1"}
-    while True:
-        now = time.monotonic() - t0
-        for name, (p, start, job) in list(running.items()):
-            rc = p.poll()
-            if rc is None and (now - start > job.cap or now > args.deadline):
-                p.kill()
-                p.wait()
-                rc = "killed"
-            if rc is not None:
-                status[name] = "done" if rc == 0 else f"failed ({rc})"
-                if rc == 0 and job.name == "suite":
-                    (work / "suite.ok").write_text("ok\n")
-                print(f"[{now:6.0f}s] {name}: {status[name]} after {now - start:.0f}s", flush=True)
-                del running[name]
-                write_summary(work, {**status, **{n: "running" for n in running}}, t0, args)
-        pending = [j for j in todo if j.name not in status and j.name not in running]
-        if (not pending and not running) or now > args.deadline:
-            for j in pending:
-                status[j.name] = "not run (deadline)" if now > args.deadline else "not run"
-            break
-        busy = sum(1 for _, _, j in running.values() if j.gpu)
-        for j in pending:
-            if j.after_any and all(d in status for d in j.deps):
-                pass
-            elif any(status.get(d, "") not in ("done",) for d in j.deps):
-                if not j.after_any and any(status.get(d, "").startswith(("failed", "not run")) for d in j.deps):
-                    status[j.name] = "not run (a step it needs failed)"
-                continue
-            if j.gpu and busy >= args.concurrency:
-                continue
-            log = open(work / "logs" / (j.name.replace("/", "__") + ".log"), "a")
-            cmd = j.cmd
-            if j.name == "tracin_speed":
-                log2 = open(work / "tracin_speed.jsonl.part", "w")
-                p = subprocess.Popen(cmd, cwd=ROOT, stdout=log2, stderr=log, env=env)
-            else:
-                p = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-            running[j.name] = (p, now, j)
-            busy += j.gpu
-            print(f"[{now:6.0f}s] {j.name}: started", flush=True)
-        time.sleep(1.0)
-    stop_mps()
+    try:
+        status = schedule(todo, work, args, t0)
+    finally:  # the daemon goes whatever happened, so the GPU is left as it was found
+        stop_mps()
     part = work / "tracin_speed.jsonl.part"
     if status.get("tracin_speed") == "done" and part.is_file():
         part.rename(work / "tracin_speed.jsonl")
     return write_summary(work, status, t0, args)
+
+
+def schedule(todo: list[Job], work: Path, args, t0: float) -> dict[str, str]:
+    """Start each job, in list order, once its dependencies are done and the GPU has room; stop at the deadline.
+
+    A job whose ``done`` file exists is skipped; one past its cap or the deadline is killed; one
+    whose dependency failed is not run, except an ``after_any`` job, which waits for its
+    dependencies to end however they ended.
+    """
+    status: dict[str, str] = {j.name: "done" for j in todo if j.done is not None and j.done.exists()}
+    running: dict[str, tuple[subprocess.Popen, float, Job]] = {}
+    while True:
+        now = time.monotonic() - t0
+        reap(running, status, work, args, now, t0)
+        pending = [j for j in todo if j.name not in status and j.name not in running]
+        if (not pending and not running) or now > args.deadline:
+            for j in pending:
+                status[j.name] = "not run (deadline)" if now > args.deadline else "not run"
+            return status
+        busy = sum(1 for _, _, j in running.values() if j.gpu)
+        for j in pending:
+            if not ready(j, status):
+                continue
+            if j.gpu and busy >= args.concurrency:
+                continue
+            running[j.name] = (start(j, work), now, j)
+            busy += j.gpu
+            print(f"[{now:6.0f}s] {j.name}: started", flush=True)
+        time.sleep(args.tick)
+
+
+def ready(j: Job, status: dict[str, str]) -> bool:
+    """Whether ``j`` can start; marks it not run when a dependency it needs failed."""
+    if j.after_any and all(d in status for d in j.deps):
+        return True
+    if all(status.get(d) == "done" for d in j.deps):
+        return True
+    if not j.after_any and any(status.get(d, "").startswith(("failed", "not run")) for d in j.deps):
+        status[j.name] = "not run (a step it needs failed)"
+    return False
+
+
+def start(j: Job, work: Path) -> subprocess.Popen:
+    """``j``'s process, its output in ``logs/`` (TracIn's speed: its JSON lines apart, kept only if it ends well)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "PYTHONUNBUFFERED": "1"}
+    log = open(work / "logs" / (j.name.replace("/", "__") + ".log"), "a")
+    if j.name == "tracin_speed":
+        out = open(work / "tracin_speed.jsonl.part", "w")
+        return subprocess.Popen(j.cmd, cwd=ROOT, stdout=out, stderr=log, env=env)
+    return subprocess.Popen(j.cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def reap(running: dict, status: dict[str, str], work: Path, args, now: float, t0: float) -> None:
+    """Record the jobs that ended; kill those past their cap or the deadline."""
+    for name, (p, begun, job) in list(running.items()):
+        rc = p.poll()
+        if rc is None and (now - begun > job.cap or now > args.deadline):
+            p.kill()
+            p.wait()
+            rc = "killed"
+        if rc is None:
+            continue
+        status[name] = "done" if rc == 0 else f"failed ({rc})"
+        if rc == 0 and job.name == "suite":
+            (work / "suite.ok").write_text("ok\n")
+        print(f"[{now:6.0f}s] {name}: {status[name]} after {now - begun:.0f}s", flush=True)
+        del running[name]
+        write_summary(work, {**status, **{n: "running" for n in running}}, t0, args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -132,6 +160,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the seeded arms at seed 42 and at every --retrain-seeds seed before any other arm",
     )
+    ap.add_argument("--tick", type=float, default=1.0, help=argparse.SUPPRESS)  # seconds between looks (tests: less)
     ap.add_argument("--own-facts", action=argparse.BooleanOptionalAction, default=True, help="our own 100 facts too")
     ap.add_argument(
         "--kelpie-facts",
