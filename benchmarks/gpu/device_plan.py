@@ -132,7 +132,8 @@ def plan(args, name: str, ds: dict) -> Plan:
     common = [*base, "--k", "4", "--local-candidates", "16", "--random-like", OURS[0]]
     ours = [a for m in methods(args) for a in ("--method", m)]
     theirs = [a for s, p in ds["kelpie"].items() for a in ("--explanations", f"{s}={p}")]
-    kel = [*common, "-o", str(d / "kelpie-facts"), *theirs, *ours, "--versus", "kelpie"]
+    # --size-like kelpie: each method also cut to Kelpie's explanation sizes (METHOD@kelpie), the size control
+    kel = [*common, "-o", str(d / "kelpie-facts"), *theirs, *ours, "--size-like", "kelpie", "--versus", "kelpie"]
     own = [*common, "-o", str(d / "own-facts"), "--facts", str(ds["dir"] / "test.txt"), "--n", "100"]
     seeded = [
         *base,
@@ -154,9 +155,10 @@ def explain_jobs(args, plans: dict[str, Plan], facts: str) -> list[Job]:
 def arm_order(args, names: list[str]) -> list[tuple[str, str, str]]:
     """(dataset, fact set, arm) by priority: Kelpie's facts' first arms, their later ones, then our own facts'."""
     if args.quick:
-        first, later = ["kelpie", OURS[0], "noise"], ["random-head", *OURS[1:], "data_poisoning"]
+        first, later = ["kelpie", OURS[0], "noise"], ["random-head", f"{OURS[0]}@kelpie", *OURS[1:], "data_poisoning"]
     else:
-        first, later = ["kelpie", OURS[0], "noise", "random-head", "tracin", *KELPIE[1:]], [OURS[1], "far", OURS[2]]
+        first = ["kelpie", OURS[0], "noise", "random-head", "tracin", *KELPIE[1:]]
+        later = [f"{OURS[0]}@kelpie", OURS[1], "far", OURS[2]]
     order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
     order = [o for o in order if (o[2] in methods(args) or o[2] not in OURS) and args.kelpie_facts]
     if args.own_facts:

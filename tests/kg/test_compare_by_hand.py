@@ -623,3 +623,54 @@ def test_the_methods_loss_and_layers_reach_tracins_explanations(run, loss, layer
     got = [set(e) for e in read_explanation_table(out / "explanations" / "tracin.tsv").explanations]
     assert got == tracin_reference(run, facts, loss, layers)
     assert got != tracin_reference(run, facts, "logit", "all")  # the settings change what is chosen
+
+
+def test_size_like_cuts_each_methods_explanations_to_the_files_sizes_fact_by_fact(run, monkeypatch):
+    lm = load_model(run / "run" / "final_model.pt")
+    facts = brute_first(lm, run, TRIPLES + TEST + VALID)
+    # explanations of 0 to 3 facts: the first (j mod 4) training facts featuring the fact's head
+    ext = [rows[: j % 4] for j, rows in enumerate(explanations_file(run / "x.tsv", facts, lambda t: True))]
+    write_explanation_table(run / "x.tsv", ExplanationTable(list(facts), ext), {"rank_before": [1] * len(facts)})
+    rec = Recorder(lm.model)
+    monkeypatch.setattr("tracegraph.kg.explain.retrain.Retrainer", lambda *a, **k: rec)
+    base = dict(model_dir=str(run / "run"), explanations={"x": str(run / "x.tsv")}, methods=["degree"], k=2)
+    res = cmp.run_compare(cmp.CompareConfig(**base, output_dir=str(run / "sized"), size_like="x"))
+    assert res["arms"][:3] == ["x", "degree", "degree@x"]
+    cut = read_explanation_table(run / "sized" / "explanations" / "degree@x.tsv").explanations
+    # the reference: the method's own top-n at k = n, where n is the file's size for the fact (at most k)
+    top = {}
+    for n in (1, 2):
+        out = run / f"sized-k{n}"
+        cmp.run_compare(cmp.CompareConfig(**{**base, "k": n}, output_dir=str(out)), explain_only=True)
+        top[n] = read_explanation_table(out / "explanations" / "degree.tsv").explanations
+    want = [[] if not e else top[min(2, len(e))][j] for j, e in enumerate(ext)]
+    assert [sorted(c) for c in cut] == [sorted(w) for w in want]
+    assert {len(e) for e in ext} >= {0, 1, 2, 3}  # the cut is tested at every size, and at k below the file's
+    calls = {name: excl for name, excl, _ in rec.calls}
+    record = json.loads((run / "sized" / "arms" / "degree@x.json").read_text())
+    retrained = record.get("retrain_of") or "degree@x"  # an arm removing what another removed takes its retrain
+    assert calls[retrained] == sorted({t for c in cut for t in c})
+    assert "| degree@x |" in cmp.compare_markdown(res)
+
+
+def test_a_method_cut_to_an_arms_sizes_is_titled_so_and_sits_below_the_method_on_the_page():
+    from tracegraph.kg.explain.compare_cells import arm_title, in_table_order
+
+    cut = "tracin-margin-path@kelpie"
+    assert arm_title(cut) == "tracegraph `tracin-margin-path`, explain's default, cut to Kelpie's sizes"
+    assert in_table_order(["noise", cut, "kelpie", "tracin-margin", "tracin-margin-path"]) == [
+        "tracin-margin-path",
+        cut,
+        "tracin-margin",
+        "kelpie",
+        "noise",
+    ]
+
+
+def test_size_like_must_name_an_explanations_file(run):
+    with pytest.raises(TracegraphError, match="--size-like degree: no such arm"):
+        cmp.run_compare(
+            cmp.CompareConfig(
+                model_dir=str(run / "run"), output_dir=str(run / "bad"), methods=["degree"], size_like="degree"
+            )
+        )

@@ -29,6 +29,7 @@ COMPARE = [
     ("--k", "3", "cfg.local.k", 3),  # ... local-retrain's among them: it searches sets of that size
     ("--candidates", "head-tail", "cfg.candidates", "head-tail"),
     ("--random-like", "kelpie", "cfg.random_like", "kelpie"),
+    ("--size-like", "kelpie", "cfg.size_like", "kelpie"),
     ("--versus", ("kelpie", "criage"), "cfg.versus", ["kelpie", "criage"]),
     ("--noise-seed", "11", "cfg.noise_seed", 11),
     ("--retrain-seed", "12", "cfg.retrain_seed", 12),

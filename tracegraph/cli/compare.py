@@ -68,6 +68,11 @@ def compare_cmd(
         "--random-like",
         help="The arm whose explanation sizes the random arm copies, fact by fact, and the far arm in all (default: the first --explanations, else --k).",
     ),
+    size_like: Optional[str] = typer.Option(
+        None,
+        "--size-like",
+        help="An --explanations name: each --method also gets the arm METHOD@NAME, its explanations cut, fact by fact, to that file's explanation's size (its first facts): whether a method's lead is what it chooses or how much it removes.",
+    ),
     versus: Optional[List[str]] = typer.Option(
         None,
         "--versus",
@@ -124,6 +129,7 @@ def compare_cmd(
         k=k,
         candidates=candidates,
         random_like=random_like,
+        size_like=size_like,
         versus=list(dict.fromkeys(versus or [])),
         noise_seed=noise_seed,
         retrain_seed=retrain_seed,

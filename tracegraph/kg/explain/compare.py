@@ -80,6 +80,9 @@ class CompareConfig:
         candidates: ``head`` (training facts featuring the head) or ``head-tail``.
         random_like: The arm whose per-fact explanation sizes the random arm copies; None: the
             first explanations file, else ``k``.
+        size_like: An explanations file's name: each method also gets the arm ``METHOD@NAME``,
+            its explanations cut, fact by fact, to that file's explanation's size (its first
+            facts, at most ``k``): whether a method's lead is what it chooses or how much it removes.
         versus: Arms every other arm is paired against by fact, as against the floors (say
             ``kelpie``): ΔH@1 beyond each under both filterings, and the falls of both where
             their explanations are the same size (:func:`sizes_versus`) and by which holds a fact
@@ -108,6 +111,7 @@ class CompareConfig:
     k: int = 4
     candidates: str = "head"
     random_like: str | None = None
+    size_like: str | None = None
     versus: list[str] = field(default_factory=list)
     noise_seed: int | None = None
     retrain_seed: int | None = None

@@ -122,11 +122,13 @@ def removal_digest(arm: Arm, facts: list) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def method_arms(store, cfg, methods, facts, labels, train_ids, known, device, out, seed) -> list[Arm]:
+def method_arms(store, cfg, methods, facts, labels, train_ids, known, device, out, seed, sized=None) -> list[Arm]:
     """One arm per method of ``methods``: each fact's top-k candidates, timed.
 
     Each is written to ``explanations/METHOD.tsv``, with ``METHOD.json`` beside it: the facts,
-    settings and time that :func:`cached_method_arm` checks.
+    settings and time that :func:`cached_method_arm` checks. With ``sized`` (per fact, the size of
+    ``cfg.size_like``'s explanation), each method also gets the arm ``METHOD@NAME``: its first
+    facts only, as many as that explanation holds (at most k), from the same ranking.
     """
     from tracegraph.kg.explain.methods import MethodOptions, method_keys_all
     from tracegraph.kg.explain.tracin.checkpoints import resolve_checkpoint_list
@@ -137,7 +139,6 @@ def method_arms(store, cfg, methods, facts, labels, train_ids, known, device, ou
         loss=cfg.loss, layers=cfg.layers, label_smoothing=run_label_smoothing(Path(cfg.model_dir)), local=cfg.local
     )
     checkpoints = resolve_checkpoint_list(Path(cfg.model_dir), None)
-    e, r = store.entities.labels, store.relations.labels
     arms = []
     for m in methods:
         t0 = time.perf_counter()
@@ -152,22 +153,29 @@ def method_arms(store, cfg, methods, facts, labels, train_ids, known, device, ou
             opts=opts,
             device=device,
         )[m]
-        rows = [np.sort(top_rows(keys[j], cands[j], cfg.k, cfg.seed, j)) for j in range(len(facts))]
+        ks = {m: [cfg.k] * len(facts)} | ({f"{m}@{cfg.size_like}": [min(cfg.k, n) for n in sized]} if sized else {})
         per = (time.perf_counter() - t0) / len(facts)
-        table = ExplanationTable(list(labels), [[(e[a], r[b], e[c]) for a, b, c in train_ids[x]] for x in rows])
-        write_explanation_table(out / "explanations" / f"{m}.tsv", table)
-        atomic_write_json(
-            out / "explanations" / f"{m}.json",
-            {
-                "facts": [list(f) for f in labels],
-                "settings": method_settings(cfg),
-                "seconds_per_explanation": per,
-                "device": str(device),
-            },
-        )
-        log.info(f"compare: {m} explained {len(facts)} facts, {per:.3f}s each")
-        arms.append(Arm(m, "method", rows, seed, per))
+        for name, k in ks.items():
+            rows = [np.sort(top_rows(keys[j], cands[j], k[j], cfg.seed, j)) for j in range(len(facts))]
+            settings = arm_settings(cfg, name, sized)
+            write_method_explanations(out, name, store, train_ids, labels, rows, settings, per, device)
+            log.info(f"compare: {name} explained {len(facts)} facts, {per:.3f}s each")
+            arms.append(Arm(name, "method", rows, seed, per))
     return arms
+
+
+def write_method_explanations(out: Path, name, store, train_ids, labels, rows, settings: dict, per, device) -> None:
+    """``explanations/NAME.tsv`` and, beside it, ``NAME.json``: the facts, settings and time."""
+    e, r = store.entities.labels, store.relations.labels
+    table = ExplanationTable(list(labels), [[(e[a], r[b], e[c]) for a, b, c in train_ids[x]] for x in rows])
+    write_explanation_table(out / "explanations" / f"{name}.tsv", table)
+    info = {"facts": [list(f) for f in labels], "settings": settings, "seconds_per_explanation": per}
+    atomic_write_json(out / "explanations" / f"{name}.json", info | {"device": str(device)})
+
+
+def arm_settings(cfg, name: str, sized: list[int] | None) -> dict:
+    """What a method arm's explanations depend on; a sized arm (``METHOD@NAME``) its sizes too."""
+    return method_settings(cfg) | ({"sized_like": cfg.size_like, "sizes": list(sized)} if "@" in name else {})
 
 
 def method_settings(cfg) -> dict:
@@ -208,7 +216,8 @@ def check_arm_names(cfg) -> None:
     Raises:
         TracegraphError: Naming the flag, the name and (for an unknown arm) the arms there are.
     """
-    others = [*cfg.methods, f"random-{cfg.candidates}", "far", "noise"]  # the arms besides the files'
+    sized = [f"{m}@{cfg.size_like}" for m in cfg.methods] if cfg.size_like else []
+    others = [*cfg.methods, *sized, f"random-{cfg.candidates}", "far", "noise"]  # the arms besides the files'
     clash = set(cfg.explanations) & set(others)
     if clash:
         raise TracegraphError(f"--explanations name {sorted(clash)[0]!r} is taken by another arm; choose another")
@@ -216,6 +225,7 @@ def check_arm_names(cfg) -> None:
     arms = [*cfg.explanations, *others]
     asked = [("--arm", a, arms) for a in cfg.arms or []] + [("--versus", a, arms) for a in cfg.versus]
     asked += [("--random-like", cfg.random_like, explained)] if cfg.random_like else []
+    asked += [("--size-like", cfg.size_like, list(cfg.explanations))] if cfg.size_like else []
     for flag, name, known in asked:
         if name not in known:
             raise TracegraphError(f"{flag} {name}: no such arm (arms: {', '.join(known) or 'none'})")
@@ -228,12 +238,18 @@ def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
         seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
     row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
     arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), seed) for name, t in tables.items()}
-    cached = {m: cached_method_arm(out, m, labels, store, row_of, method_settings(cfg), seed) for m in cfg.methods}
-    todo = [m for m, arm in cached.items() if arm is None]
-    fresh = method_arms(store, cfg, todo, facts, labels, train_ids, known, device, out, seed) if todo else []
-    arms.update({m: arm for m, arm in cached.items() if arm is not None})
+    sized = [len(r) for r in arms[cfg.size_like].rows] if cfg.size_like else None
+    names = {m: [m, *([f"{m}@{cfg.size_like}"] if sized else [])] for m in cfg.methods}
+    cached = {
+        n: cached_method_arm(out, n, labels, store, row_of, arm_settings(cfg, n, sized), seed)
+        for ns in names.values()
+        for n in ns
+    }
+    todo = [m for m, ns in names.items() if any(cached[n] is None for n in ns)]
+    fresh = method_arms(store, cfg, todo, facts, labels, train_ids, known, device, out, seed, sized) if todo else []
+    arms.update({n: arm for n, arm in cached.items() if arm is not None})
     arms.update({arm.name: arm for arm in fresh})
-    arms = {name: arms[name] for name in [*tables, *cfg.methods]}
+    arms = {name: arms[name] for name in [*tables, *cfg.methods, *(n for ns in names.values() for n in ns[1:])]}
     like = cfg.random_like or (next(iter(tables)) if tables else None)
     sizes = [len(r) for r in arms[like].rows] if like else [cfg.k] * len(facts)
     rand = f"random-{cfg.candidates}"

@@ -37,14 +37,21 @@ DATASET_TITLES = {
 def in_table_order(arms) -> list[str]:
     """``arms`` in the page's row order (:data:`ARM_TITLES`), any other arm after them as given."""
     order = list(ARM_TITLES)
-    return sorted(arms, key=lambda a: order.index(a) if a in order else len(order))
+
+    def place(a: str) -> float:  # a method cut to another arm's sizes right below the method
+        method, cut, _ = a.partition("@")
+        return order.index(method) + 0.5 * bool(cut) if method in order else len(order)
+
+    return sorted(arms, key=place)
 
 
 def arm_title(arm: str, retrain_of: str | None = None) -> str:
     """An arm's row title on the page; explain's default method says so, and an arm that is another's retrain too."""
     from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 
-    title = ARM_TITLES.get(arm, arm) + (", explain's default" if arm == DEFAULT_EXPLAINER else "")
+    method, _, like = arm.partition("@")  # METHOD@NAME: the method's explanations cut to NAME's sizes
+    title = ARM_TITLES.get(method, method) + (", explain's default" if method == DEFAULT_EXPLAINER else "")
+    title += f", cut to {ARM_TITLES.get(like, like)}'s sizes" if like else ""
     return f"{title} (the same removals as {ARM_TITLES.get(retrain_of, retrain_of)})" if retrain_of else title
 
 
