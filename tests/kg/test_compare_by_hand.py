@@ -651,6 +651,12 @@ def test_size_like_cuts_each_methods_explanations_to_the_files_sizes_fact_by_fac
     retrained = record.get("retrain_of") or "degree@x"  # an arm removing what another removed takes its retrain
     assert calls[retrained] == sorted({t for c in cut for t in c})
     assert "| degree@x |" in cmp.compare_markdown(res)
+    # a rerun reads both arms back from explanations/ (empty explanations too) instead of explaining again
+    calls = []
+    monkeypatch.setitem(cmp.build_arms.__globals__, "method_arms", lambda *a, **k: calls.append(a) or [])
+    again = cmp.run_compare(cmp.CompareConfig(**base, output_dir=str(run / "sized"), size_like="x"), explain_only=True)
+    assert calls == [] and again["arms"] == res["arms"]
+    assert read_explanation_table(run / "sized" / "explanations" / "degree@x.tsv").explanations == cut
 
 
 def test_a_method_cut_to_an_arms_sizes_is_titled_so_and_sits_below_the_method_on_the_page():
