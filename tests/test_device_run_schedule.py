@@ -8,6 +8,7 @@ import importlib
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,8 +157,6 @@ def run_schedule(device_run, tmp_path, todo, *flags):
         ["--work", str(tmp_path), "--inputs", str(tmp_path), "--tick", "0.02", *flags]
     )
     (tmp_path / "logs").mkdir(exist_ok=True)
-    import time
-
     return device_run.schedule(todo, tmp_path, args, time.monotonic())
 
 

@@ -134,14 +134,24 @@ def plan(args, name: str, ds: dict) -> Plan:
     theirs = [a for s, p in ds["kelpie"].items() for a in ("--explanations", f"{s}={p}")]
     # --size-like kelpie: each method also cut to Kelpie's explanation sizes (METHOD@kelpie), the size control
     kel = [*common, "-o", str(d / "kelpie-facts"), *theirs, *ours, "--size-like", "kelpie", "--versus", "kelpie"]
-    own = [*common, "-o", str(d / "own-facts"), "--facts", str(ds["dir"] / "test.txt"), "--n", "100"]
+    own = [
+        *common,
+        "-o",
+        str(d / "own-facts"),
+        "--facts",
+        str(ds["dir"] / "test.txt"),
+        "--n",
+        "100",
+        "--method",
+        OURS[0],
+    ]
     seeded = [
         *base,
         *("--k", "4", "--random-like", OURS[0], "--explanations", f"kelpie={ds['kelpie']['kelpie']}"),
         *[a for m in seeded_arms(args) if m in OURS for a in ("--method", m)],
         *("--versus", "kelpie"),
     ]
-    return Plan(kel, [*own, "--method", OURS[0]], seeded, d, ds["kelpie"])
+    return Plan(kel, own, seeded, d, ds["kelpie"])
 
 
 def explain_jobs(args, plans: dict[str, Plan], facts: str) -> list[Job]:
@@ -159,15 +169,17 @@ def arm_order(args, names: list[str]) -> list[tuple[str, str, str]]:
     else:
         first = ["kelpie", OURS[0], "noise", "random-head", "tracin", *KELPIE[1:]]
         later = [f"{OURS[0]}@kelpie", OURS[1], "far", OURS[2]]
-    order = [(name, "kelpie-facts", arm) for group in (first, later) for name in names for arm in group]
-    order = [o for o in order if (o[2] in methods(args) or o[2] not in OURS) and args.kelpie_facts]
+    ours, seeded, series = methods(args), seeded_arms(args), series_arms()
+    groups = [[arm for arm in group if arm in ours or arm not in OURS] for group in (first, later)]
+    order = [(name, "kelpie-facts", arm) for group in groups for name in names for arm in group]
+    order = order if args.kelpie_facts else []
     if args.own_facts:
         order += [(name, "own-facts", arm) for name in names for arm in OWN_ARMS]
     if args.seeds_first:  # the seeded arms at seed 42 first (then every other seed's: seed_jobs), then the rest
-        head = [o for o in order if o[1] == "kelpie-facts" and o[2] in seeded_arms(args)]
+        head = [o for o in order if o[1] == "kelpie-facts" and o[2] in seeded]
         order = head + [o for o in order if o not in head]
-    if series_arms():
-        order = [o for o in order if o[1] == "kelpie-facts" and o[2] in series_arms()]
+    if series:
+        order = [o for o in order if o[1] == "kelpie-facts" and o[2] in series]
     return order
 
 
@@ -223,7 +235,9 @@ def with_seeds(args, out: list[Job], seeded: list[Job]) -> list[Job]:
 
 def summary_jobs(args, plans: dict[str, Plan], arms: list[str]) -> list[Job]:
     """One last summary of every arm that finished, per fact set, once they have all ended."""
-    sets = ["kelpie-facts"] * args.kelpie_facts + (["own-facts"] if args.own_facts and not series_arms() else [])
+    sets = (["kelpie-facts"] if args.kelpie_facts else []) + (
+        ["own-facts"] if args.own_facts and not series_arms() else []
+    )
     return [
         Job(
             f"{name}/{tag}/summary",

@@ -597,16 +597,18 @@ def tracin_reference(run, facts, loss: str, layers: str, k: int = 1) -> list[set
     from tracegraph.kg.model.model_io import build_model
 
     lm = load_model(run / "run" / "final_model.pt")
+    checkpoints = []  # (lr, model), read once for every fact
+    for path in resolve_checkpoint_list(run / "run", None):
+        payload = torch.load(path, weights_only=True)
+        checkpoints.append((float(payload["lr"]), build_model(payload, path).eval()))
     out = []
     for f in facts:
         cands = [t for t in TRIPLES if f[0] in (t[0], t[2]) and t != f]
         ids = torch.as_tensor(ids_of(lm, [*cands, f]))
         score = np.zeros(len(cands))
-        for path in resolve_checkpoint_list(run / "run", None):
-            payload = torch.load(path, weights_only=True)
-            model = build_model(payload, path).eval()
+        for lr, model in checkpoints:
             g = autograd_gradients(model, ids, loss, 0.1, select_layers(model, layers))
-            score += float(payload["lr"]) * (g[:-1] @ g[-1]).double().numpy()
+            score += lr * (g[:-1] @ g[-1]).double().numpy()
         order = np.argsort(-score)
         assert len(cands) <= k or score[order[k - 1]] - score[order[k]] > 1e-9  # no tie at the cut
         out.append({cands[i] for i in order[:k]})

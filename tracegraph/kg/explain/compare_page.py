@@ -265,13 +265,13 @@ def page_panels(results: dict[str, dict]) -> dict[str, dict]:
             where = d if "machine" in d else res
             whose = "of Kelpie's" if fact_set == "kelpie-facts" else "test"
             machine = where.get("machine", "").split(",")[0].split(" (")[0]
-            machine = f" ({machine})" if machine else ""
+            on = f" ({machine})" if machine else ""
             title = DATASET_TITLES.get(ds, ds)
-            out[f"{title}: {fs['n_facts']} {whose} facts ranked first{machine}"] = fs["summary"]
+            out[f"{title}: {fs['n_facts']} {whose} facts ranked first{on}"] = fs["summary"]
             pooled = d.get("pooled") if fact_set == "kelpie-facts" else None
             if pooled and pooled["summary"]:
                 seeds = max(len(v) for v in pooled["seeds"].values())
-                out[f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds{machine}"] = (
-                    pooled["summary"]
-                )
+                out[f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds{on}"] = pooled[
+                    "summary"
+                ]
     return out
