@@ -22,6 +22,7 @@ What it holds, and against what:
 
 import json
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -153,7 +154,6 @@ def test_given_facts_on_both_sides_arms_and_reference_by_hand(run, tmp_path, log
     filt = planted_filter(lm, tmp_path / "filter.txt")
     out = tmp_path / "nec"
     bars = Bars()
-    import time
 
     t0 = time.perf_counter()
     res = nec.run_necessity(
@@ -433,7 +433,6 @@ def test_retrainer_keeps_the_runs_settings_and_warns_of_another_training_file(ru
     )
     assert c.entity_map == str(run / "run" / "node_dict.txt") and c.relation_map == str(run / "run" / "rel_dict.txt")
     assert c.device == "cpu" and c.epochs == 2 and c.learning_rate == 0.01 and c.model == dict(TINY)
-    import time
 
     r.run("x", [("e1", "r0", "e3")], seed=7)  # a rerun into the same folder replaces it
     t0 = time.perf_counter()
@@ -463,8 +462,14 @@ def test_an_interrupted_retrain_continues_from_its_last_epoch_to_the_same_weight
     with pytest.raises(KeyboardInterrupt):
         r.run("x", removed, seed=3)
     monkeypatch.setattr(train_module, "_save", save)
+    hist = tmp_path / "b" / "x" / "run" / "training_history.json"
+    first = json.loads(hist.read_text())
+    hist.write_text(json.dumps([{**first[0], "seconds": 1000.0}]))  # the interrupted process's epoch, made long
+    t0 = time.perf_counter()
     with log_lines() as logs:
-        resumed, _ = r.run("x", removed, seed=3)
+        resumed, secs = r.run("x", removed, seed=3)
+    # the retrain's seconds count the epochs before the interruption, as a user waited for them
+    assert 1000.0 < secs <= 1000.0 + time.perf_counter() - t0
     assert "retrain x: resuming from its last epoch" in logs
     history = json.loads((tmp_path / "b" / "x" / "run" / "training_history.json").read_text())
     assert [e["epoch"] for e in history] == [1, 2]  # the first epoch is not trained twice

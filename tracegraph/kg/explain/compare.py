@@ -195,11 +195,30 @@ def run_arm(arm: Arm, ctx: dict) -> dict:
     Returns:
         The arm's record (written to ``arms/NAME.json``).
     """
+    model, seconds = ctx["retrainer"].run(arm.name, removed_labels(arm, ctx), arm.seed)
+    return arm_record(arm, ctx, model, seconds)
+
+
+def removed_labels(arm: Arm, ctx: dict) -> list[tuple[str, str, str]]:
+    """The training triples the arm removes, as labels (what its retrain leaves out)."""
+    e, r = ctx["store"].entities.labels, ctx["store"].relations.labels
+    return [(e[a], r[b], e[c]) for a, b, c in ctx["train_ids"][arm.removed()]]
+
+
+def arm_record(arm: Arm, ctx: dict, model, seconds: float) -> dict:
+    """The arm's record from its retrained model: the facts' ranks under both filterings, their margins.
+
+    Args:
+        arm: The arm.
+        ctx: As for :func:`run_arm` (``retrainer`` unused).
+        model: The model retrained without the arm's removals.
+        seconds: The retrain's time.
+
+    Returns:
+        The record.
+    """
     store, facts, train_ids = ctx["store"], ctx["facts"], ctx["train_ids"]
-    e, r = store.entities.labels, store.relations.labels
     removed = arm.removed()
-    removed_labels = [(e[a], r[b], e[c]) for a, b, c in train_ids[removed]]
-    model, seconds = ctx["retrainer"].run(arm.name, removed_labels, arm.seed)
     head_side = np.zeros(len(facts), bool)
     # the margin over the strongest unfiltered rival, a continuous reading of the same prediction:
     # a retrain's chaos flips near ties either way, a removal that matters lowers the margin
@@ -256,7 +275,6 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
     device = resolve_device(cfg.device)
     arms = build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out)
     wanted = list(arms) if cfg.arms is None else cfg.arms
-    before = np.ones(len(facts))  # graded facts are those the run ranks first
     ctx = {
         "store": store,
         "facts": facts,
@@ -285,29 +303,52 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
             f"compare: {name} removed {rec['facts_removed']} facts, H@1 after {np.mean(o <= 1):.3f} "
             f"(original filtering), {retrain}"
         )
+    graded = {"facts": facts, "labels": labels, "offered": offered, "margins": fact_margins(store.model, facts, known)}
+    return write_compare(cfg, out, arms, records, graded, train_ids, str(device), t_start)
+
+
+def write_compare(
+    cfg: CompareConfig, out: Path, arms: dict[str, Arm], records: dict, graded: dict, train_ids, device, t_start
+):
+    """Summarise every finished arm of ``out`` into its ``compare.json``, ``compare.md`` and ``facts.tsv``.
+
+    Args:
+        cfg: The settings.
+        out: The comparison's folder (``cfg.output_dir``, or the folder it was moved to).
+        arms: Every arm, in table order.
+        records: The arms finished so far (others sharing the folder may have finished more).
+        graded: ``facts`` (ids), ``labels``, ``offered`` (how many facts were offered) and
+            ``margins`` (the run's, before any removal).
+        train_ids: The training triples as ids.
+        device: Where the methods computed.
+        t_start: When the comparison started (``time.perf_counter``).
+
+    Returns:
+        The summary (``compare.json``).
+    """
+    facts, labels, margins = graded["facts"], graded["labels"], np.asarray(graded["margins"])
     # in table order, with the arms other processes sharing this folder finished meanwhile
     records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
-    margins = fact_margins(store.model, facts, known)
     groups = fact_groups(facts, train_ids, margins, cfg.k)
     explained = {n: a.rows for n, a in arms.items() if a.kind in ("method", "file", "random")}
     res = {
-        "model_dir": str(mdir),
+        "model_dir": cfg.model_dir,
         "config": {**asdict(cfg), "local": asdict(cfg.local)},
-        "offered": offered,
+        "offered": graded["offered"],
         "n_facts": len(facts),
         "facts": [list(f) for f in labels],
         "groups": groups,
         "margins": margins.tolist(),  # the run's, before any removal
         "arms": list(arms),
         "finished": list(records),
-        "summary": summarize(records, before, groups, cfg.bootstrap, cfg.seed, cfg.versus, margins),
+        "summary": summarize(records, np.ones(len(facts)), groups, cfg.bootstrap, cfg.seed, cfg.versus, margins),
         "same_explanation": same_explanations(
             {n: a.rows for n, a in arms.items() if a.kind in ("method", "file")}, records
         ),
         "contents": explanation_contents(explained, facts, train_ids, records),
         "sizes": sizes_versus(explained, records, cfg.versus),
         "joins": joins_versus(explained, facts, train_ids, records, cfg.versus),
-        "device": str(device),
+        "device": device,
         "seconds": time.perf_counter() - t_start,
     }
     atomic_write_json(out / "compare.json", res)

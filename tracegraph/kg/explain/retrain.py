@@ -55,7 +55,7 @@ class Retrainer:
             seed: Training seed.
 
         Returns:
-            The retrained model and the seconds it took.
+            The retrained model and the seconds it took (a resumed one's with its epochs before it resumed).
         """
         from tracegraph.kg.model.model_io import load_model
         from tracegraph.kg.data.split import write_triples
@@ -78,9 +78,11 @@ class Retrainer:
             exclude = str(d / "excluded.txt")
         t0 = time.perf_counter()
         cfg = replace(self.cfg, output_dir=str(d / "run"), seed=seed, exclude=exclude)
+        earlier = 0.0
         if again:
             log.info(f"retrain {name}: resuming from its last epoch")
             cfg = replace(cfg, resume=True, overwrite=False)
+            earlier = recorded_seconds(d / "run")
         with quiet():  # a retrain's per-epoch lines would bury the test's own; warnings still show
             train(cfg, on_epoch=epoch_note(name))
         lm = load_model(d / "run" / "final_model.pt")
@@ -88,7 +90,13 @@ class Retrainer:
             shutil.rmtree(d / "run" / "checkpoints", ignore_errors=True)
             for p in (d / "run").glob("*.pt"):
                 p.unlink()
-        return lm.model, time.perf_counter() - t0
+        return lm.model, earlier + time.perf_counter() - t0
+
+
+def recorded_seconds(run: Path) -> float:
+    """The seconds of the epochs a run's history records (an interrupted retrain's time before it resumed)."""
+    p = run / "training_history.json"
+    return float(sum(h.get("seconds") or 0.0 for h in (read_json(p) if p.is_file() else []) if "epoch" in h))
 
 
 def epoch_note(name: str):
