@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from other_pages import evidence_blocks, gpu_blocks, testing_blocks  # the scripts beside this one
-from page_cells import ROOT, header, lines, load, machine, row, run_row
+from page_cells import ROOT, header, lines, load, machine, machine_name, row, run_row
 
 PAGE = ROOT / "docs" / "benchmarks.md"
 
@@ -49,9 +49,7 @@ def quality_block(train: dict, kelpie: dict) -> str:
                 title,
                 f"test MRR {both['mrr']:.3f}, Hits@10 {both['hits@10']:.3f} (both sides); tail side MRR {tail['mrr']:.3f}",
                 "`benchmarks/gpu/device_run.py`" + (" `--device cpu`" if key.endswith("-cpu") else ""),
-                "2 CPU cores"
-                if key.endswith("-cpu")
-                else d["machine"].split(",")[0].removeprefix("NVIDIA ").split()[0],
+                machine_name(d["machine"]),
                 d["commit"].split()[0],
             )
         )
@@ -252,7 +250,7 @@ def necessity_block(umls: dict, kelpie: dict) -> str:
                     what.format(n=a.get("facts_removed")),
                     f"{a['original']['change_hits@1']:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                     f"{sec:.2f}" if sec else "—",
-                    (d.get("machine") or res["machine"]).split(" (")[0].split(",")[0]
+                    machine_name(d.get("machine") or res["machine"])
                     + (", shared with other work" if "shared the" in d.get("load", res.get("load", "")) else ""),
                     (d.get("commit") or res["commit"]).split()[0],
                 )

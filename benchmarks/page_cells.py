@@ -19,9 +19,19 @@ def lines(run: dict) -> dict[str, dict]:
 
 
 def machine(run: dict) -> str:
-    """The machine column: the GPU's name, else the CPU cores."""
+    """The machine column of a run ``record.py`` filed: the GPU's short name, else the CPU cores."""
     m = run["machine"]
-    return m.get("gpu") or f"{m['cpu_cores']} CPU cores"
+    return machine_name(m["gpu"]) if m.get("gpu") else f"{m['cpu_cores']} CPU cores"
+
+
+def machine_name(text: str) -> str:
+    """A machine's short name in a table cell, as the benchmarks page's legend defines them: H100, H200, "2 CPU cores".
+
+    ``text`` is a machine as a results file words it ("NVIDIA H200, 16 CPU cores, torch ...",
+    "2 CPU cores (AMD EPYC), no GPU, ...").
+    """
+    first = text.split(" (")[0].split(",")[0]
+    return first.removeprefix("NVIDIA ").split()[0] if first.startswith("NVIDIA ") else first
 
 
 def row(*cells) -> str:

@@ -284,3 +284,17 @@ def test_compare_results_keeps_what_the_faithfulness_page_reads_of_a_compare_fol
     (tmp_path / "compare.json").write_text(json.dumps(doc))
     older = compare_results.fact_set(tmp_path)
     assert (older["same_explanation"], older["contents"], older["sizes"], older["joins"]) == ([], {}, [], [])
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("NVIDIA H200, 16 CPU cores, torch 2.11.0+cu130, x86_64", "H200"),
+        ("NVIDIA H100 80GB HBM3, 16 CPU cores, torch 2.11.0+cu130, x86_64", "H100"),
+        ("2 CPU cores (AMD EPYC), no GPU, torch 2.13.0+cpu, x86_64", "2 CPU cores"),
+    ],
+)
+def test_a_machine_cell_is_the_legends_short_name_whatever_file_words_it(text, want):
+    cells = load_script("page_cells")
+    assert cells.machine_name(text) == want
+    assert cells.machine({"machine": {"gpu": text.split(",")[0]} if "NVIDIA" in text else {"cpu_cores": 2}}) == want
