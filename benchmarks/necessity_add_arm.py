@@ -77,6 +77,7 @@ def add_arm(folder: Path, arm_name: str, device: str | None = None) -> dict:
     from tracegraph.kg.explain.explanation_tsv import read_explanation_table
     from tracegraph.kg.explain.retrain import Retrainer
     from tracegraph.kg.model.store import RunStore
+    from tracegraph.runtime.checkpoints import atomic_write_json
 
     t0 = time.perf_counter()
     res, cfg, mdir = recipe(folder)
@@ -107,7 +108,7 @@ def add_arm(folder: Path, arm_name: str, device: str | None = None) -> dict:
     files = [run_cfg[k] for k in ("train", "valid", "test") if run_cfg.get(k)]
     ctx |= {"store": store, "known": store.known_tails(files), "files": files}
     rec = arm_record(arm, ctx, model, seconds)
-    (folder / "arms" / f"{arm_name}.json").write_text(json.dumps(rec, indent=1) + "\n")
+    atomic_write_json(folder / "arms" / f"{arm_name}.json", rec)  # as compare writes it
     graded = {"facts": facts, "labels": labels, "offered": res["offered"], "margins": res["margins"]}
     new = write_compare(cfg, folder, arms, {arm_name: rec}, graded, train_ids, res["device"], t0)
     lost = [a for a in res["finished"] if a not in new["finished"]]
