@@ -104,3 +104,23 @@ def test_filing_an_added_arm_refreshes_its_fact_set_status_and_command(folders, 
     assert got["fact_sets"]["kelpie-facts"]["finished"] == ["a", "b", "noise"]
     assert got["status"] == {"tiny/train": "done", "tiny/kelpie-facts/b": "done"}
     assert got["command"].startswith("first; the b arm by `python benchmarks/necessity_add_arm.py tiny b` at ")
+
+
+def test_the_scripts_flags_reach_the_folder_device_and_filing(tmp_path, monkeypatch):
+    (tmp_path / "necessity_kelpie" / "tiny" / "own-facts").mkdir(parents=True)
+    (tmp_path / "necessity_kelpie" / "tiny" / "own-facts" / "compare.json").write_text("{}")
+    monkeypatch.setattr(add, "DEST", tmp_path)
+    calls = []
+    monkeypatch.setattr(add, "add_arm", lambda *a: calls.append(("add", *a)))
+    monkeypatch.setattr(add, "file_arm", lambda *a: calls.append(("file", *a)))
+    monkeypatch.setitem(sys.modules, "necessity_kelpie_results", type(sys)("stub"))
+    sys.modules["necessity_kelpie_results"].update_docs = lambda: calls.append(("docs",))
+    argv = ["benchmarks/necessity_add_arm.py", "tiny", "b", "--fact-set", "own-facts", "--device", "cpu"]
+    monkeypatch.setattr(sys, "argv", argv)
+    add.main()
+    folder = tmp_path / "necessity_kelpie" / "tiny" / "own-facts"
+    command = "python benchmarks/necessity_add_arm.py tiny b --fact-set own-facts --device cpu"
+    assert calls == [("add", folder, "b", "cpu"), ("file", "tiny", "own-facts", "b", command), ("docs",)]
+    monkeypatch.setattr(sys, "argv", argv[:3])  # the default fact set, which this folder lacks
+    with pytest.raises(SystemExit, match="kelpie-facts holds no compare.json"):
+        add.main()
