@@ -118,14 +118,16 @@ def add_arm(folder: Path, arm_name: str, device: str | None = None) -> dict:
 
 
 def file_arm(name: str, fact_set_name: str, arm: str, command: str) -> None:
-    """Refresh ``necessity_kelpie.json``'s entry of ``name`` after ``arm`` was added, saying how and where."""
+    """Refresh ``necessity_kelpie.json``'s entry of ``name`` after ``arm`` was added, saying how and where (``added_arms``)."""
     path = DEST / "necessity_kelpie.json"
     allres = json.loads(path.read_text())
     entry = allres["datasets"][name]
     entry["fact_sets"][fact_set_name] = fact_set(DEST / "necessity_kelpie" / name / fact_set_name)
     prefix = next(iter(entry["status"])).split("/")[0]
     entry["status"][f"{prefix}/{fact_set_name}/{arm}"] = "done"
-    entry["command"] += f"; the {arm} arm by `{command}` at {git_commit()} on {machine()}"
+    added = {"fact_set": fact_set_name, "arm": arm, "command": command, "commit": git_commit(), "machine": machine()}
+    entry["added_arms"] = [a for a in entry.get("added_arms", []) if a["arm"] != arm or a["fact_set"] != fact_set_name]
+    entry["added_arms"].append(added)
     path.write_text(json.dumps(allres, indent=1, ensure_ascii=False) + "\n")
 
 

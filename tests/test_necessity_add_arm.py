@@ -103,7 +103,17 @@ def test_filing_an_added_arm_refreshes_its_fact_set_status_and_command(folders, 
     got = json.loads((dest / "necessity_kelpie.json").read_text())["datasets"]["tiny"]
     assert got["fact_sets"]["kelpie-facts"]["finished"] == ["a", "b", "noise"]
     assert got["status"] == {"tiny/train": "done", "tiny/kelpie-facts/b": "done"}
-    assert got["command"].startswith("first; the b arm by `python benchmarks/necessity_add_arm.py tiny b` at ")
+    assert got["command"] == "first"  # the dataset's own command stays; the arm's is beside it
+    (a,) = got["added_arms"]
+    assert (a["fact_set"], a["arm"], a["command"]) == (
+        "kelpie-facts",
+        "b",
+        "python benchmarks/necessity_add_arm.py tiny b",
+    )
+    assert a["commit"] == add.git_commit() and a["machine"] == add.machine()
+    add.file_arm("tiny", "kelpie-facts", "b", "again")  # filed twice: the later filing replaces the earlier
+    again = json.loads((dest / "necessity_kelpie.json").read_text())["datasets"]["tiny"]["added_arms"]
+    assert [x["command"] for x in again] == ["again"]
 
 
 def test_the_scripts_flags_reach_the_folder_device_and_filing(tmp_path, monkeypatch):

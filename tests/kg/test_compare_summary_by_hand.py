@@ -228,6 +228,19 @@ def test_the_page_table_word_for_word():
         "| ΔH@1 beyond Kelpie (original / reduced) | ΔH@1 beyond random head facts (original / reduced) | s / explanation |"
     )
     assert lines[3] == "|---" * 11 + "|"
+    later = results()  # an arm added later from the filed folder: the line says which, when and where
+    later["datasets"]["umls"]["added_arms"] = [
+        {"fact_set": "own-facts", "arm": "tracin", "commit": "abc1234", "machine": "2 CPU cores (AMD EPYC), no GPU"},
+        {"fact_set": "kelpie-facts", "arm": "kelpie", "commit": "def5678", "machine": "elsewhere"},
+    ]
+    assert (
+        CP.side_by_side_table(later, "own-facts")
+        .splitlines()[0]
+        .endswith(
+            "1 of 5 arms measured. Added later from the filed folder, without the run's weights (the same retrain): "
+            "TracIn top-k (`tracin`) at commit abc1234, 2 CPU cores (AMD EPYC)."
+        )
+    )
     assert lines[5].endswith(
         "| -0.12 [-0.25, +0.50] / -0.25 [-0.50, +0.50] | -0.38 [-0.88, +0.12] / +0.25 [-0.25, +0.75] | 0.25 |"
     )

@@ -49,7 +49,8 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             f"**{DATASET_TITLES.get(ds, ds)}**: {fs['n_facts']} of {what} {fs['offered']} facts ranked first by the "
             f"original model (test MRR {d['test_both']['mrr']:.3f}, both sides); {len(fs['finished'])} of "
             f"{len(fs['arms'])} arms measured"
-            + (f" ({where['machine'].split(',')[0]}, commit {where['commit']})." if "machine" in where else "."),
+            + (f" ({where['machine'].split(',')[0]}, commit {where['commit']})." if "machine" in where else ".")
+            + added_arms_sentence(d.get("added_arms", []), fact_set),
             "",
             "| explanations | facts removed (per fact) | ΔH@1 original | ΔMRR original | ΔH@1 reduced | ΔMRR reduced "
             "| ΔH@1 beyond noise (original) | ΔH@1 beyond far (original) | "
@@ -71,6 +72,15 @@ def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
             )
         out.append("")
     return "\n".join(out)
+
+
+def added_arms_sentence(added: list[dict], fact_set: str) -> str:
+    """What a table's line says of arms added later to the filed folder (``benchmarks/necessity_add_arm.py``)."""
+    mine = [a for a in added if a["fact_set"] == fact_set]
+    if not mine:
+        return ""
+    each = "; ".join(f"{arm_title(a['arm'])} at commit {a['commit']}, {a['machine'].split(',')[0]}" for a in mine)
+    return f" Added later from the filed folder, without the run's weights (the same retrain): {each}."
 
 
 # seconds per explanation in Kelpie's paper (ConvE, on a GPU): a published figure, set beside ours
