@@ -27,13 +27,19 @@ def test_the_page_tables_are_rendered_from_the_results_file():
         assert shown.strip() == block.strip(), f"the block after {start} differs from the results file"
 
 
+# ΔH@1 of Kelpie's released ranks on its own models (recomputed from its per-prediction files), which
+# the prose may set beside ours: FB15k-237 / WN18RR, Kelpie -0.43 / -0.98, Data Poisoning -0.29 / -0.85,
+# CRIAGE -0.29 / -0.17, K1 -0.29 / -0.78. Published figures, not measurements of ours.
+KELPIE_RELEASED = {"-0.43", "-0.29", "-0.98", "-0.85", "-0.17", "-0.78"}
+
+
 def test_every_figure_in_the_side_by_side_prose_is_in_its_tables():
     section = PAGE.split("## Side by side with Kelpie", 1)[1].split("\n## ", 1)[0]
     tables = "".join(page_blocks(ALL).values())
     prose = re.sub(r"<!-- side-by-side.*?<!-- /side-by-side[^>]*-->", "", section, flags=re.S)
     prose = re.sub(r"```.*?```", "", prose, flags=re.S)  # the example command's settings
     settings = {"0.003", "0.995", "0.2", "0.3", "0.1"}  # Kelpie's training settings, quoted from its protocol
-    missing = numbers(prose) - numbers(tables) - settings
+    missing = numbers(prose) - numbers(tables) - settings - KELPIE_RELEASED
     assert not missing, f"figures on the page that no results file holds: {sorted(missing)}"
 
 
