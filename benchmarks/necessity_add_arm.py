@@ -36,10 +36,13 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
 from compare_results import fact_set  # noqa: E402  (the scripts beside this one)
 from device_files import machine  # noqa: E402
 from record import git_commit  # noqa: E402
+from tracegraph.errors import TracegraphError  # noqa: E402
 
 
 def recipe(folder: Path):
-    """The comparison's settings and the run's recipe folder, its config and maps written where the comparison recorded it."""
+    """The comparison's settings, the run's recipe folder (its config and maps written where the
+    comparison recorded it) and the run's data files, each checked against the hash its config recorded."""
+    from tracegraph.kg.data.datafiles import resolve_data_files
     from tracegraph.kg.explain.compare import CompareConfig
     from tracegraph.kg.explain.local_retrain import LocalRetrainOptions
     from tracegraph.kg.model.train_config import TrainConfig
@@ -52,11 +55,13 @@ def recipe(folder: Path):
     mdir.mkdir(parents=True, exist_ok=True)
     if not (mdir / "config.json").is_file():
         shutil.copy(folder.parent / "run" / "config.json", mdir / "config.json")
+    run_config = json.loads((mdir / "config.json").read_text())
+    files = resolve_data_files(mdir, run_config)  # the bytes the run was trained on, or an error
     if not (mdir / "node_dict.txt").is_file():
-        data = load_data(TrainConfig(**json.loads((mdir / "config.json").read_text())["train"]))
+        data = load_data(TrainConfig(**run_config["train"]))
         data.train.entities.write(mdir / "node_dict.txt")
         data.train.relations.write(mdir / "rel_dict.txt")
-    return res, cfg, mdir
+    return res, cfg, mdir, files
 
 
 def add_arm(folder: Path, arm_name: str, device: str | None = None) -> dict:
@@ -72,15 +77,15 @@ def add_arm(folder: Path, arm_name: str, device: str | None = None) -> dict:
     """
     from tracegraph.kg.data.idmap import IdMap
     from tracegraph.kg.data.triples import encode_triples, read_labeled_triples
-    from tracegraph.kg.explain.compare import arm_record, removed_labels, write_compare
-    from tracegraph.kg.explain.compare_arms import arm_settings, build_arms, cached_method_arm, table_rows
+    from tracegraph.kg.explain.compare import arm_record, finished_record, removed_labels, write_compare
+    from tracegraph.kg.explain.compare_arms import build_arms
     from tracegraph.kg.explain.explanation_tsv import read_explanation_table
     from tracegraph.kg.explain.retrain import Retrainer
     from tracegraph.kg.model.store import RunStore
     from tracegraph.runtime.checkpoints import atomic_write_json
 
     t0 = time.perf_counter()
-    res, cfg, mdir = recipe(folder)
+    res, cfg, mdir, files = recipe(folder)
     cfg = replace(cfg, device=device or cfg.device)
     if arm_name not in res["arms"] or arm_name in res["finished"]:
         raise SystemExit(f"error: {arm_name} is not an unfinished arm of {folder} (arms: {', '.join(res['arms'])})")
@@ -89,32 +94,25 @@ def add_arm(folder: Path, arm_name: str, device: str | None = None) -> dict:
         entities=IdMap.read(mdir / "node_dict.txt", "entity map"),
         relations=IdMap.read(mdir / "rel_dict.txt", "relation map"),
     )
-    train_ids = encode_triples(read_labeled_triples(run_cfg["train"]), maps.entities, maps.relations)
+    train_ids = encode_triples(read_labeled_triples(files["train"]), maps.entities, maps.relations)
     labels = [tuple(f) for f in res["facts"]]
     facts = np.array([[maps.entities.id(h), maps.relations.id(r), maps.entities.id(t)] for h, r, t in labels])
-    row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
     tables = {name: read_explanation_table(path) for name, path in cfg.explanations.items()}
-    sized = [len(r) for r in table_rows(tables[cfg.size_like], labels, maps, row_of)] if cfg.size_like else None
-    for m in [n for m in cfg.methods for n in (m, *([f"{m}@{cfg.size_like}"] if sized else []))]:
-        # without the run's weights, a method's explanations can only be read back
-        if cached_method_arm(folder, m, labels, maps, row_of, arm_settings(cfg, m, sized), 0) is None:
-            raise SystemExit(f"error: {folder / 'explanations' / m}.tsv is missing or was made with other settings")
-    arms = build_arms(maps, cfg, tables, facts, labels, train_ids, None, cfg.device, folder)
+    # without the run's weights, the methods' explanations can only be read back
+    arms = build_arms(maps, cfg, tables, facts, labels, train_ids, None, cfg.device, folder, compute=False)
+    lost = [a for a in res["finished"] if finished_record(folder, arms[a], labels) is None]
+    if lost:  # their removals are not what they were: the maps or the arms' code changed since
+        raise SystemExit(f"error: the finished arms {', '.join(lost)} no longer match their records in {folder}")
     arm = arms[arm_name]
     ctx = {"store": maps, "facts": facts, "labels": labels, "train_ids": train_ids}
     retrainer = Retrainer(mdir, run_cfg["train"], cfg.device, Path(cfg.output_dir) / "retrains", keep_models=True)
     model, seconds = retrainer.run(arm_name, removed_labels(arm, ctx), arm.seed)
     store = RunStore(Path(cfg.output_dir) / "retrains" / arm_name / "run")  # the run's maps and model shape
-    files = [run_cfg[k] for k in ("train", "valid", "test") if run_cfg.get(k)]
-    ctx |= {"store": store, "known": store.known_tails(files), "files": files}
+    ctx |= {"store": store, "known": store.known_tails(files.values()), "files": list(files.values())}
     rec = arm_record(arm, ctx, model, seconds)
     atomic_write_json(folder / "arms" / f"{arm_name}.json", rec)  # as compare writes it
     graded = {"facts": facts, "labels": labels, "offered": res["offered"], "margins": res["margins"]}
-    new = write_compare(cfg, folder, arms, {arm_name: rec}, graded, train_ids, res["device"], t0)
-    lost = [a for a in res["finished"] if a not in new["finished"]]
-    if lost:  # their removals are not what they were: the maps or the arms' code changed since
-        raise SystemExit(f"error: the finished arms {', '.join(lost)} no longer match their records in {folder}")
-    return new
+    return write_compare(cfg, folder, arms, {arm_name: rec}, graded, train_ids, res["device"], t0)
 
 
 def file_arm(name: str, fact_set_name: str, arm: str, command: str) -> None:
@@ -141,7 +139,10 @@ def main():
     folder = DEST / "necessity_kelpie" / args.name / args.fact_set
     if not (folder / "compare.json").is_file():
         raise SystemExit(f"error: {folder} holds no compare.json")
-    add_arm(folder, args.arm, args.device)
+    try:
+        add_arm(folder, args.arm, args.device)
+    except TracegraphError as e:  # a data file or an explanation the folder lacks: one line, not a traceback
+        raise SystemExit(f"error: {e}") from None
     file_arm(args.name, args.fact_set, args.arm, "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]))
     from necessity_kelpie_results import update_docs
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.kg.test_compare_by_hand import brute_first, explanations_file
 from tests.kg.tiny_graph import TEST, TRIPLES, VALID, cfg, write_triples
+from tracegraph.errors import DataError
 from tracegraph.kg.explain import compare as cmp
 from tracegraph.kg.model.model_io import load_model
 from tracegraph.kg.model.train import train
@@ -79,17 +80,43 @@ def test_a_finished_or_unknown_arm_is_refused(folders, added):
             add.add_arm(d / "filed" / "kelpie-facts", arm)
 
 
-def test_a_changed_removal_of_a_finished_arm_stops_the_filing(folders, added, tmp_path):
+def filed_copy(folders, tmp_path, **config) -> Path:
+    """The filed folder before b was added, copied, with ``config`` changed in its compare.json."""
     d, _ = folders
     copy = tmp_path / "filed" / "kelpie-facts"
     shutil.copytree(d / "filed", tmp_path / "filed", ignore=shutil.ignore_patterns("b.json", "retrains"))
     res = json.loads((copy / "compare.json").read_text())
     res["finished"].remove("b")
+    res["config"].update(config)
     (copy / "compare.json").write_text(json.dumps(res))
+    return copy
+
+
+def test_a_changed_removal_of_a_finished_arm_stops_the_filing_before_the_retrain(folders, added, tmp_path):
+    copy = filed_copy(folders, tmp_path)
     rec = json.loads((copy / "arms" / "a.json").read_text())
     (copy / "arms" / "a.json").write_text(json.dumps(rec | {"digest": "0" * 64}))
+    before = (copy / "compare.json").read_text()
     with pytest.raises(SystemExit, match="error: the finished arms a no longer match"):
         add.add_arm(copy, "b")
+    assert (copy / "compare.json").read_text() == before and not (copy / "arms" / "b.json").exists()
+
+
+def test_a_methods_explanations_missing_from_the_folder_are_named_before_the_retrain(folders, added, tmp_path):
+    copy = filed_copy(folders, tmp_path, methods=["tracin"])
+    with pytest.raises(DataError, match=r"explanations/tracin\.tsv: missing, or made with other settings"):
+        add.add_arm(copy, "b")
+    assert not (copy / "arms" / "b.json").exists()
+
+
+def test_a_data_file_changed_since_the_run_stops_the_filing(folders, added, tmp_path):
+    copy = filed_copy(folders, tmp_path, model_dir=str(tmp_path / "recipe"))
+    config = json.loads((copy.parent / "run" / "config.json").read_text())
+    config["data_files"]["train"]["sha256"] = "0" * 64  # as if the training file were another one
+    (copy.parent / "run" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(DataError, match="the run's train file changed since the run was trained"):
+        add.add_arm(copy, "b")
+    assert not (tmp_path / "recipe" / "node_dict.txt").exists()
 
 
 def test_filing_an_added_arm_refreshes_its_fact_set_status_and_command(folders, added, tmp_path, monkeypatch):
@@ -134,3 +161,18 @@ def test_the_scripts_flags_reach_the_folder_device_and_filing(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", argv[:3])  # the default fact set, which this folder lacks
     with pytest.raises(SystemExit, match="kelpie-facts holds no compare.json"):
         add.main()
+
+
+def test_a_data_error_reaches_the_user_as_one_error_line(tmp_path, monkeypatch):
+    (tmp_path / "necessity_kelpie" / "tiny" / "kelpie-facts").mkdir(parents=True)
+    (tmp_path / "necessity_kelpie" / "tiny" / "kelpie-facts" / "compare.json").write_text("{}")
+    monkeypatch.setattr(add, "DEST", tmp_path)
+
+    def failing(*a):
+        raise DataError("the run's train file is missing", "data/train.txt")
+
+    monkeypatch.setattr(add, "add_arm", failing)
+    monkeypatch.setattr(sys, "argv", ["benchmarks/necessity_add_arm.py", "tiny", "b"])
+    with pytest.raises(SystemExit) as e:
+        add.main()
+    assert str(e.value) == "error: data/train.txt: the run's train file is missing"

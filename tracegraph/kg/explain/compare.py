@@ -284,7 +284,7 @@ def run_compare(cfg: CompareConfig, explain_only: bool = False, progress=None) -
         "files": files,
         "retrainer": Retrainer(mdir, run_cfg["train"], cfg.device, out / "retrains", keep_models=cfg.keep_models),
     }
-    records = {a: rec for a in arms if (rec := _finished(out, arms[a], labels)) is not None}
+    records = {a: rec for a in arms if (rec := finished_record(out, arms[a], labels)) is not None}
     pending = [a for a in wanted if a not in records]
     tick = step_callback(None if explain_only else progress, "retrain", len(pending))
     for name in pending:
@@ -328,7 +328,7 @@ def write_compare(
     """
     facts, labels, margins = graded["facts"], graded["labels"], np.asarray(graded["margins"])
     # in table order, with the arms other processes sharing this folder finished meanwhile
-    records = {a: rec for a in arms if (rec := records.get(a) or _finished(out, arms[a], labels)) is not None}
+    records = {a: rec for a in arms if (rec := records.get(a) or finished_record(out, arms[a], labels)) is not None}
     groups = fact_groups(facts, train_ids, margins, cfg.k)
     explained = {n: a.rows for n, a in arms.items() if a.kind in ("method", "file", "random")}
     res = {
@@ -357,7 +357,7 @@ def write_compare(
     return res
 
 
-def _finished(out: Path, arm: Arm, labels: list) -> dict | None:
+def finished_record(out: Path, arm: Arm, labels: list) -> dict | None:
     """The arm's record when it finished for these facts and removals, else None."""
     p = out / "arms" / f"{arm.name}.json"
     rec = read_json(p) if p.is_file() else None

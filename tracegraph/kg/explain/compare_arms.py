@@ -216,7 +216,7 @@ def check_arm_names(cfg) -> None:
     Raises:
         TracegraphError: Naming the flag, the name and (for an unknown arm) the arms there are.
     """
-    sized = [f"{m}@{cfg.size_like}" for m in cfg.methods] if cfg.size_like else []
+    sized = [n for names in method_arm_names(cfg).values() for n in names[1:]]
     others = [*cfg.methods, *sized, f"random-{cfg.candidates}", "far", "noise"]  # the arms besides the files'
     clash = set(cfg.explanations) & set(others)
     if clash:
@@ -231,21 +231,37 @@ def check_arm_names(cfg) -> None:
             raise TracegraphError(f"{flag} {name}: no such arm (arms: {', '.join(known) or 'none'})")
 
 
-def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out) -> dict[str, Arm]:
-    """Every arm's removals, in table order: files, methods, random, far, noise (see the module doc)."""
+def method_arm_names(cfg) -> dict[str, list[str]]:
+    """Per method, its arms: its own and, with ``size_like`` NAME, ``METHOD@NAME``."""
+    return {m: [m, *([f"{m}@{cfg.size_like}"] if cfg.size_like else [])] for m in cfg.methods}
+
+
+def build_arms(store, cfg, tables, facts, labels, train_ids, known, device, out, compute=True) -> dict[str, Arm]:
+    """Every arm's removals, in table order: files, methods, random, far, noise (see the module doc).
+
+    With ``compute`` False the methods' explanations are only read back from ``out/explanations``
+    (where the run's weights are not at hand); one missing or made with other settings raises
+    :class:`~tracegraph.errors.DataError` naming its file.
+    """
     seed = cfg.retrain_seed  # another seed repeats the protocol with other retrains; the explanations stay the run's
     if seed is None:
         seed = int(read_json(Path(cfg.model_dir) / "config.json")["train"].get("seed", 0))
     row_of = {tuple(int(x) for x in t): i for i, t in enumerate(train_ids)}
     arms = {name: Arm(name, "file", table_rows(t, labels, store, row_of), seed) for name, t in tables.items()}
     sized = [len(r) for r in arms[cfg.size_like].rows] if cfg.size_like else None
-    names = {m: [m, *([f"{m}@{cfg.size_like}"] if sized else [])] for m in cfg.methods}
+    names = method_arm_names(cfg)
     cached = {
         n: cached_method_arm(out, n, labels, store, row_of, arm_settings(cfg, n, sized), seed)
         for ns in names.values()
         for n in ns
     }
     todo = [m for m, ns in names.items() if any(cached[n] is None for n in ns)]
+    if todo and not compute:
+        gone = next(n for m in todo for n in names[m] if cached[n] is None)
+        raise DataError(
+            "missing, or made with other settings, and the run's weights are not here to explain again",
+            out / "explanations" / f"{gone}.tsv",
+        )
     fresh = method_arms(store, cfg, todo, facts, labels, train_ids, known, device, out, seed, sized) if todo else []
     arms.update({n: arm for n, arm in cached.items() if arm is not None})
     arms.update({arm.name: arm for arm in fresh})
