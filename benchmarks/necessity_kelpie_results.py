@@ -118,14 +118,11 @@ def main():
 
 def update_docs() -> None:
     """Rewrite the faithfulness page's generated blocks (between their markers) from the results files."""
-    from tracegraph.kg.explain.compare_page import page_blocks
+    from tracegraph.kg.explain.compare_page import load_page_results, page_blocks
 
     page = ROOT / "docs" / "faithfulness.md"
     text = page.read_text()
-    results = {
-        n: json.loads((DEST / f"{n}.json").read_text())
-        for n in ("necessity_kelpie", "compare_umls", "local_refit_stability")
-    }
+    results = load_page_results(DEST)
     for (start, end), block in page_blocks(results).items():
         i, j = text.index(start) + len(start), text.index(end)
         text = text[:i] + "\n" + block + text[j:]

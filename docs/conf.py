@@ -1,6 +1,5 @@
 """Sphinx configuration: Markdown pages (MyST), the API from docstrings, the CLI from the Typer app."""
 
-import json
 import sys
 from pathlib import Path
 
@@ -88,15 +87,12 @@ SIDE_BY_SIDE_FIGURE = "_static/generated/side-by-side.png"
 
 
 def draw_side_by_side(out: Path = HERE / SIDE_BY_SIDE_FIGURE) -> None:
-    from tracegraph.kg.explain.compare_page import page_panels
+    from tracegraph.kg.explain.compare_page import load_page_results, page_marks, page_panels
     from tracegraph.report.plots import necessity_forest
 
-    results = HERE.parent / "benchmarks" / "results"
-    panels = page_panels(
-        {n: json.loads((results / f"{n}.json").read_text()) for n in ("necessity_kelpie", "compare_umls")}
-    )
+    results = load_page_results(HERE.parent / "benchmarks" / "results")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(necessity_forest(panels))
+    out.write_bytes(necessity_forest(page_panels(results), page_marks(results)))
 
 
 def setup(app):

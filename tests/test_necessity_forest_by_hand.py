@@ -66,3 +66,24 @@ def test_each_arm_is_drawn_at_its_value_and_interval_under_both_filterings():
 
 def test_the_figure_comes_back_as_png_bytes():
     assert necessity_forest({"x": SUMMARY})[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_released_figure_is_marked_below_its_arms_reduced_dot_and_named_in_the_legend():
+    import matplotlib.pyplot as plt
+
+    from tracegraph.report.plots import MARK_LABEL
+
+    marks = {"with noise": {"kelpie": -0.45, "not-drawn": -1.0}}
+    fig = necessity_forest_figure({"with noise": SUMMARY, "without": {"kelpie": SUMMARY["kelpie"]}}, marks)
+    top, bottom = fig.axes
+    (mark,) = [ln for ln in top.lines if ln.get_label() == "kelpie/released"]
+    assert mark.get_xdata()[0] == -0.45 and mark.get_marker() == "D"
+    reduced = points(top)["kelpie/reduced"][1]
+    assert reduced - 0.5 < mark.get_ydata()[0] < reduced  # below the arm's open dot, above the next arm's row
+    assert not [ln for ln in bottom.lines if ln.get_label().endswith("/released")]  # the panel without marks
+    assert not [ln for ln in top.lines if ln.get_label().startswith("not-drawn")]  # an arm the panel lacks
+    assert MARK_LABEL in [t.get_text() for t in top.get_legend().get_texts()]
+    plt.close(fig)
+    unmarked = necessity_forest_figure({"with noise": SUMMARY})
+    assert MARK_LABEL not in [t.get_text() for t in unmarked.axes[0].get_legend().get_texts()]
+    plt.close(unmarked)

@@ -675,7 +675,55 @@ def test_the_pooled_table_word_for_word_and_empty_without_a_pooled_run():
 def test_our_own_facts_of_the_side_by_side_file_follow_kelpies_on_the_page_and_in_the_figure():
     own = results()  # a side-by-side file holding our own facts only (a run filed under its own name)
     empty = {"datasets": {}}
-    files = {"necessity_kelpie": own, "compare_umls": empty, "local_refit_stability": empty}
+    files = {"necessity_kelpie": own, "compare_umls": empty, "local_refit_stability": empty, "kelpie_released": empty}
     block = CP.page_blocks(files)[("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->")]
     assert block == CP.side_by_side_table(own, "own-facts") != ""
     assert list(CP.page_panels(files)) == ["UMLS: 2 test facts ranked first"]
+
+
+def released(change: float, facts: int = 2) -> dict:
+    cell = {"change_hits@1": change, "change_hits@1_ci95": [change - 0.25, 0.0]}
+    return {"facts_removed": facts, "reduced": cell}
+
+
+def released_file() -> dict:
+    # Kelpie's released figures: all its facts, then the 2 of them the filed series "umls" graded
+    return {
+        "datasets": {
+            "umls": {
+                "n_facts": 4,
+                "arms": {"kelpie": released(-0.75), "data_poisoning": released(-0.5), "criage": released(0.0)},
+                "graded": {"umls": {"n_facts": 2, "arms": {"kelpie": released(-0.5), "k1": released(-1.0)}}},
+            }
+        }
+    }
+
+
+def test_kelpies_released_figures_sit_above_the_same_explanations_through_our_retrain_on_the_same_facts():
+    ours = results()
+    ours["datasets"]["umls"]["fact_sets"]["kelpie-facts"] = ours["datasets"]["umls"]["fact_sets"].pop("own-facts")
+    through_ours = {"reduced": {"change_hits@1": -0.25, "change_hits@1_ci95": [-0.5, 0.0]}}
+    ours["datasets"]["umls"]["fact_sets"]["kelpie-facts"]["summary"] = {"kelpie": through_ours}
+    assert ST.released_table(released_file(), ours).splitlines() == [
+        "| facts | model and retrain | Kelpie | Data Poisoning | CRIAGE | K1 |",
+        "|---|---|---|---|---|---|",
+        "| umls: Kelpie's 4 facts | Kelpie's | -0.75 [-1.00, +0.00] | -0.50 [-0.75, +0.00] | +0.00 [-0.25, +0.00] "
+        "| not measured |",
+        "| UMLS: the 2 our model ranks first | Kelpie's | -0.50 [-0.75, +0.00] | not measured | not measured "
+        "| -1.00 [-1.25, +0.00] |",
+        "|  | ours | -0.25 [-0.50, +0.00] | not measured | not measured | not measured |",
+    ]
+    assert ST.released_table({"datasets": {}}, ours) == ""
+
+
+def test_the_figure_marks_kelpies_released_figure_on_the_panels_of_its_graded_facts_only():
+    ours = results()
+    fs = ours["datasets"]["umls"]["fact_sets"]
+    fs["kelpie-facts"] = dict(fs["own-facts"], summary={"kelpie": {}, "tracin": {}})
+    files = {"necessity_kelpie": ours, "compare_umls": {"datasets": {}}, "kelpie_released": released_file()}
+    panels = CP.page_panels(files)
+    assert list(panels) == ["UMLS: 2 of Kelpie's facts ranked first", "UMLS: 2 test facts ranked first"]
+    # only the arms the panel measured, and only on the panel of Kelpie's facts
+    assert CP.page_marks(files) == {"UMLS: 2 of Kelpie's facts ranked first": {"kelpie": -0.5}}
+    files["kelpie_released"]["datasets"]["umls"]["graded"] = {}
+    assert CP.page_marks(files) == {}

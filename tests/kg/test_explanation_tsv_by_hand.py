@@ -22,6 +22,7 @@ def test_columns_in_any_order_and_case_with_blank_lines_crlf_and_spaces(tmp_path
     assert t.facts == [("a", "r", "b"), ("c", "r", "d")]
     assert t.explanations == [[("a", "s", "x"), ("y", "s", "a")], []]
     assert t.lines == [3, 5] and t.path == str(p)
+    assert t.columns == {"score": ["1.5", "0"]}  # the other columns, by their lower-cased names, per row
 
 
 def test_a_prediction_listed_twice_keeps_its_first_explanation():

@@ -80,7 +80,10 @@ def forest_rows(summary: dict[str, dict]) -> list[tuple[str, str, dict]]:
     return rows
 
 
-def necessity_forest_figure(panels: dict[str, dict[str, dict]]):
+MARK_LABEL = "Kelpie's released figure on the same facts (its own retrain)"
+
+
+def necessity_forest_figure(panels: dict[str, dict[str, dict]], marks: dict[str, dict[str, float]] | None = None):
     """Draw ΔHits@1 with 95 % intervals per arm, one panel per fact set (see :func:`necessity_forest`)."""
     import matplotlib
 
@@ -117,6 +120,8 @@ def necessity_forest_figure(panels: dict[str, dict[str, dict]]):
                     lw=1.2,
                     label=f"{arm}/{f}",
                 )
+            if arm in (marks or {}).get(title, {}):  # right below the open dot, whose filtering it shares
+                ax.plot([marks[title][arm]], [y - 0.34], marker="D", ms=5, ls="", color=MARK, label=f"{arm}/released")
         ax.set_yticks(range(len(rows)), [label for _, label, _ in reversed(rows)])
         for tick, (arm, _, _) in zip(ax.get_yticklabels(), reversed(rows)):
             tick.set_fontweight("bold" if arm == DEFAULT_EXPLAINER else "normal")
@@ -129,14 +134,23 @@ def necessity_forest_figure(panels: dict[str, dict[str, dict]]):
         Line2D([], [], marker="o", ls="", color="#334155", label="original filtering"),
         Line2D([], [], marker="o", ls="", color="#334155", mfc="white", label="reduced filtering (Kelpie's)"),
     ]
+    if any(marks.get(t) for t in panels) if marks else False:
+        key.append(Line2D([], [], marker="D", ls="", color=MARK, label=MARK_LABEL))
     if any("noise" in s for s in panels.values()):
         key.append(matplotlib.patches.Patch(color=CONTEXT, alpha=0.5, label="noise floor (another seed), 95 %"))
-    axes[0, 0].legend(handles=key, loc="lower left", bbox_to_anchor=(0, 1.12), ncol=3, frameon=False, fontsize=8)
+    axes[0, 0].legend(
+        handles=key,
+        loc="lower left",
+        bbox_to_anchor=(0, 1.12),
+        ncol=2 if len(key) > 3 else 3,
+        frameon=False,
+        fontsize=8,
+    )
     fig.tight_layout()
     return fig
 
 
-def necessity_forest(panels: dict[str, dict[str, dict]]) -> bytes:
+def necessity_forest(panels: dict[str, dict[str, dict]], marks: dict[str, dict[str, float]] | None = None) -> bytes:
     """ΔHits@1 of every measured arm with its bootstrap 95 % interval, as PNG bytes.
 
     One row per arm (explain's default in bold), a filled dot for the original filtering and an
@@ -146,8 +160,10 @@ def necessity_forest(panels: dict[str, dict[str, dict]]) -> bytes:
     Args:
         panels: Panel title -> a side-by-side summary, arm -> its figures (``compare.json``'s
             ``summary``); one panel each, top to bottom.
+        marks: Panel title -> arm -> a figure published for that arm on the panel's facts (Kelpie's
+            released ΔH@1), drawn as a diamond on the arm's reduced-filtering row.
 
     Returns:
         The figure as PNG bytes.
     """
-    return _png(necessity_forest_figure(panels))
+    return _png(necessity_forest_figure(panels, marks))

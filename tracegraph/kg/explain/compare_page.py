@@ -5,6 +5,9 @@ The statistics themselves are kg/explain/compare_summary.py's; this module only 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tracegraph.kg.explain.compare_cells import (
     ARM_TITLES,
     DATASET_TITLES,
@@ -15,10 +18,23 @@ from tracegraph.kg.explain.compare_cells import (
     in_table_order,
 )
 from tracegraph.kg.explain.compare_pairs import joins_table, same_table, sizes_table
-from tracegraph.kg.explain.compare_standing import pooled_table, side_by_side_margins, standing_table
+from tracegraph.kg.explain.compare_standing import (
+    RELEASED_ARMS,
+    pooled_table,
+    released_table,
+    side_by_side_margins,
+    standing_table,
+)
 from tracegraph.kg.explain.compare_summary import contents_table, group_values
 
 RANDOM = "random-head"
+# the committed results files the faithfulness page and its figure are rendered from
+PAGE_RESULTS = ("necessity_kelpie", "compare_umls", "local_refit_stability", "kelpie_released")
+
+
+def load_page_results(directory: Path) -> dict[str, dict]:
+    """The faithfulness page's results files (:data:`PAGE_RESULTS`) in ``directory``, by name."""
+    return {n: json.loads((directory / f"{n}.json").read_text()) for n in PAGE_RESULTS}
 
 
 def side_by_side_table(results: dict, fact_set: str = "kelpie-facts") -> str:
@@ -223,8 +239,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
     """The faithfulness page's generated blocks: (start marker, end marker) -> markdown.
 
     Args:
-        results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
-            ``compare_umls``, ``local_refit_stability``).
+        results: ``benchmarks/results/NAME.json`` contents by NAME (:data:`PAGE_RESULTS`).
 
     Returns:
         The blocks.
@@ -233,6 +248,7 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
     return {
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- standing:kelpie-facts -->", "<!-- /standing -->"): standing_table(kelpie),
+        ("<!-- released:kelpie-facts -->", "<!-- /released -->"): released_table(results["kelpie_released"], kelpie),
         # our own facts' tables follow Kelpie's, each titled by its facts
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie)
         + side_by_side_table(kelpie, "own-facts"),
@@ -250,18 +266,8 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
     }
 
 
-def page_panels(results: dict[str, dict]) -> dict[str, dict]:
-    """The faithfulness page's figure: one panel per dataset with a measured arm, as its tables.
-
-    Args:
-        results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
-            ``compare_umls``).
-
-    Returns:
-        Panel title (dataset, facts, machine) -> that fact set's summary, arm -> its figures; a
-        dataset run at several retrain seeds gets a second panel, its pooled summary.
-    """
-    out = {}
+def _panels(results: dict[str, dict]):
+    """Each figure panel: (its title, the series' name, its fact set, its summary), in page order."""
     for name, fact_set in (
         ("necessity_kelpie", "kelpie-facts"),
         ("necessity_kelpie", "own-facts"),
@@ -277,11 +283,42 @@ def page_panels(results: dict[str, dict]) -> dict[str, dict]:
             machine = where.get("machine", "").split(",")[0].split(" (")[0]
             on = f" ({machine})" if machine else ""
             title = DATASET_TITLES.get(ds, ds)
-            out[f"{title}: {fs['n_facts']} {whose} facts ranked first{on}"] = fs["summary"]
+            yield f"{title}: {fs['n_facts']} {whose} facts ranked first{on}", ds, fact_set, fs["summary"]
             pooled = d.get("pooled") if fact_set == "kelpie-facts" else None
             if pooled and pooled["summary"]:
                 seeds = max(len(v) for v in pooled["seeds"].values())
-                out[f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds{on}"] = pooled[
-                    "summary"
-                ]
+                title = f"{title}: the same {pooled['n_facts']} facts, pooled over {seeds} retrain seeds{on}"
+                yield title, ds, fact_set, pooled["summary"]
+
+
+def page_panels(results: dict[str, dict]) -> dict[str, dict]:
+    """The faithfulness page's figure: one panel per dataset with a measured arm, as its tables.
+
+    Args:
+        results: ``benchmarks/results/NAME.json`` contents by NAME (``necessity_kelpie``,
+            ``compare_umls``).
+
+    Returns:
+        Panel title (dataset, facts, machine) -> that fact set's summary, arm -> its figures; a
+        dataset run at several retrain seeds gets a second panel, its pooled summary.
+    """
+    return {title: summary for title, _, _, summary in _panels(results)}
+
+
+def page_marks(results: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """Kelpie's released ΔH@1 (its model and retrain, reduced filter) on each panel's facts, for the figure.
+
+    Args:
+        results: As :func:`page_panels`, with ``kelpie_released``.
+
+    Returns:
+        Panel title -> arm -> the released ΔH@1 on that panel's graded facts, for the panels of
+        Kelpie's facts whose series the released file graded.
+    """
+    graded = {s: g for d in results["kelpie_released"]["datasets"].values() for s, g in d["graded"].items()}
+    out = {}
+    for title, ds, fact_set, summary in _panels(results):
+        if fact_set == "kelpie-facts" and ds in graded:
+            arms = graded[ds]["arms"]
+            out[title] = {a: arms[a]["reduced"]["change_hits@1"] for a in RELEASED_ARMS if a in summary}
     return out

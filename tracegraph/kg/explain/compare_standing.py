@@ -18,6 +18,8 @@ from tracegraph.kg.explain.compare_cells import (
 from tracegraph.kg.explain.compare_summary import FILTERINGS, margin_table
 
 KELPIE_PAPER_SECONDS = {"fb15k-237": 34, "wn18rr": 28}
+RELEASED_ARMS = ("kelpie", "data_poisoning", "criage", "k1")
+KELPIE_DATASET_TITLES = {"fb15k-237": "FB15k-237", "wn18rr": "WN18RR"}
 
 
 def standing_table(results: dict) -> str:
@@ -130,3 +132,34 @@ MARGINS_INTRO = (
 def _ref_title(arm: str) -> str:
     """A reference arm as a column heading names it."""
     return {"noise": "noise floor", "far": "far facts"}.get(arm) or arm_title(arm)
+
+
+def released_table(released: dict, results: dict) -> str:
+    """Kelpie's released figures beside the same explanations through our retrain, on the same facts.
+
+    Args:
+        released: ``benchmarks/results/kelpie_released.json`` (``benchmarks/kelpie_released.py``).
+        results: ``benchmarks/results/necessity_kelpie.json``, whose series' arms give our retrain's rows.
+
+    Returns:
+        Markdown: per dataset, a row for Kelpie's 100 facts, then per filed series the facts our
+        model ranks first under Kelpie's retrain and under ours; ΔH@1 under the reduced filter
+        (Kelpie's). Empty when the file holds no dataset.
+    """
+    rows = []
+    for ds, d in released["datasets"].items():
+        name = KELPIE_DATASET_TITLES.get(ds, ds)
+        rows.append(_released_row(f"{name}: Kelpie's {d['n_facts']} facts", "Kelpie's", d["arms"]))
+        for series, g in d["graded"].items():
+            ours = results["datasets"][series]["fact_sets"]["kelpie-facts"]["summary"]
+            title = f"{DATASET_TITLES.get(series, series)}: the {g['n_facts']} our model ranks first"
+            rows += [_released_row(title, "Kelpie's", g["arms"]), _released_row("", "ours", ours)]
+    if not rows:
+        return ""
+    head = "| facts | model and retrain | " + " | ".join(arm_title(a) for a in RELEASED_ARMS) + " |"
+    return "\n".join([head, "|---" * (2 + len(RELEASED_ARMS)) + "|", *rows, ""])
+
+
+def _released_row(title: str, whose: str, arms: dict) -> str:
+    cells = [figure_cell(arms.get(a), "reduced", "change_hits@1") for a in RELEASED_ARMS]
+    return f"| {title} | {whose} | " + " | ".join(cells) + " |"

@@ -7,7 +7,7 @@ explanations are read as they are and ours can be read by their scripts' readers
     /m/09qs08<TAB>/award/…/category_of<TAB>/m/0gcf2r<TAB>/m/09qs08|/award/…/ceremony|/m/03nnm4t;…
 
 The first line names the columns (in any order; ``head``, ``relation``, ``tail`` and
-``explanation`` are required, others are kept aside). An explanation is its facts written
+``explanation`` are required, others are kept as text in :attr:`ExplanationTable.columns`). An explanation is its facts written
 ``head|relation|tail``, joined by ``;``; an empty cell is an empty explanation.
 """
 
@@ -33,12 +33,15 @@ class ExplanationTable:
         explanations: Per prediction, its explanation's training facts.
         path: The file read, or None.
         lines: Per prediction, its line in ``path`` (1-based), or None.
+        columns: The file's other columns, name -> one text value per prediction (Kelpie's files
+            hold each prediction's rank before and after its retrain there).
     """
 
     facts: list[Triple] = field(default_factory=list)
     explanations: list[list[Triple]] = field(default_factory=list)
     path: str | None = None
     lines: list[int] = field(default_factory=list)
+    columns: dict[str, list[str]] = field(default_factory=dict)
 
     def of(self) -> dict[Triple, list[Triple]]:
         """Prediction -> its explanation (the first row wins for a prediction listed twice)."""
@@ -84,7 +87,8 @@ def read_explanation_table(path: str | Path) -> ExplanationTable:
             rows[0][0],
         )
     col = {c: header.index(c) for c in REQUIRED}
-    table = ExplanationTable(path=p)
+    others = {c: i for i, c in enumerate(header) if c not in REQUIRED}
+    table = ExplanationTable(path=p, columns={c: [] for c in others})
     for no, line in rows[1:]:
         parts = line.split("\t")
         if len(parts) != len(header):
@@ -98,6 +102,8 @@ def read_explanation_table(path: str | Path) -> ExplanationTable:
         table.facts.append(fact)  # type: ignore[arg-type]
         table.explanations.append([_fact(x, p, no) for x in cell.split(";") if x.strip()] if cell else [])
         table.lines.append(no)
+        for c, i in others.items():
+            table.columns[c].append(parts[i].strip())
     return table
 
 
