@@ -73,3 +73,19 @@ def test_the_page_figure_is_drawn_at_build_from_every_measured_fact_set(tmp_path
     assert any("pooled over 3 retrain seeds" in title for title in panels)
     assert [s for s in panels.values()] == [s for _, s in measured]
     assert all(f" {n} " in title for title, (n, _) in zip(panels, measured))
+
+
+def test_kelpies_released_figures_cover_every_filed_series_of_kelpies_facts_on_the_same_facts():
+    graded = {s: g for d in ALL["kelpie_released"]["datasets"].values() for s, g in d["graded"].items()}
+    measured = {
+        name: d["fact_sets"]["kelpie-facts"]["n_facts"]
+        for name, d in RESULTS["datasets"].items()
+        if d["fact_sets"].get("kelpie-facts", {}).get("summary")
+    }
+    # a series filed after benchmarks/kelpie_released.py last ran would be missing from its table
+    assert {s: g["n_facts"] for s, g in graded.items()} == measured
+    for series in graded:
+        facts = (
+            ROOT / "benchmarks" / "results" / "necessity_kelpie" / series / "kelpie-facts" / "facts.tsv"
+        ).read_text()
+        assert len(facts.strip().splitlines()) - 1 == measured[series]
