@@ -61,10 +61,21 @@ def figures(ranks: list[tuple[int, int, int]]) -> dict:
     return {"facts_removed": sum(r[2] for r in ranks), "reduced": change(before, after, N_BOOT, SEED)}
 
 
-def graded_facts(series: Path) -> list[tuple[str, str, str]]:
-    """The facts a filed series graded (its ``facts.tsv``)."""
+def graded_rows(series: Path) -> list[dict[str, str]]:
+    """The facts a filed series graded, with each finished arm's ranks after (its ``facts.tsv``)."""
     with open(series / "kelpie-facts" / "facts.tsv", newline="") as f:
-        return [(r["head"], r["relation"], r["tail"]) for r in csv.DictReader(f, delimiter="\t")]
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def agreement(theirs: list[int], ours: list[int]) -> dict[str, int]:
+    """Fact by fact, whether the same explanations broke a prediction in Kelpie's retrain and in ours."""
+    pairs = [(a > 1, b > 1) for a, b in zip(theirs, ours)]
+    return {
+        "both": pairs.count((True, True)),
+        "theirs_only": pairs.count((True, False)),
+        "ours_only": pairs.count((False, True)),
+        "neither": pairs.count((False, False)),
+    }
 
 
 def graded_series(filed: Path, dataset: str) -> list[Path]:
@@ -82,13 +93,20 @@ def collect(anchors: Path, filed: Path) -> dict:
         n = len(released["kelpie"])
         entry = {"n_facts": n, "arms": {a: figures(list(r.values())) for a, r in released.items()}, "graded": {}}
         for series in graded_series(filed, ds):
-            facts = graded_facts(series)
+            rows = graded_rows(series)
+            facts = [(r["head"], r["relation"], r["tail"]) for r in rows]
             unknown = [f for f in facts if any(f not in r for r in released.values())]
             if unknown:
                 raise DataError(f"{len(unknown)} graded facts are not in Kelpie's files, e.g. {unknown[0]}", series)
             entry["graded"][series.name] = {
                 "n_facts": len(facts),
                 "arms": {a: figures([r[f] for f in facts]) for a, r in released.items()},
+                # our retrain's ranks under the reduced filter, as Kelpie's, for the arms the series finished
+                "agreement": {
+                    a: agreement([released[a][f][1] for f in facts], [int(r[f"{a} reduced"]) for r in rows])
+                    for a in EXPLAINERS
+                    if rows and f"{a} reduced" in rows[0]
+                },
             }
         out[ds] = entry
     return out

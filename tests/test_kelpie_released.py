@@ -37,12 +37,14 @@ def anchors(tmp_path: Path, bad: str | None = None) -> Path:
 
 
 def filed(tmp_path: Path, graded: dict[str, list]) -> Path:
-    """A filed series folder per name, graded facts in its facts.tsv, and the index naming them (one unmeasured)."""
+    """A filed series folder per name, its graded facts and Kelpie's arm's ranks through our retrain in its
+    facts.tsv, and the index naming them (one series unmeasured)."""
     d = tmp_path / "necessity_kelpie"
     index = {"datasets": {}}
     for series, facts in graded.items():
         (d / series / "kelpie-facts").mkdir(parents=True)
-        rows = ["head\trelation\ttail\tkelpie original"] + ["\t".join([*f, "1"]) for f in facts]
+        rows = ["head\trelation\ttail\tkelpie original\tkelpie reduced"]
+        rows += ["\t".join([*f, "1", str(ours)]) for f, ours in facts]
         (d / series / "kelpie-facts" / "facts.tsv").write_text("\n".join(rows) + "\n")
         index["datasets"][series] = {"fact_sets": {"kelpie-facts": {"summary": {"kelpie": {}}}}}
     index["datasets"]["wn18rr"] = {"fact_sets": {"kelpie-facts": {"summary": {}}}}  # nothing measured: left out
@@ -52,7 +54,8 @@ def filed(tmp_path: Path, graded: dict[str, list]) -> Path:
 
 def test_released_figures_are_the_naive_hits_and_reciprocal_ranks_on_all_facts_and_on_the_graded_ones(tmp_path):
     out = tmp_path / "released.json"
-    graded = {"fb15k-237-cpu": [("e", "r", "f"), ("a", "r", "b")], "wn18rr-cpu": [("i", "r", "j")]}
+    # the graded facts with Kelpie's explanations' rank through our retrain (reduced filter)
+    graded = {"fb15k-237-cpu": [(("e", "r", "f"), 1), (("a", "r", "b"), 5)], "wn18rr-cpu": [(("i", "r", "j"), 1)]}
     assert kr.main([str(anchors(tmp_path)), "--filed", str(filed(tmp_path, graded)), "-o", str(out)]) == 0
     got = json.loads(out.read_text())
     assert got["command"].startswith("python benchmarks/kelpie_released.py") and got["commit"] and got["machine"]
@@ -71,13 +74,17 @@ def test_released_figures_are_the_naive_hits_and_reciprocal_ranks_on_all_facts_a
     assert cpu["arms"]["k1"]["reduced"]["change_hits@1"] == pytest.approx(-1.0)  # both graded facts fell
     assert cpu["arms"]["k1"]["reduced"]["change_mrr"] == pytest.approx((1 / 2 - 1 + 1 / 3 - 1) / 2)
     assert got["datasets"]["wn18rr"]["graded"]["wn18rr-cpu"]["arms"]["criage"]["facts_removed"] == 3
+    # fact by fact against our retrain: (e,r,f) fell in Kelpie's only (2 vs 1), (a,r,b) in both (3 vs 5)
+    assert cpu["agreement"] == {"kelpie": {"both": 1, "theirs_only": 1, "ours_only": 0, "neither": 0}}
+    wn = got["datasets"]["wn18rr"]["graded"]["wn18rr-cpu"]["agreement"]
+    assert wn == {"kelpie": {"both": 0, "theirs_only": 1, "ours_only": 0, "neither": 0}}  # (i,r,j): 4 vs 1
 
 
 @pytest.mark.parametrize(
     "bad, graded, message",
     [
         ("x", {}, "conve_wn18rr_necessary_k1.tsv:3: rank_before and rank_after must be whole numbers"),
-        (None, {"wn18rr-cpu": [("z", "r", "z")]}, "1 graded facts are not in Kelpie's files"),
+        (None, {"wn18rr-cpu": [(("z", "r", "z"), 1)]}, "1 graded facts are not in Kelpie's files"),
     ],
 )
 def test_bad_input_is_one_error_line_and_nothing_written(tmp_path, capsys, bad, graded, message):

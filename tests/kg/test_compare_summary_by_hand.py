@@ -693,7 +693,13 @@ def released_file() -> dict:
             "umls": {
                 "n_facts": 4,
                 "arms": {"kelpie": released(-0.75), "data_poisoning": released(-0.5), "criage": released(0.0)},
-                "graded": {"umls": {"n_facts": 2, "arms": {"kelpie": released(-0.5), "k1": released(-1.0)}}},
+                "graded": {
+                    "umls": {
+                        "n_facts": 2,
+                        "arms": {"kelpie": released(-0.5), "k1": released(-1.0)},
+                        "agreement": {"kelpie": {"both": 1, "theirs_only": 0, "ours_only": 1, "neither": 0}},
+                    }
+                },
             }
         }
     }
@@ -727,3 +733,12 @@ def test_the_figure_marks_kelpies_released_figure_on_the_panels_of_its_graded_fa
     assert CP.page_marks(files) == {"UMLS: 2 of Kelpie's facts ranked first": {"kelpie": -0.5}}
     files["kelpie_released"]["datasets"]["umls"]["graded"] = {}
     assert CP.page_marks(files) == {}
+
+
+def test_the_fact_by_fact_agreement_of_the_two_retrains_is_one_row_per_series_and_arm_our_retrain_ran():
+    assert ST.released_agreement_table(released_file()).splitlines() == [
+        "| facts | explanations | fell in both retrains | in Kelpie's only | in ours only | stood in both |",
+        "|---|---|---|---|---|---|",
+        "| UMLS (2 facts) | Kelpie | 1 | 0 | 1 | 0 |",
+    ]
+    assert ST.released_agreement_table({"datasets": {}}) == ""

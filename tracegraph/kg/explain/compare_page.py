@@ -21,6 +21,7 @@ from tracegraph.kg.explain.compare_pairs import joins_table, same_table, sizes_t
 from tracegraph.kg.explain.compare_standing import (
     RELEASED_ARMS,
     pooled_table,
+    released_agreement_table,
     released_table,
     side_by_side_margins,
     standing_table,
@@ -249,6 +250,9 @@ def page_blocks(results: dict[str, dict]) -> dict[tuple[str, str], str]:
         ("<!-- refit-stability -->", "<!-- /refit-stability -->"): stability_table(results["local_refit_stability"]),
         ("<!-- standing:kelpie-facts -->", "<!-- /standing -->"): standing_table(kelpie),
         ("<!-- released:kelpie-facts -->", "<!-- /released -->"): released_table(results["kelpie_released"], kelpie),
+        ("<!-- released-agreement:kelpie-facts -->", "<!-- /released-agreement -->"): released_agreement_table(
+            results["kelpie_released"]
+        ),
         # our own facts' tables follow Kelpie's, each titled by its facts
         ("<!-- side-by-side:kelpie-facts -->", "<!-- /side-by-side -->"): side_by_side_table(kelpie)
         + side_by_side_table(kelpie, "own-facts"),

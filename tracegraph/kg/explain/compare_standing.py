@@ -163,3 +163,29 @@ def released_table(released: dict, results: dict) -> str:
 def _released_row(title: str, whose: str, arms: dict) -> str:
     cells = [figure_cell(arms.get(a), "reduced", "change_hits@1") for a in RELEASED_ARMS]
     return f"| {title} | {whose} | " + " | ".join(cells) + " |"
+
+
+def released_agreement_table(released: dict) -> str:
+    """Fact by fact, whether Kelpie's retrain and ours broke the same predictions with the same explanations.
+
+    Args:
+        released: ``benchmarks/results/kelpie_released.json``.
+
+    Returns:
+        Markdown: one row per filed series and explanations our retrain ran (reduced filter, both
+        retrains); empty when there is none.
+    """
+    rows = []
+    for d in released["datasets"].values():
+        for series, g in d["graded"].items():
+            for arm in RELEASED_ARMS:
+                if x := g.get("agreement", {}).get(arm):
+                    title = f"{DATASET_TITLES.get(series, series)} ({g['n_facts']} facts)"
+                    rows.append(
+                        f"| {title} | {arm_title(arm)} | {x['both']} | {x['theirs_only']} | {x['ours_only']} | "
+                        f"{x['neither']} |"
+                    )
+    if not rows:
+        return ""
+    head = "| facts | explanations | fell in both retrains | in Kelpie's only | in ours only | stood in both |"
+    return "\n".join([head, "|---" * 6 + "|", *rows, ""])
