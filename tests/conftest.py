@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 import typer.testing
+from hypothesis import HealthCheck, settings
+
+# The suite also runs beside other work (a shared CI machine, a training in the background), where
+# generating examples can be slow for reasons that say nothing about the code under test. A test
+# that suppresses another health check names this one too.
+settings.register_profile("suite", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 os.environ.setdefault("TRACEGRAPH_PROGRESS", "0")
 # Device policy for the suite: "auto" means CPU, so tests are exact and reproducible on any machine

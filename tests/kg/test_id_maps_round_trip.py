@@ -17,7 +17,9 @@ label = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "
     lambda s: s.strip() and "\t" not in s
 )
 labels = st.lists(label, min_size=1, max_size=25, unique=True)
-SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @SETTINGS

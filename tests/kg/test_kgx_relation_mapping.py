@@ -48,7 +48,9 @@ def _key(e):
     return (e["predicate"], tuple(sorted((k, v) for k, v in e.items() if k in QUALIFIERS and v not in ("", None))))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     edges=st.lists(edge, min_size=1, max_size=12),
     extra=st.lists(noise, min_size=12, max_size=12),

@@ -75,7 +75,9 @@ def test_checkpoints_named_from_another_folder_are_checked_against_this_folder(t
     assert str(theirs[0]) in str(e.value) and "1 of 3" in str(e.value)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     config_id=st.sampled_from([None, A]),
     ids=st.lists(st.sampled_from([None, A, B]), min_size=1, max_size=4),
