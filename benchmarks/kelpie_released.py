@@ -42,7 +42,9 @@ def read_ranks(path: Path) -> dict[tuple[str, str, str], tuple[int, int, int]]:
     table = read_explanation_table(path)
     missing = [c for c in ("rank_before", "rank_after") if c not in table.columns]
     if missing:
-        raise DataError(f"the first line must name the columns rank_before and rank_after; missing: {missing}", path)
+        raise DataError(
+            f"the first line must name the columns rank_before and rank_after; missing: {', '.join(missing)}", path
+        )
     out = {}
     for i, (fact, expl) in enumerate(zip(table.facts, table.explanations)):
         try:
@@ -67,8 +69,11 @@ def graded_rows(series: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f, delimiter="\t"))
 
 
-def agreement(theirs: list[int], ours: list[int]) -> dict[str, int]:
-    """Fact by fact, whether the same explanations broke a prediction in Kelpie's retrain and in ours."""
+def agreement(theirs: list[int], ours: list[float]) -> dict[str, int]:
+    """Fact by fact, whether the same explanations broke a prediction in Kelpie's retrain and in ours.
+
+    Our ranks may be a tie's mean (2.5): a prediction tied for first is not ranked first.
+    """
     pairs = [(a > 1, b > 1) for a, b in zip(theirs, ours)]
     return {
         "both": pairs.count((True, True)),
@@ -103,7 +108,7 @@ def collect(anchors: Path, filed: Path) -> dict:
                 "arms": {a: figures([r[f] for f in facts]) for a, r in released.items()},
                 # our retrain's ranks under the reduced filter, as Kelpie's, for the arms the series finished
                 "agreement": {
-                    a: agreement([released[a][f][1] for f in facts], [int(r[f"{a} reduced"]) for r in rows])
+                    a: agreement([released[a][f][1] for f in facts], [float(r[f"{a} reduced"]) for r in rows])
                     for a in EXPLAINERS
                     if rows and f"{a} reduced" in rows[0]
                 },
