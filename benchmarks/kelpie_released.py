@@ -28,11 +28,12 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
 from device_files import machine  # noqa: E402  (the scripts beside this one)
 from record import git_commit  # noqa: E402
 from tracegraph.errors import DataError, TracegraphError  # noqa: E402
+from tracegraph.kg.explain.compare import CompareConfig  # noqa: E402
+from tracegraph.kg.explain.compare_standing import RELEASED_ARMS as EXPLAINERS  # noqa: E402  (the files' names)
 
-# our dataset names -> the files' names; our arm names -> the files' explainer names
+# our dataset names -> the files' names
 DATASETS = {"fb15k-237": "fb15k237", "wn18rr": "wn18rr"}
-EXPLAINERS = ("kelpie", "data_poisoning", "criage", "k1")
-N_BOOT, SEED = 1000, 0  # fidelity compare's defaults
+N_BOOT, SEED = CompareConfig.bootstrap, CompareConfig.seed  # the intervals fidelity compare gives by default
 
 
 def read_ranks(path: Path) -> dict[tuple[str, str, str], tuple[int, int, int]]:

@@ -93,6 +93,7 @@ def necessity_forest_figure(panels: dict[str, dict[str, dict]], marks: dict[str,
 
     from tracegraph.kg.explain.methods import DEFAULT_EXPLAINER
 
+    marks = marks or {}
     heights = [max(len(s), 1) * 0.42 + 0.9 for s in panels.values()]
     fig, axes = plt.subplots(
         len(panels), 1, figsize=(8.5, sum(heights)), sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights}
@@ -120,7 +121,7 @@ def necessity_forest_figure(panels: dict[str, dict[str, dict]], marks: dict[str,
                     lw=1.2,
                     label=f"{arm}/{f}",
                 )
-            if arm in (marks or {}).get(title, {}):  # right below the open dot, whose filtering it shares
+            if arm in marks.get(title, {}):  # right below the open dot, whose filtering it shares
                 ax.plot([marks[title][arm]], [y - 0.34], marker="D", ms=5, ls="", color=MARK, label=f"{arm}/released")
         ax.set_yticks(range(len(rows)), [label for _, label, _ in reversed(rows)])
         for tick, (arm, _, _) in zip(ax.get_yticklabels(), reversed(rows)):
@@ -134,7 +135,7 @@ def necessity_forest_figure(panels: dict[str, dict[str, dict]], marks: dict[str,
         Line2D([], [], marker="o", ls="", color="#334155", label="original filtering"),
         Line2D([], [], marker="o", ls="", color="#334155", mfc="white", label="reduced filtering (Kelpie's)"),
     ]
-    if any(marks.get(t) for t in panels) if marks else False:
+    if any(marks.get(t) for t in panels):
         key.append(Line2D([], [], marker="D", ls="", color=MARK, label=MARK_LABEL))
     if any("noise" in s for s in panels.values()):
         key.append(matplotlib.patches.Patch(color=CONTEXT, alpha=0.5, label="noise floor (another seed), 95 %"))
