@@ -89,6 +89,15 @@ def test_no_own_facts_drops_our_own_facts_entirely(device_run, tmp_path, device)
     assert not any("/own-facts/" in j.name for j in schedule(device_run, tmp_path, "--no-own-facts", device=device))
 
 
+def test_our_own_facts_retrain_the_default_then_its_floors_after_kelpies_facts(device_run, tmp_path):
+    names = arm_jobs(schedule(device_run, tmp_path, "--datasets", "umls"))
+    own = [n.split("/")[2] for n in names if n.startswith("umls/own-facts/")]
+    assert own == ["tracin-margin-path", "random-head", "noise", "far"]
+    assert min(names.index(f"umls/own-facts/{a}") for a in own) > max(
+        i for i, n in enumerate(names) if n.startswith("umls/kelpie-facts/")
+    )
+
+
 def fake_program(path: Path, body: str) -> str:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -189,15 +198,14 @@ def test_the_scheduler_keeps_at_most_concurrency_gpu_jobs_and_stops_at_the_deadl
     Job = device_run.Job
     spans = tmp_path / "spans"
 
-    def timed(name, seconds):  # appends "name start end" once it ends
-        code = f"import time; s = time.time(); time.sleep({seconds}); open({str(spans)!r}, 'a').write(f'{name} {{s}} {{time.time()}}\\n')"
-        return py(code)
+    def timed(name, seconds):  # appends "name start end" once it ends; a shell starts fast on a loaded machine
+        return ["sh", "-c", f's=$(date +%s.%N); sleep {seconds}; echo "{name} $s $(date +%s.%N)" >> {spans}']
 
     todo = [Job(f"g{i}", timed(f"g{i}", 0.4), 30) for i in range(4)]
     todo.append(Job("cpu", timed("cpu", 0.4), 30, gpu=False))  # beside the GPU jobs, not counted
-    todo.append(Job("late", py("import time; time.sleep(30)"), 60, ["g0", "g1", "g2", "g3"]))
-    todo.append(Job("never", py("pass"), 60, ["late"]))
-    status = run_schedule(device_run, tmp_path, todo, "--concurrency", "2", "--deadline", "3")
+    todo.append(Job("late", ["sleep", "30"], 60, ["g0", "g1", "g2", "g3"]))
+    todo.append(Job("never", ["true"], 60, ["late"]))
+    status = run_schedule(device_run, tmp_path, todo, "--concurrency", "2", "--deadline", "4")
     assert status["late"] == "failed (killed)" and status["never"] == "not run (deadline)"
     rows = [ln.split() for ln in spans.read_text().splitlines()]
     span = {n: (float(a), float(b)) for n, a, b in rows}
