@@ -31,6 +31,8 @@ DATASET_TITLES = {
     # our own facts, from a run of their own (a lent GPU's call holds one dataset's fact set)
     "fb15k-237-own": "FB15k-237 on a GPU, our own facts' run",
     "wn18rr-own": "WN18RR on a GPU, our own facts' run",
+    "fb15k-237-cpu-own": "FB15k-237 on a CPU, our own facts' run",
+    "wn18rr-cpu-own": "WN18RR on a CPU, our own facts' run",
 }
 
 
