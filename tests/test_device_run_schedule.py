@@ -90,7 +90,7 @@ def test_no_own_facts_drops_our_own_facts_entirely(device_run, tmp_path, device)
 
 
 def test_our_own_facts_retrain_the_default_then_its_floors_after_kelpies_facts(device_run, tmp_path):
-    names = arm_jobs(schedule(device_run, tmp_path, "--datasets", "umls"))
+    names = arm_jobs(schedule(device_run, tmp_path))
     own = [n.split("/")[2] for n in names if n.startswith("umls/own-facts/")]
     assert own == ["tracin-margin-path", "random-head", "noise", "far"]
     assert min(names.index(f"umls/own-facts/{a}") for a in own) > max(
